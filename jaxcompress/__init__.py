@@ -1,0 +1,54 @@
+"""jaxcompress: width-independent compression of deep analytic MLPs by derivative matching.
+
+A network is a plain params pytree (a list of Flax-``Dense``-layout layers). The core call is
+
+>>> import jax, jaxcompress as jc
+>>> params = jc.init_mlp(jax.random.PRNGKey(0), [2, 64, 64, 1])
+>>> small, info = jc.compress(params, activation="sigmoid", order=3)
+>>> jc.layer_sizes(small)
+[2, 10, 10, 1]
+
+References:
+  Wang, Wang & Ziyin (2026), "Width-Independent Compressibility of Deep Neural Networks".
+"""
+
+from jaxcompress.activations import (
+    Activation,
+    get_activation,
+    register_activation,
+    registered_activations,
+)
+from jaxcompress.compress import CompressInfo, LayerInfo, compress, compress_layer, trim
+from jaxcompress.domains import Ball
+from jaxcompress.evaluate import sup_error
+from jaxcompress.features import derivative_features
+from jaxcompress.mlp import apply, init_mlp, layer_sizes, num_params, validate_params
+from jaxcompress.select import Selection, greedy_pivoted_qr, select_columns
+from jaxcompress.taylor import monomials, num_monomials
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Activation",
+    "Ball",
+    "CompressInfo",
+    "LayerInfo",
+    "Selection",
+    "apply",
+    "compress",
+    "compress_layer",
+    "derivative_features",
+    "get_activation",
+    "greedy_pivoted_qr",
+    "init_mlp",
+    "layer_sizes",
+    "monomials",
+    "num_monomials",
+    "num_params",
+    "register_activation",
+    "registered_activations",
+    "select_columns",
+    "sup_error",
+    "trim",
+    "validate_params",
+]

@@ -1,0 +1,351 @@
+"""Registry of analytic activations and their univariate Taylor rules.
+
+Every activation that derivative matching can handle is registered here with
+
+* ``fn``: the function itself (used by :func:`jaxcompress.apply` and by the ``jacfwd`` reference
+  backend);
+* ``series(u0, k)``: the univariate Taylor coefficients
+
+  .. math:: s_j(u_0) = \\sigma^{(j)}(u_0) / j!, \\qquad j = 0, \\dots, k,
+
+  stacked on a new leading axis (shape ``(k + 1, *u0.shape)``). These drive the multivariate
+  Taylor pass of :mod:`jaxcompress.taylor`: ``sigma(u0 + h) = sum_j s_j(u0) h^j``;
+* ``jet_fn``: an implementation that :mod:`jax.experimental.jet` can propagate (``jet`` ignores
+  ``custom_jvp`` and differentiates the primitives, so e.g. :func:`jax.nn.softplus` needs a
+  rewrite);
+* ``rho_sigma``: the half-width of the strip ``|Im z| < rho_sigma`` on which the activation is
+  holomorphic (Eq. 5 of Wang, Wang & Ziyin 2026): pi for the logistic sigmoid, pi/2 for tanh,
+  ``inf`` for entire functions.
+
+The closed-form rules use the ODEs the functions satisfy, which give the coefficients by an
+exact O(k^2) recursion (no factorial growth, no nested autodiff):
+
+* logistic: ``y' = y - y^2``; tanh: ``y' = 1 - y^2`` (Riccati equations);
+* softplus: ``y' = logistic``; SiLU: ``x * logistic(x)``;
+* GELU: ``x Phi(x)`` with ``Phi' = phi`` and ``phi' = -x phi``;
+* tanh-GELU: ``x (1 + tanh(c (x + 0.044715 x^3))) / 2``, a tanh series composed with a cubic.
+
+A name like ``"relu"`` (not analytic) is refused with an explanation; register new activations
+with :func:`register_activation`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import jet as _jet
+
+__all__ = [
+    "Activation",
+    "get_activation",
+    "register_activation",
+    "registered_activations",
+]
+
+SeriesFn = Callable[[jax.Array, int], jax.Array]
+
+
+@dataclasses.dataclass(frozen=True)
+class Activation:
+    """An analytic activation and its Taylor rule (see the module docstring)."""
+
+    name: str
+    fn: Callable[[jax.Array], jax.Array]
+    series: SeriesFn
+    jet_fn: Callable[[jax.Array], jax.Array]
+    rho_sigma: float = math.inf
+    description: str = ""
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.fn(x)
+
+
+_REGISTRY: dict[str, Activation] = {}
+
+# Names users reach for that are not analytic: derivative matching needs a convergent Taylor
+# series, and these have a kink (or a piecewise definition) at some point of the real line.
+_NON_ANALYTIC = {
+    "relu": "it has a kink at 0",
+    "relu6": "it has kinks at 0 and 6",
+    "leaky_relu": "it has a kink at 0",
+    "elu": "its second derivative jumps at 0",
+    "selu": "its second derivative jumps at 0",
+    "celu": "its second derivative jumps at 0",
+    "hard_tanh": "it is piecewise linear",
+    "hard_sigmoid": "it is piecewise linear",
+    "hard_silu": "it is piecewise",
+    "hard_swish": "it is piecewise",
+    "abs": "it has a kink at 0",
+}
+
+
+def _stack_series(coeffs: list[jax.Array]) -> jax.Array:
+    return jnp.stack(coeffs, axis=0)
+
+
+def _riccati_series(y0: jax.Array, a0: float, a1: float, a2: float, k: int) -> jax.Array:
+    """Taylor coefficients of y with ``y' = a0 + a1 y + a2 y^2`` and ``y(0) = y0``.
+
+    Matching the coefficient of t^j on both sides gives
+    ``(j + 1) c_{j+1} = a0 [j == 0] + a1 c_j + a2 sum_{i <= j} c_i c_{j-i}``.
+    """
+    c = [y0]
+    for j in range(k):
+        conv = sum(c[i] * c[j - i] for i in range(j + 1))
+        rhs = a1 * c[j] + a2 * conv
+        if j == 0:
+            rhs = rhs + a0
+        c.append(rhs / (j + 1))
+    return _stack_series(c)
+
+
+def _sigmoid_series(u0: jax.Array, k: int) -> jax.Array:
+    return _riccati_series(jax.nn.sigmoid(u0), 0.0, 1.0, -1.0, k)
+
+
+def _tanh_series(u0: jax.Array, k: int) -> jax.Array:
+    return _riccati_series(jnp.tanh(u0), 1.0, 0.0, -1.0, k)
+
+
+def _times_x(u0: jax.Array, s: jax.Array) -> jax.Array:
+    """Series of ``(u0 + t) * f(u0 + t)`` from the series ``s`` of f (same length)."""
+    shifted = jnp.concatenate([jnp.zeros_like(s[:1]), s[:-1]], axis=0)
+    return u0 * s + shifted
+
+
+def _integrate(c0: jax.Array, s: jax.Array) -> jax.Array:
+    """Series of F with ``F' = f``, ``F(u0) = c0``, from the series s of f (one term longer)."""
+    j = jnp.arange(1, s.shape[0] + 1, dtype=s.dtype).reshape((-1,) + (1,) * (s.ndim - 1))
+    return jnp.concatenate([c0[None], s / j], axis=0)
+
+
+def _softplus_series(u0: jax.Array, k: int) -> jax.Array:
+    return _integrate(jax.nn.softplus(u0), _sigmoid_series(u0, k - 1)) if k > 0 else (
+        jax.nn.softplus(u0)[None]
+    )
+
+
+def _silu_series(u0: jax.Array, k: int) -> jax.Array:
+    return _times_x(u0, _sigmoid_series(u0, k))
+
+
+def _normal_pdf_series(u0: jax.Array, k: int) -> jax.Array:
+    """Series of phi(u0 + t): phi' = -x phi gives ``(j+1) e_{j+1} = -u0 e_j - e_{j-1}``."""
+    e = [jnp.exp(-0.5 * u0 * u0) / math.sqrt(2.0 * math.pi)]
+    for j in range(k):
+        nxt = -u0 * e[j]
+        if j >= 1:
+            nxt = nxt - e[j - 1]
+        e.append(nxt / (j + 1))
+    return _stack_series(e)
+
+
+def _gelu_series(u0: jax.Array, k: int) -> jax.Array:
+    cdf0 = 0.5 * (1.0 + jax.lax.erf(u0 / math.sqrt(2.0)))
+    cdf = _integrate(cdf0, _normal_pdf_series(u0, k - 1)) if k > 0 else cdf0[None]
+    return _times_x(u0, cdf)
+
+
+_GELU_C = math.sqrt(2.0 / math.pi)
+_GELU_B = 0.044715
+
+
+def _compose_univariate(outer: jax.Array, inner: jax.Array) -> jax.Array:
+    """Truncated composition ``sum_j outer_j h^j`` with h the series ``inner`` (inner_0 = 0)."""
+    k = outer.shape[0] - 1
+
+    def mul(a, b):
+        return _stack_series(
+            [sum(a[i] * b[n - i] for i in range(n + 1)) for n in range(k + 1)]
+        )
+
+    res = jnp.zeros_like(outer).at[0].set(outer[k])
+    for j in range(k - 1, -1, -1):
+        res = mul(res, inner).at[0].add(outer[j])
+    return res
+
+
+def _gelu_tanh_series(u0: jax.Array, k: int) -> jax.Array:
+    # v(u0 + t) = c (x + b x^3) is a cubic in t.
+    v0 = _GELU_C * (u0 + _GELU_B * u0**3)
+    inner = [jnp.zeros_like(u0), _GELU_C * (1.0 + 3.0 * _GELU_B * u0**2),
+             _GELU_C * 3.0 * _GELU_B * u0, jnp.full_like(u0, _GELU_C * _GELU_B)]
+    inner = inner + [jnp.zeros_like(u0)] * max(0, k + 1 - len(inner))
+    inner = _stack_series(inner[: k + 1])
+    th = _compose_univariate(_tanh_series(v0, k), inner)
+    half_one_plus = (0.5 * th).at[0].add(0.5)
+    return _times_x(u0, half_one_plus)
+
+
+def _identity_series(u0: jax.Array, k: int) -> jax.Array:
+    c = [u0]
+    if k >= 1:
+        c.append(jnp.ones_like(u0))
+    c += [jnp.zeros_like(u0)] * (k - 1)
+    return _stack_series(c)
+
+
+def _jet_series(jet_fn: Callable[[jax.Array], jax.Array]) -> SeriesFn:
+    """Generic rule: univariate Taylor coefficients by :func:`jax.experimental.jet.jet`."""
+
+    def series(u0: jax.Array, k: int) -> jax.Array:
+        y0 = jet_fn(u0)
+        if k == 0:
+            return y0[None]
+        terms = (jnp.ones_like(u0),) + (jnp.zeros_like(u0),) * (k - 1)
+        y, ys = _jet.jet(jet_fn, (u0,), (terms,))
+        coeffs = [y] + [ys[j] / math.factorial(j + 1) for j in range(k)]
+        return _stack_series(coeffs)
+
+    return series
+
+
+def _gelu_tanh_rho() -> float:
+    """Distance to the real axis of the nearest pole of tanh(c (z + b z^3))."""
+    best = math.inf
+    for m in range(-200, 200):
+        target = 1j * math.pi * (m + 0.5) / _GELU_C
+        roots = np.roots([_GELU_B, 0.0, 1.0, -target])
+        best = min(best, float(np.min(np.abs(roots.imag))))
+    return best
+
+
+def register_activation(
+    name: str,
+    fn: Callable[[jax.Array], jax.Array],
+    *,
+    series: SeriesFn | None = None,
+    jet_fn: Callable[[jax.Array], jax.Array] | None = None,
+    rho_sigma: float = math.inf,
+    description: str = "",
+    overwrite: bool = False,
+) -> Activation:
+    """Register an analytic activation so every part of the library can use it by name.
+
+    Args:
+      name: the name to pass as ``activation=``.
+      fn: the elementwise function.
+      series: ``series(u0, k) -> (k + 1, *u0.shape)`` array of ``sigma^(j)(u0) / j!``. When
+        omitted it is computed with :func:`jax.experimental.jet.jet` on ``jet_fn``.
+      jet_fn: an implementation ``jet`` can differentiate (defaults to ``fn``; ``jet`` ignores
+        ``custom_jvp`` rules).
+      rho_sigma: half-width of the strip around the real axis on which ``fn`` is holomorphic
+        (Eq. 5); ``math.inf`` for entire functions. Used by the certificate.
+      description: one line shown in error messages and reports.
+      overwrite: allow replacing an existing registration.
+
+    Returns:
+      The registered :class:`Activation`.
+    """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"register_activation: name must be a non-empty string, got {name!r}")
+    if name in _NON_ANALYTIC:
+        raise ValueError(
+            f"register_activation: {name!r} is reserved for a non-analytic activation "
+            f"({_NON_ANALYTIC[name]}); choose another name."
+        )
+    if name in _REGISTRY and not overwrite:
+        raise ValueError(
+            f"register_activation: {name!r} is already registered; "
+            "pass overwrite=True to replace it."
+        )
+    jet_fn = fn if jet_fn is None else jet_fn
+    act = Activation(
+        name=name,
+        fn=fn,
+        series=_jet_series(jet_fn) if series is None else series,
+        jet_fn=jet_fn,
+        rho_sigma=float(rho_sigma),
+        description=description,
+    )
+    _REGISTRY[name] = act
+    return act
+
+
+def registered_activations() -> tuple[str, ...]:
+    """Names of the registered activations."""
+    return tuple(_REGISTRY)
+
+
+def get_activation(activation: str | Activation | Callable) -> Activation:
+    """Resolve a name (or a registered function, or an :class:`Activation`) to its registry entry.
+
+    Raises:
+      ValueError: for non-analytic activations such as ReLU, and for unknown names, with the list
+        of registered names and how to register a new one.
+    """
+    if isinstance(activation, Activation):
+        return activation
+    if isinstance(activation, str):
+        key = activation.lower()
+        if key in _REGISTRY:
+            return _REGISTRY[key]
+        if key in _NON_ANALYTIC:
+            raise ValueError(
+                f"activation {activation!r} is not analytic ({_NON_ANALYTIC[key]}): derivative "
+                "matching needs an activation with a convergent Taylor series around every real "
+                f"point. Use one of {', '.join(_REGISTRY)} (e.g. 'softplus' or 'gelu' as smooth "
+                "ReLU substitutes), or register an analytic one with "
+                "jaxcompress.register_activation(name, fn, series=...)."
+            )
+        raise ValueError(
+            f"unknown activation {activation!r}; registered: {', '.join(_REGISTRY)}. "
+            "Register a new analytic activation with "
+            "jaxcompress.register_activation(name, fn, series=..., rho_sigma=...)."
+        )
+    if callable(activation):
+        for act in _REGISTRY.values():
+            if act.fn is activation or act.jet_fn is activation:
+                return act
+        fname = getattr(activation, "__name__", repr(activation))
+        if fname in _NON_ANALYTIC:
+            return get_activation(fname)  # raises the non-analytic error
+        raise ValueError(
+            f"activation function {fname!r} is not registered. Pass a registered name "
+            f"({', '.join(_REGISTRY)}) or register it with "
+            "jaxcompress.register_activation(name, fn, series=...)."
+        )
+    raise TypeError(f"activation must be a name or a function, got {type(activation).__name__}")
+
+
+def _gelu_exact(x: jax.Array) -> jax.Array:
+    return jax.nn.gelu(x, approximate=False)
+
+
+def _gelu_tanh(x: jax.Array) -> jax.Array:
+    return jax.nn.gelu(x, approximate=True)
+
+
+def _softplus_jet(x: jax.Array) -> jax.Array:
+    # jax.nn.softplus uses logaddexp with a custom_jvp that jet cannot trace; -log(logistic(-x))
+    # is the same analytic function built from primitives jet has rules for.
+    return -jnp.log(jax.nn.sigmoid(-x))
+
+
+def _silu_jet(x: jax.Array) -> jax.Array:
+    return x * jax.nn.sigmoid(x)
+
+
+def _identity(x: jax.Array) -> jax.Array:
+    return x
+
+
+register_activation("sigmoid", jax.nn.sigmoid, series=_sigmoid_series, rho_sigma=math.pi,
+                    description="logistic 1/(1+exp(-x)); poles at i*pi*(2m+1)")
+register_activation("tanh", jnp.tanh, series=_tanh_series, rho_sigma=math.pi / 2,
+                    description="tanh; poles at i*pi*(m+1/2)")
+register_activation("gelu", _gelu_exact, series=_gelu_series, rho_sigma=math.inf,
+                    description="exact GELU x*Phi(x) (erf); entire")
+register_activation("gelu_tanh", _gelu_tanh, series=_gelu_tanh_series, rho_sigma=_gelu_tanh_rho(),
+                    description="tanh-approximated GELU; poles of tanh(c(x+0.044715x^3))")
+register_activation("softplus", jax.nn.softplus, series=_softplus_series, jet_fn=_softplus_jet,
+                    rho_sigma=math.pi, description="log(1+exp(x)); branch points at i*pi*(2m+1)")
+register_activation("silu", jax.nn.silu, series=_silu_series, jet_fn=_silu_jet,
+                    rho_sigma=math.pi, description="x*sigmoid(x) (swish); poles at i*pi*(2m+1)")
+register_activation("identity", _identity, series=_identity_series, rho_sigma=math.inf,
+                    description="identity (tests: the network is a polynomial)")

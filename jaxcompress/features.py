@@ -1,0 +1,204 @@
+"""Derivative features of every hidden neuron: three interchangeable backends.
+
+For hidden layer ``l`` the feature matrix is ``Z_l in R^{D_k x d_l}``,
+
+.. math:: (Z_l)_{\\alpha i} = \\frac{1}{\\alpha!}\\,\\partial_x^{\\alpha} h^{(l)}_i(x_0),
+          \\qquad |\\alpha| \\le k,
+
+rows ordered as :func:`jaxcompress.monomials` (DESIGN section 1: ``Phi(w_i)`` stacked over the
+neurons, written with Taylor coefficients). Backends:
+
+``"taylor"`` (default)
+    Multivariate truncated-Taylor propagation (:mod:`jaxcompress.taylor`): one forward pass for
+    all layers, cost ``O(C(2d+k, 2d) * width)`` per activation.
+``"jet"``
+    :func:`jax.experimental.jet.jet` under :func:`jax.vmap` over directions ``v``: the univariate
+    series of ``t -> h(x_0 + t v)`` has degree-``j`` coefficient
+    ``sum_{|alpha|=j} Z_alpha v^alpha``; the ``Z_alpha`` are recovered per degree by least
+    squares on a fixed, well-conditioned set of directions (interpolation of homogeneous
+    polynomials).
+``"jacfwd"``
+    Nested :func:`jax.jacfwd`, ``k`` deep. Obviously right, slow to compile: the reference.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import jet as _jet
+
+from jaxcompress.activations import Activation, get_activation
+from jaxcompress.mlp import Params, _dense, validate_params
+from jaxcompress.taylor import (
+    check_feature_budget,
+    monomials,
+    num_monomials,
+    taylor_features,
+)
+
+__all__ = ["BACKENDS", "derivative_features"]
+
+BACKENDS = ("taylor", "jet", "jacfwd")
+
+
+def _hidden_map(params: Params, act: Activation, n_hidden: int, *, use_jet_fn: bool = False):
+    fn = act.jet_fn if use_jet_fn else act.fn
+
+    def f(x):
+        outs = []
+        h = x
+        for layer in params[:n_hidden]:
+            h = fn(_dense(h, layer))
+            outs.append(h)
+        return tuple(outs)
+
+    return f
+
+
+@functools.cache
+def _directions(d: int, k: int) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """Directions ``V`` (n_dir, d) and, per degree j, the least-squares solver ``(N_j, n_dir)``.
+
+    ``d = 1``: the single direction 1. ``d = 2``: angles ``pi m / n_dir`` (half circle; a
+    homogeneous polynomial of degree j is a trigonometric polynomial there, so equispaced angles
+    are optimal). ``d >= 3``: a fixed Gaussian sample normalised to the sphere, oversampled 2x.
+    """
+    mons = monomials(d, k)
+    deg = mons.sum(axis=1)
+    n_max = max(int(np.sum(deg == j)) for j in range(k + 1))
+    if d == 1:
+        v = np.ones((1, 1))
+    elif d == 2:
+        n_dir = k + 1
+        theta = np.pi * np.arange(n_dir) / n_dir
+        v = np.stack([np.cos(theta), np.sin(theta)], axis=1)
+    else:
+        n_dir = 2 * n_max
+        rng = np.random.default_rng(12345)
+        v = rng.standard_normal((n_dir, d))
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+    solvers = []
+    for j in range(k + 1):
+        alphas = mons[deg == j]
+        vand = np.prod(v[:, None, :] ** alphas[None, :, :], axis=2)  # (n_dir, N_j)
+        solvers.append(np.linalg.pinv(vand))
+    return v, tuple(solvers)
+
+
+def _jet_features(params: Params, act: Activation, order: int, center: jax.Array) -> list:
+    n_hidden = len(params) - 1
+    d = center.shape[0]
+    f = _hidden_map(params, act, n_hidden, use_jet_fn=True)
+    v_np, solvers = _directions(d, order)
+    v = jnp.asarray(v_np, center.dtype)
+
+    def along(direction):
+        y0 = f(center)
+        if order == 0:
+            return [y[None] for y in y0]
+        terms = (direction,) + (jnp.zeros_like(direction),) * (order - 1)
+        y, ys = _jet.jet(f, (center,), (terms,))
+        # jet returns derivatives in t; the Taylor coefficient of t^j is the j-th term / j!.
+        return [
+            jnp.stack([y[i]] + [ys[i][j] / math.factorial(j + 1) for j in range(order)])
+            for i in range(n_hidden)
+        ]
+
+    series = jax.vmap(along)(v)  # per layer: (n_dir, k + 1, d_l)
+    feats = []
+    for s in series:
+        rows = [jnp.matmul(jnp.asarray(solvers[j], s.dtype), s[:, j, :],
+                           precision=jax.lax.Precision.HIGHEST) for j in range(order + 1)]
+        feats.append(jnp.concatenate(rows, axis=0))
+    return feats
+
+
+def _jacfwd_features(params: Params, act: Activation, order: int, center: jax.Array) -> list:
+    n_hidden = len(params) - 1
+    d = center.shape[0]
+    mons = monomials(d, order)
+    deg = mons.sum(axis=1)
+    fact = np.prod([[math.factorial(int(a)) for a in m] for m in mons], axis=1)
+    g = _hidden_map(params, act, n_hidden)
+    derivs = [g(center)]
+    h = g
+    for _ in range(order):
+        h = jax.jacfwd(h)
+        derivs.append(h(center))  # tuple over layers of (d_l, d, ..., d)
+    feats = []
+    for layer in range(n_hidden):
+        rows = []
+        for alpha, j, fa in zip(mons, deg, fact, strict=True):
+            # the index (i_1, ..., i_j) with i's sorted and multiplicities alpha
+            idx = tuple(np.repeat(np.arange(d), alpha))
+            rows.append(derivs[j][layer][(slice(None),) + idx] / fa)
+        feats.append(jnp.stack(rows, axis=0))
+    return feats
+
+
+def _check_order(order: int, where: str) -> int:
+    if isinstance(order, bool) or not isinstance(order, (int, np.integer)):
+        raise TypeError(f"{where}: order must be a non-negative int, got {order!r}")
+    if order < 0:
+        raise ValueError(f"{where}: order must be >= 0, got {order}")
+    return int(order)
+
+
+def derivative_features(
+    params: Params,
+    *,
+    activation: str | Activation,
+    order: int,
+    backend: str = "taylor",
+    center: jax.Array | Sequence[float] | None = None,
+) -> list[jax.Array]:
+    """Taylor-coefficient features of every hidden layer at the expansion point.
+
+    Args:
+      params: the MLP (list of ``{"kernel", "bias"}``).
+      activation: a registered activation name (see :func:`register_activation`).
+      order: the truncation order ``k >= 0``.
+      backend: ``"taylor"`` (default), ``"jet"`` or ``"jacfwd"`` (slow reference).
+      center: the expansion point ``x_0`` (default: the origin).
+
+    Returns:
+      A list over hidden layers ``l = 1..L`` of ``Z_l`` with shape ``(D_k, d_l)``:
+      ``Z_l[a, i]`` is ``d^alpha h_i^(l)(x_0) / alpha!`` for ``alpha = monomials(d_in, k)[a]``.
+
+    Works under ``jax.jit`` with ``activation``, ``order`` and ``backend`` static.
+    """
+    where = "derivative_features"
+    params = validate_params(params, where=where)
+    order = _check_order(order, where)
+    if backend not in BACKENDS:
+        raise ValueError(f"{where}: backend must be one of {BACKENDS}, got {backend!r}")
+    act = get_activation(activation)
+    kernel0 = params[0]["kernel"]
+    if kernel0.ndim != 2:
+        raise ValueError(
+            f"{where}: expected one network (2-D kernels), got kernel shape {kernel0.shape}; "
+            "use jax.vmap for a stack of networks"
+        )
+    d = kernel0.shape[0]
+    dtype = jnp.result_type(kernel0)
+    widths = [layer["kernel"].shape[1] for layer in params[:-1]]
+    check_feature_budget(d, order, max(widths), jnp.dtype(dtype).itemsize, where=where)
+    if center is None:
+        center = jnp.zeros((d,), dtype)
+    center = jnp.asarray(center, dtype)
+    if center.shape != (d,):
+        raise ValueError(f"{where}: center has shape {center.shape}; expected ({d},)")
+    if backend == "taylor":
+        feats = taylor_features(params, activation=act, order=order, center=center)
+    elif backend == "jet":
+        feats = _jet_features(params, act, order, center)
+    else:
+        feats = _jacfwd_features(params, act, order, center)
+    n_mon = num_monomials(d, order)
+    assert all(z.shape == (n_mon, w) for z, w in zip(feats, widths, strict=True))
+    return feats

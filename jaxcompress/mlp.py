@@ -1,0 +1,181 @@
+"""The parameter-pytree convention for MLPs: initialisation, evaluation, validation.
+
+A network with sizes ``[d_0, d_1, ..., d_{L+1}]`` is a list of ``L + 1`` dense layers::
+
+    [{"kernel": (d_0, d_1), "bias": (d_1,)}, ..., {"kernel": (d_L, d_{L+1}), "bias": (d_{L+1},)}]
+
+exactly Flax ``nn.Dense`` / ``nnx.Linear`` layout (``kernel`` is ``(fan_in, fan_out)``). The
+hidden layers ``1..L`` apply the activation; the last layer is linear:
+
+.. math::
+   h^{(0)} = x, \\quad h^{(l)} = \\sigma(h^{(l-1)} K_l + b_l) \\;(l = 1..L), \\quad
+   F(x) = h^{(L)} K_{L+1} + b_{L+1}.
+
+Leading axes of a leaf beyond ``kernel.ndim == 2`` are treated as a batch of networks (as
+produced by ``jax.vmap``); validation only looks at the trailing axes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxcompress.activations import Activation, get_activation
+
+__all__ = ["apply", "init_mlp", "layer_sizes", "num_params", "validate_params"]
+
+Params = list[dict[str, jax.Array]]
+HIGHEST = jax.lax.Precision.HIGHEST
+
+
+def init_mlp(
+    key: jax.Array,
+    sizes: Sequence[int],
+    *,
+    init: str = "uniform",
+    dtype: Any = None,
+) -> Params:
+    """Initialise an MLP in the params convention.
+
+    Args:
+      key: a PRNG key.
+      sizes: ``[d_in, d_1, ..., d_L, d_out]`` (at least two entries).
+      init: ``"uniform"``: kernel and bias entries i.i.d. ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))``
+        (PyTorch's ``nn.Linear`` default, used by the paper); ``"normal"``: kernel
+        ``N(0, 1/fan_in)``, zero bias.
+      dtype: the parameter dtype (default: JAX's default float, float64 under ``jax_enable_x64``).
+
+    Returns:
+      A list of ``{"kernel", "bias"}`` dicts.
+    """
+    sizes = [int(s) for s in sizes]
+    if len(sizes) < 2 or any(s < 1 for s in sizes):
+        raise ValueError(f"init_mlp: sizes must be >= 2 positive integers, got {sizes}")
+    if init not in ("uniform", "normal"):
+        raise ValueError(f"init_mlp: init must be 'uniform' or 'normal', got {init!r}")
+    dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
+    params = []
+    for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
+        key, kk, kb = jax.random.split(key, 3)
+        bound = 1.0 / np.sqrt(fan_in)
+        if init == "uniform":
+            kernel = jax.random.uniform(kk, (fan_in, fan_out), dtype, -bound, bound)
+            bias = jax.random.uniform(kb, (fan_out,), dtype, -bound, bound)
+        else:
+            kernel = bound * jax.random.normal(kk, (fan_in, fan_out), dtype)
+            bias = jnp.zeros((fan_out,), dtype)
+        params.append({"kernel": kernel, "bias": bias})
+    return params
+
+
+def _dense(h: jax.Array, layer: dict[str, jax.Array]) -> jax.Array:
+    return jnp.matmul(h, layer["kernel"], precision=HIGHEST) + layer["bias"]
+
+
+def hidden_activations(
+    params: Params, x: jax.Array, *, activation: str | Activation
+) -> list[jax.Array]:
+    """Outputs ``h^(1), ..., h^(L)`` of every hidden layer at ``x`` of shape ``(..., d_in)``."""
+    act = get_activation(activation)
+    outs = []
+    h = x
+    for layer in params[:-1]:
+        h = act.fn(_dense(h, layer))
+        outs.append(h)
+    return outs
+
+
+def apply(params: Params, x: jax.Array, *, activation: str | Activation) -> jax.Array:
+    """Evaluate the MLP at ``x`` of shape ``(..., d_in)``; returns ``(..., d_out)``.
+
+    Every matmul requests ``Precision.HIGHEST`` so float32 on GPUs does not fall back to TF32.
+    """
+    act = get_activation(activation)
+    h = x
+    for layer in params[:-1]:
+        h = act.fn(_dense(h, layer))
+    return _dense(h, params[-1])
+
+
+def layer_sizes(params: Params) -> list[int]:
+    """``[d_in, d_1, ..., d_L, d_out]`` of a (validated) params list."""
+    sizes = [int(params[0]["kernel"].shape[-2])]
+    sizes += [int(layer["kernel"].shape[-1]) for layer in params]
+    return sizes
+
+
+def num_params(params: Params) -> int:
+    """Number of scalar parameters of one network (kernels and biases)."""
+    return int(sum(np.prod(layer["kernel"].shape[-2:]) + layer["bias"].shape[-1]
+                   for layer in params))
+
+
+def _is_concrete(x: Any) -> bool:
+    return not isinstance(x, jax.core.Tracer)
+
+
+def validate_params(
+    params: Any, *, where: str = "jaxcompress", check_finite: bool = True
+) -> Params:
+    """Check the params convention and return it as a list of dicts.
+
+    Raises ``TypeError``/``ValueError`` naming the layer and the expected vs actual shape. The
+    finiteness check only runs on concrete arrays (it is skipped while tracing under ``jit``).
+    """
+    if isinstance(params, dict) and "params" in params and isinstance(params["params"], dict):
+        raise TypeError(
+            f"{where}: got a Flax variables dict; pass a list of dense layers "
+            "[{'kernel': ..., 'bias': ...}, ...] (see jaxcompress.flax to convert Flax models)."
+        )
+    if not isinstance(params, (list, tuple)):
+        raise TypeError(
+            f"{where}: params must be a list of dense layers "
+            f"[{{'kernel': (fan_in, fan_out), 'bias': (fan_out,)}}, ...], "
+            f"got {type(params).__name__}"
+        )
+    if len(params) < 2:
+        raise ValueError(
+            f"{where}: params must have at least 2 layers (one hidden layer), got {len(params)}"
+        )
+    out = []
+    prev = None
+    batch = None
+    for i, layer in enumerate(params):
+        if not isinstance(layer, dict) or set(layer) != {"kernel", "bias"}:
+            keys = sorted(layer) if isinstance(layer, dict) else type(layer).__name__
+            raise TypeError(
+                f"{where}: layer {i} must be a dict with keys 'kernel' and 'bias', got {keys}"
+            )
+        kernel, bias = layer["kernel"], layer["bias"]
+        kshape, bshape = np.shape(kernel), np.shape(bias)
+        if len(kshape) < 2:
+            raise ValueError(
+                f"{where}: layer {i} kernel must be 2-D (fan_in, fan_out), got shape {kshape}"
+            )
+        lead = kshape[:-2]
+        if batch is None:
+            batch = lead
+        if lead != batch or bshape != lead + kshape[-1:]:
+            raise ValueError(
+                f"{where}: layer {i} bias has shape {bshape}; expected {lead + kshape[-1:]} to "
+                f"match its kernel of shape {kshape}"
+            )
+        if prev is not None and kshape[-2] != prev:
+            raise ValueError(
+                f"{where}: layer {i} kernel has shape {kshape}; expected ({prev}, ·) to match "
+                f"layer {i - 1}'s width {prev}"
+            )
+        if not (jnp.issubdtype(jnp.result_type(kernel), jnp.floating)
+                and jnp.issubdtype(jnp.result_type(bias), jnp.floating)):
+            raise TypeError(f"{where}: layer {i} has non-floating parameters")
+        if check_finite:
+            for name, arr in (("kernel", kernel), ("bias", bias)):
+                if _is_concrete(arr) and not bool(np.all(np.isfinite(np.asarray(arr)))):
+                    raise ValueError(f"{where}: layer {i} {name} contains NaN or Inf values")
+        prev = kshape[-1]
+        out.append({"kernel": kernel, "bias": bias})
+    return out

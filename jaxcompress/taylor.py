@@ -1,0 +1,172 @@
+"""Truncated multivariate Taylor arithmetic and the one-pass derivative-feature propagation.
+
+A polynomial in ``x in R^d`` truncated at total degree ``k`` is stored as its coefficient array
+``P`` of shape ``(D_k, ...)``, ``D_k = C(d + k, d)``, one row per monomial ``x^alpha`` in the
+order of :func:`monomials`. Row ``alpha`` of a neuron's column is
+
+.. math:: Z_{\\alpha} = \\partial^\\alpha g(x_0) / \\alpha!,
+
+the Taylor coefficient (not the raw derivative, which grows like ``alpha!``).
+
+Dense layers act linearly on coefficient arrays; an activation is applied as
+
+.. math:: \\sigma(u_0 + \\hat u) = \\sum_{j=0}^{k} s_j(u_0)\\, \\hat u^{\\,j},
+          \\qquad s_j = \\sigma^{(j)}(u_0)/j!,
+
+evaluated by Horner's rule with truncated products (``\\hat u`` has no constant term, so the
+series is exact to degree ``k``). One pass through the network yields the feature matrix of
+every hidden layer (the backward-order compression of DESIGN section 1 needs exactly that).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxcompress.activations import Activation, get_activation
+from jaxcompress.mlp import HIGHEST, Params
+
+__all__ = ["MAX_FEATURE_BYTES", "check_feature_budget", "monomials", "num_monomials"]
+
+#: Refuse feature computations whose working set would exceed this many bytes (DESIGN sec. 4).
+MAX_FEATURE_BYTES = 8 * 2**30
+
+
+def num_monomials(d: int, k: int) -> int:
+    """``D_k = C(d + k, d)``: the number of multi-indices in ``d`` variables of degree <= k."""
+    return math.comb(d + k, d)
+
+
+@functools.cache
+def _monomials(d: int, k: int) -> np.ndarray:
+    rows: list[tuple[int, ...]] = []
+
+    def compositions(n: int, parts: int) -> list[tuple[int, ...]]:
+        # Exponent tuples of total degree n, x_1's exponent descending first (graded reverse-lex
+        # within a degree: for d = 2, degree 2 is x1^2, x1 x2, x2^2).
+        if parts == 1:
+            return [(n,)]
+        out = []
+        for first in range(n, -1, -1):
+            out += [(first, *rest) for rest in compositions(n - first, parts - 1)]
+        return out
+
+    for degree in range(k + 1):
+        rows += compositions(degree, d)
+    arr = np.array(rows, dtype=np.int32).reshape(-1, d)
+    arr.setflags(write=False)
+    return arr
+
+
+def monomials(d: int, k: int) -> np.ndarray:
+    """The multi-indices ``alpha`` with ``|alpha| <= k`` in ``d`` variables, in feature order.
+
+    Ordered by total degree; within a degree, by the exponent of ``x_1`` descending, then of
+    ``x_2`` descending, and so on (for ``d = 2``: ``1, x1, x2, x1^2, x1 x2, x2^2, ...``). Since
+    lower degrees come first, the features of order ``k' < k`` are the first ``D_{k'}`` rows of
+    the features of order ``k``.
+
+    Returns:
+      An ``int32`` array of shape ``(D_k, d)``, read-only.
+    """
+    d, k = int(d), int(k)
+    if d < 1:
+        raise ValueError(f"monomials: d must be >= 1, got {d}")
+    if k < 0:
+        raise ValueError(f"monomials: order k must be >= 0, got {k}")
+    return _monomials(d, k)
+
+
+@functools.cache
+def _product_table(d: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Index triples (i, j, t) with ``alpha_i + alpha_j = alpha_t`` and ``|alpha_t| <= k``.
+
+    Sorted by t so the truncated product is a sorted segment sum. Its length is
+    ``C(2d + k, 2d)`` (pairs of monomials of total degree <= k).
+    """
+    mons = _monomials(d, k)
+    index = {tuple(m): n for n, m in enumerate(mons)}
+    deg = mons.sum(axis=1)
+    ii, jj, tt = [], [], []
+    for i in range(len(mons)):
+        for j in range(len(mons)):
+            if deg[i] + deg[j] <= k:
+                ii.append(i)
+                jj.append(j)
+                tt.append(index[tuple(mons[i] + mons[j])])
+    order = np.argsort(np.asarray(tt), kind="stable")
+    return tuple(np.asarray(a, dtype=np.int32)[order] for a in (ii, jj, tt))  # type: ignore
+
+
+def check_feature_budget(d: int, k: int, width: int, itemsize: int, *, where: str) -> None:
+    """Raise a clear error when features of order ``k`` in ``d`` inputs would not fit in memory."""
+    n_pairs = math.comb(2 * d + k, 2 * d)
+    need = (n_pairs + 3 * num_monomials(d, k)) * max(width, 1) * itemsize
+    if need > MAX_FEATURE_BYTES:
+        raise ValueError(
+            f"{where}: order k={k} with d_in={d} gives D_k={num_monomials(d, k):,} monomials "
+            f"({n_pairs:,} coefficient products per neuron); the Taylor pass would need about "
+            f"{need / 2**30:.1f} GiB for width {width} (limit "
+            f"jaxcompress.taylor.MAX_FEATURE_BYTES = {MAX_FEATURE_BYTES / 2**30:.0f} GiB). "
+            "Lower the order, or use an effective input dimension."
+        )
+
+
+def poly_mul(a: jax.Array, b: jax.Array, d: int, k: int) -> jax.Array:
+    """Truncated product of coefficient arrays ``a, b`` of shape ``(D_k, ...)``."""
+    ii, jj, tt = _product_table(d, k)
+    prods = a[ii] * b[jj]
+    return jax.ops.segment_sum(prods, tt, num_segments=a.shape[0], indices_are_sorted=True)
+
+
+def compose(series: jax.Array, u: jax.Array, d: int, k: int) -> jax.Array:
+    """``sum_j series[j] * (u - u_0)^j`` truncated at degree k, by Horner's rule.
+
+    Args:
+      series: ``(k + 1, n)`` univariate coefficients ``s_j(u_0)``.
+      u: ``(D_k, n)`` coefficient array whose row 0 is ``u_0``.
+    """
+    u_hat = u.at[0].set(0)
+    res = jnp.zeros_like(u).at[0].set(series[k])
+    for j in range(k - 1, -1, -1):
+        res = poly_mul(res, u_hat, d, k).at[0].add(series[j])
+    return res
+
+
+def input_polynomial(center: jax.Array, k: int) -> jax.Array:
+    """Coefficient array ``(D_k, d)`` of the identity map ``x = x_0 + t`` (expansion at x_0)."""
+    d = center.shape[-1]
+    x = jnp.zeros((num_monomials(d, k), d), center.dtype).at[0].set(center)
+    if k >= 1:
+        x = x.at[1 + jnp.arange(d), jnp.arange(d)].set(1)
+    return x
+
+
+def taylor_features(
+    params: Params,
+    *,
+    activation: str | Activation,
+    order: int,
+    center: jax.Array | None = None,
+    upto: int | None = None,
+) -> list[jax.Array]:
+    """Features ``Z_l`` of shape ``(D_k, d_l)`` of the first ``upto`` hidden layers, one pass.
+
+    See the module docstring. ``center`` is the expansion point ``x_0`` (default: the origin).
+    """
+    act = get_activation(activation)
+    d = params[0]["kernel"].shape[0]
+    dtype = jnp.result_type(params[0]["kernel"])
+    center = jnp.zeros((d,), dtype) if center is None else jnp.asarray(center, dtype)
+    n_hidden = len(params) - 1 if upto is None else upto
+    p = input_polynomial(center, order)
+    feats = []
+    for layer in params[:n_hidden]:
+        u = jnp.matmul(p, layer["kernel"], precision=HIGHEST).at[0].add(layer["bias"])
+        p = compose(act.series(u[0], order), u, d, order)
+        feats.append(p)
+    return feats

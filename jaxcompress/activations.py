@@ -115,7 +115,7 @@ def _tanh_series(u0: jax.Array, k: int) -> jax.Array:
 def _times_x(u0: jax.Array, s: jax.Array) -> jax.Array:
     """Series of ``(u0 + t) * f(u0 + t)`` from the series ``s`` of f (same length)."""
     shifted = jnp.concatenate([jnp.zeros_like(s[:1]), s[:-1]], axis=0)
-    return u0 * s + shifted
+    return u0[None] * s + shifted
 
 
 def _integrate(c0: jax.Array, s: jax.Array) -> jax.Array:

@@ -57,7 +57,7 @@ class Ball:
         g = jax.random.normal(kd, (n, self.dim), dtype)
         g = g / jnp.linalg.norm(g, axis=1, keepdims=True)
         u = jax.random.uniform(kr, (n, 1), dtype)
-        return self._center(dtype) + self.radius * u ** (1.0 / self.dim) * g
+        return self._center(dtype)[None] + self.radius * u ** (1.0 / self.dim) * g
 
     def sobol(self, n: int, *, skip: int = 0, dtype=None) -> jax.Array:
         """The first ``n`` Sobol points of the bounding cube that fall in the ball (host side).
@@ -75,11 +75,11 @@ class Ball:
             pts = cube[np.sum(cube * cube, axis=1) <= 1.0]
             total *= 2
         dtype = jnp.zeros(()).dtype if dtype is None else dtype
-        return self._center(dtype) + self.radius * jnp.asarray(pts[:n], dtype)
+        return self._center(dtype)[None] + self.radius * jnp.asarray(pts[:n], dtype)
 
     def project(self, x: jax.Array) -> jax.Array:
         """Euclidean projection onto the ball (rows of ``x``)."""
-        c = self._center(x.dtype)
+        c = jnp.expand_dims(self._center(x.dtype), tuple(range(x.ndim - 1)))
         v = x - c
         nrm = jnp.linalg.norm(v, axis=-1, keepdims=True)
         return c + v * jnp.minimum(1.0, self.radius / jnp.maximum(nrm, 1e-300))

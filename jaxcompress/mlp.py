@@ -73,7 +73,8 @@ def init_mlp(
 
 
 def _dense(h: jax.Array, layer: dict[str, jax.Array]) -> jax.Array:
-    return jnp.matmul(h, layer["kernel"], precision=HIGHEST) + layer["bias"]
+    out = jnp.matmul(h, layer["kernel"], precision=HIGHEST)
+    return out + jnp.expand_dims(layer["bias"], tuple(range(out.ndim - 1)))
 
 
 def hidden_activations(

@@ -138,7 +138,14 @@ def _lapack_pivoted_qr(z: jax.Array, m: int) -> tuple[jax.Array, jax.Array]:
     if jax.default_backend() == "gpu":
         kwargs["use_magma"] = False  # the host geqp3 path: reproducible pivots
     _, r_mat, perm = jax.lax.linalg.qr(z, pivoting=True, full_matrices=False, **kwargs)
-    return perm.astype(jnp.int32), r_mat[:m]
+    return perm.astype(jnp.int32), _rows(r_mat, m)
+
+
+def _rows(r_mat: jax.Array, m: int) -> jax.Array:
+    """The first ``m`` rows of R, zero-padded when ``m`` exceeds its row count (m > D)."""
+    if r_mat.shape[0] >= m:
+        return r_mat[:m]
+    return jnp.concatenate([r_mat, jnp.zeros((m - r_mat.shape[0], r_mat.shape[1]), r_mat.dtype)])
 
 
 def _pivoted_qr(z: jax.Array, m: int, method: str) -> tuple[jax.Array, jax.Array]:
@@ -150,9 +157,10 @@ def _pivoted_qr(z: jax.Array, m: int, method: str) -> tuple[jax.Array, jax.Array
 def _r_of(z_perm: jax.Array, m: int) -> jax.Array:
     """R factor (m, n) of the unpivoted QR of ``z_perm``."""
     _, r_mat = jnp.linalg.qr(z_perm, mode="reduced")
-    r_mat = r_mat[:m]
+    r_mat = _rows(r_mat, m)
     # normalise signs so the leading diagonal is positive (purely cosmetic, keeps R11 stable)
     sign = jnp.where(jnp.diagonal(r_mat[:, :m]) < 0, -1.0, 1.0).astype(r_mat.dtype)
+    sign = jnp.concatenate([sign, jnp.ones((m - sign.shape[0],), r_mat.dtype)])
     return r_mat * sign[:, None]
 
 

@@ -22,6 +22,7 @@ from jaxcompress.compress import CompressInfo, LayerInfo, compress, compress_lay
 from jaxcompress.domains import Ball
 from jaxcompress.evaluate import sup_error
 from jaxcompress.features import derivative_features
+from jaxcompress.io import LoadedModel, load, load_npz, save, save_npz
 from jaxcompress.mlp import apply, init_mlp, layer_sizes, num_params, validate_params
 from jaxcompress.select import Selection, greedy_pivoted_qr, select_columns
 from jaxcompress.taylor import monomials, num_monomials
@@ -33,6 +34,7 @@ __all__ = [
     "Ball",
     "CompressInfo",
     "LayerInfo",
+    "LoadedModel",
     "Selection",
     "apply",
     "compress",
@@ -42,11 +44,15 @@ __all__ = [
     "greedy_pivoted_qr",
     "init_mlp",
     "layer_sizes",
+    "load",
+    "load_npz",
     "monomials",
     "num_monomials",
     "num_params",
     "register_activation",
     "registered_activations",
+    "save",
+    "save_npz",
     "select_columns",
     "sup_error",
     "trim",

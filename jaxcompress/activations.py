@@ -283,6 +283,7 @@ def get_activation(activation: str | Activation | Callable) -> Activation:
         return activation
     if isinstance(activation, str):
         key = activation.lower()
+        key = _NAME_ALIASES.get(key, key)
         if key in _REGISTRY:
             return _REGISTRY[key]
         if key in _NON_ANALYTIC:
@@ -299,6 +300,9 @@ def get_activation(activation: str | Activation | Callable) -> Activation:
             "jaxcompress.register_activation(name, fn, series=..., rho_sigma=...)."
         )
     if callable(activation):
+        for fn, name in _FN_ALIASES:
+            if activation is fn:
+                return _REGISTRY[name]
         for act in _REGISTRY.values():
             if act.fn is activation or act.jet_fn is activation:
                 return act
@@ -334,6 +338,12 @@ def _silu_jet(x: jax.Array) -> jax.Array:
 def _identity(x: jax.Array) -> jax.Array:
     return x
 
+
+# Other spellings of registered activations. jax.nn.gelu defaults to approximate=True, i.e. the
+# tanh form.
+_NAME_ALIASES = {"logistic": "sigmoid", "swish": "silu", "gelu_exact": "gelu",
+                 "gelu_approximate": "gelu_tanh", "linear": "identity"}
+_FN_ALIASES = ((jax.nn.gelu, "gelu_tanh"), (jax.nn.swish, "silu"), (jnp.tanh, "tanh"))
 
 register_activation("sigmoid", jax.nn.sigmoid, series=_sigmoid_series, rho_sigma=math.pi,
                     description="logistic 1/(1+exp(-x)); poles at i*pi*(2m+1)")

@@ -1,0 +1,239 @@
+"""Saving and loading networks: one self-describing file per model.
+
+Format: a single `MessagePack <https://msgpack.org>`_ document written with
+:func:`flax.serialization.msgpack_serialize` (Flax's own serializer: arrays keep their exact
+dtype and bits, one file, no directory, readable without jaxcompress by
+``flax.serialization.msgpack_restore``). We chose it over Orbax because a compressed MLP is a
+few kilobytes to megabytes: Orbax's asynchronous, sharded, directory-based checkpoints solve
+problems a model this size does not have, while a single file is easy to move, hash and attach.
+The document is::
+
+    {"format": "jaxcompress", "version": 1,
+     "activation": "sigmoid", "sizes": [d_in, d_1, ..., d_out],
+     "metadata": {...},                       # user metadata + compression record
+     "params": [{"kernel": ..., "bias": ...}, ...],
+     "sha256": "<hash of the params' bytes>"}
+
+The hash makes a corrupted file an error instead of a silently different model. Also readable:
+``.npz`` files of the params convention (keys ``kernel_0, bias_0, kernel_1, ...``; an optional
+``activation`` string entry), see :func:`load_npz`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxcompress.activations import get_activation
+from jaxcompress.mlp import Params, layer_sizes, validate_params
+
+__all__ = ["LoadedModel", "info_to_dict", "load", "load_npz", "save", "save_npz"]
+
+FORMAT = "jaxcompress"
+VERSION = 1
+_ZIP_MAGIC = b"PK\x03\x04"
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedModel:
+    """What :func:`load` returns: the params, the activation name, and the stored metadata."""
+
+    params: Params
+    activation: str
+    metadata: dict[str, Any]
+
+    @property
+    def sizes(self) -> list[int]:
+        return layer_sizes(self.params)
+
+    def __iter__(self):  # allows ``params, activation, metadata = load(path)``
+        return iter((self.params, self.activation, self.metadata))
+
+
+def _digest(params: list[dict[str, np.ndarray]]) -> str:
+    h = hashlib.sha256()
+    for i, layer in enumerate(params):
+        for name in ("kernel", "bias"):
+            a = np.ascontiguousarray(layer[name])
+            h.update(f"{i}/{name}/{a.dtype.str}/{a.shape}".encode())
+            h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _plain(obj: Any) -> Any:
+    """Metadata as msgpack-friendly Python values (arrays become lists, tuples lists)."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, (jax.Array, np.ndarray, np.generic)):
+        arr = np.asarray(obj)
+        return arr.item() if arr.ndim == 0 else arr.tolist()
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if dataclasses.is_dataclass(obj):
+        return _plain(dataclasses.asdict(obj))
+    raise TypeError(f"save: metadata value of type {type(obj).__name__} cannot be stored")
+
+
+def info_to_dict(info) -> dict[str, Any]:
+    """A :class:`~jaxcompress.CompressInfo` as plain values (kept indices, ranks, orders...)."""
+    return {
+        "activation": info.activation,
+        "layer_order": info.layer_order,
+        "features": info.features,
+        "selector": info.selector,
+        "layers": [
+            {
+                "layer": li.layer,
+                "order": li.order,
+                "num_features": li.num_features,
+                "width_in": li.width_in,
+                "width_out": li.width_out,
+                "kept": np.asarray(li.kept).tolist(),
+                "rank": int(np.asarray(li.rank)),
+                "residual": float(np.asarray(li.residual)),
+                "max_coef": float(np.asarray(li.max_coef)),
+            }
+            for li in info.layers
+        ],
+    }
+
+
+def save(
+    path: str | os.PathLike,
+    params: Params,
+    *,
+    activation: str,
+    metadata: dict[str, Any] | None = None,
+    info=None,
+) -> None:
+    """Write ``params`` (one network) with its activation and metadata to ``path``.
+
+    Args:
+      path: the file to write (conventionally ``*.jcz``); written atomically.
+      params: the network, any dtype; stored bit-exact.
+      activation: its activation name (checked against the registry).
+      metadata: JSON-like values: e.g. domain, orders, measured error, certificate.
+      info: a :class:`~jaxcompress.CompressInfo`; stored as ``metadata["compression"]``
+        (kept indices, ranks, orders, residuals).
+    """
+    from flax import serialization
+
+    act = get_activation(activation)
+    params = validate_params(params, where="save")
+    arrays = [{k: np.asarray(v) for k, v in layer.items()} for layer in params]
+    if arrays[0]["kernel"].ndim != 2:
+        raise ValueError("save: expected one network (2-D kernels), not a stack")
+    meta = _plain(dict(metadata or {}))
+    if info is not None:
+        meta["compression"] = info_to_dict(info)
+    doc = {
+        "format": FORMAT,
+        "version": VERSION,
+        "activation": act.name,
+        "sizes": layer_sizes(params),
+        "metadata": meta,
+        "params": arrays,
+        "sha256": _digest(arrays),
+    }
+    blob = serialization.msgpack_serialize(doc)
+    tmp = f"{os.fspath(path)}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(blob)
+    os.replace(tmp, path)
+
+
+def _bad(path, why: str) -> ValueError:
+    return ValueError(f"load: {os.fspath(path)!r} is not a valid jaxcompress model file: {why}")
+
+
+def load(path: str | os.PathLike) -> LoadedModel:
+    """Read a file written by :func:`save` (or an ``.npz``, see :func:`load_npz`).
+
+    The widths come from the file, so nothing about the model needs to be known in advance.
+    Arrays are returned with the dtype and bits they were saved with.
+
+    Raises:
+      ValueError: for a truncated or corrupted file, one written by another program, or a
+        newer format version, with the reason.
+    """
+    from flax import serialization
+
+    with open(path, "rb") as f:
+        blob = f.read()
+    if blob[:4] == _ZIP_MAGIC:
+        return load_npz(path)
+    if not blob:
+        raise _bad(path, "the file is empty")
+    try:
+        doc = serialization.msgpack_restore(blob)
+    except Exception as e:  # msgpack raises several types for garbage input
+        raise _bad(path, f"truncated or not MessagePack ({type(e).__name__}: {e})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise _bad(path, "it was not written by jaxcompress.save (no 'format' marker)")
+    if doc.get("version") != VERSION:
+        raise _bad(path, f"format version {doc.get('version')!r}; this jaxcompress reads "
+                         f"version {VERSION}")
+    try:
+        raw = doc["params"]
+        if isinstance(raw, dict):  # msgpack may restore lists as {"0": ...}
+            raw = [raw[k] for k in sorted(raw, key=int)]
+        arrays = [{"kernel": np.asarray(layer["kernel"]), "bias": np.asarray(layer["bias"])}
+                  for layer in raw]
+        activation = doc["activation"]
+        metadata = doc.get("metadata") or {}
+    except (KeyError, TypeError, ValueError) as e:
+        raise _bad(path, f"missing or malformed field ({e})") from None
+    if _digest(arrays) != doc.get("sha256"):
+        raise _bad(path, "the parameters do not match the stored checksum (corrupted)")
+    params = validate_params([{k: jnp.asarray(v) for k, v in layer.items()} for layer in arrays],
+                             where="load")
+    if layer_sizes(params) != list(doc.get("sizes", [])):
+        raise _bad(path, "the stored sizes do not match the parameters")
+    get_activation(activation)
+    return LoadedModel(params=params, activation=activation, metadata=metadata)
+
+
+def save_npz(path: str | os.PathLike, params: Params, *, activation: str | None = None) -> None:
+    """Write params as ``.npz`` with keys ``kernel_0, bias_0, ...`` (and ``activation``)."""
+    params = validate_params(params, where="save_npz")
+    arrays = {}
+    for i, layer in enumerate(params):
+        arrays[f"kernel_{i}"] = np.asarray(layer["kernel"])
+        arrays[f"bias_{i}"] = np.asarray(layer["bias"])
+    if activation is not None:
+        arrays["activation"] = np.asarray(get_activation(activation).name)
+    np.savez(path, **arrays)
+
+
+def load_npz(path: str | os.PathLike, *, activation: str | None = None) -> LoadedModel:
+    """Read an ``.npz`` of the params convention.
+
+    Format: arrays ``kernel_0`` ``(d_in, d_1)``, ``bias_0`` ``(d_1,)``, ``kernel_1``, ... for every
+    layer in order, and optionally a 0-d string array ``activation``. Other keys are an error.
+    """
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            files = dict(z.items())
+    except Exception as e:
+        raise _bad(path, f"unreadable .npz ({type(e).__name__}: {e})") from None
+    stored_act = str(files.pop("activation")) if "activation" in files else None
+    n = len([k for k in files if k.startswith("kernel_")])
+    expected = {f"{p}_{i}" for i in range(n) for p in ("kernel", "bias")}
+    if n < 2 or set(files) != expected:
+        raise _bad(path, f"expected keys kernel_0, bias_0, ..., kernel_{{L}}, bias_{{L}} "
+                         f"(and optionally 'activation'); found {sorted(files)}")
+    params = validate_params(
+        [{"kernel": jnp.asarray(files[f"kernel_{i}"]), "bias": jnp.asarray(files[f"bias_{i}"])}
+         for i in range(n)], where="load_npz")
+    act = activation or stored_act
+    if act is None:
+        raise ValueError(f"load_npz: {os.fspath(path)!r} stores no activation; pass activation=")
+    return LoadedModel(params=params, activation=get_activation(act).name, metadata={})

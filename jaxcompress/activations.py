@@ -282,6 +282,8 @@ def get_activation(activation: str | Activation | Callable) -> Activation:
     if isinstance(activation, Activation):
         return activation
     if isinstance(activation, str):
+        if activation in _REGISTRY:
+            return _REGISTRY[activation]
         key = activation.lower()
         key = _NAME_ALIASES.get(key, key)
         if key in _REGISTRY:

@@ -1,0 +1,345 @@
+"""Tests for ``jaxcompress.select``: column selection against slow, obviously-right references.
+
+References: ``scipy.linalg.qr(pivoting=True)`` (LAPACK geqp3) for the pivots and R factor, NumPy
+least squares / determinants for the coefficients and volumes, and brute-force enumeration with
+``itertools`` for the maximum-volume subset. Everything runs in float64.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.linalg
+
+import jaxcompress as jc
+
+jax.config.update("jax_enable_x64", True)
+
+ATOL = 1e-10
+SHAPES = [(10, 40), (28, 100), (15, 15)]
+QR_SELECTORS = ["pivoted_qr", "greedy_gs"]
+
+
+def _gauss(shape: tuple[int, ...], seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def _scipy_pivots(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    _, r_mat, piv = scipy.linalg.qr(z, pivoting=True, mode="economic")
+    return piv, r_mat
+
+
+_select_jit = jax.jit(jc.select_columns, static_argnames=("m", "selector", "max_swaps"))
+
+
+def _select(z: np.ndarray, m: int, **kwargs) -> tuple[np.ndarray, np.ndarray, int, dict]:
+    """``select_columns`` on a NumPy matrix, jit-compiled (one compilation per shape/setting)."""
+    sel, diag = _select_jit(jnp.asarray(z), m=m, **kwargs)
+    return np.asarray(sel.perm), np.asarray(sel.coef), int(sel.rank), diag
+
+
+def _assert_is_permutation(perm: np.ndarray, n: int) -> None:
+    assert perm.shape == (n,)
+    np.testing.assert_array_equal(np.sort(perm), np.arange(n))
+
+
+def _reconstruction_error(z: np.ndarray, perm: np.ndarray, coef: np.ndarray) -> float:
+    m = coef.shape[0]
+    return float(np.max(np.abs(z[:, perm[:m]] @ coef - z[:, perm])))
+
+
+def _qr_max_coef(z: np.ndarray, m: int) -> float:
+    """max |C_ij| of the pivoted-QR interpolation coefficients (NumPy/SciPy reference)."""
+    _, r_mat = _scipy_pivots(z)
+    coef = scipy.linalg.solve_triangular(r_mat[:m, :m], r_mat[:m])
+    return float(np.max(np.abs(coef)))
+
+
+# --- pivots against scipy ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("selector", QR_SELECTORS)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_pivots_match_scipy(shape: tuple[int, int], selector: str) -> None:
+    z = _gauss(shape, seed=sum(shape))
+    m = min(shape)
+    perm, coef, rank, _ = _select(z, m, selector=selector)
+    _assert_is_permutation(perm, shape[1])
+    piv, _ = _scipy_pivots(z)
+    np.testing.assert_array_equal(perm[:m], piv[:m])
+    assert coef.shape == (m, shape[1])
+    assert rank == m
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_greedy_pivoted_qr_r_factor_matches_scipy(shape: tuple[int, int]) -> None:
+    z = _gauss(shape, seed=3 * sum(shape))
+    m = min(shape) - 2
+    perm, r_mat = jc.greedy_pivoted_qr(jnp.asarray(z), m)
+    perm, r_mat = np.asarray(perm), np.asarray(r_mat)
+    piv, r_ref = _scipy_pivots(z)
+    assert r_mat.shape == (m, shape[1])
+    np.testing.assert_array_equal(perm[:m], piv[:m])
+    np.testing.assert_allclose(np.abs(np.diag(r_mat)), np.abs(np.diag(r_ref)[:m]), rtol=0,
+                               atol=ATOL)
+    # R is upper triangular and Z[:, perm] = Q R for the first m columns of Q
+    np.testing.assert_array_equal(np.tril(r_mat[:, :m], -1), 0.0)
+    q = np.linalg.qr(z[:, perm[:m]])[0]
+    np.testing.assert_allclose(np.abs(q.T @ z[:, perm]), np.abs(r_mat), atol=ATOL)
+
+
+@pytest.mark.parametrize("selector", QR_SELECTORS)
+def test_pivots_match_scipy_for_fewer_columns(selector: str) -> None:
+    z = _gauss((10, 40), seed=7)
+    m = 7
+    perm, coef, rank, _ = _select(z, m, selector=selector)
+    piv, _ = _scipy_pivots(z)
+    np.testing.assert_array_equal(perm[:m], piv[:m])
+    assert coef.shape == (m, 40)
+    assert rank == m
+    # full column rank but m < D: coef is the least-squares fit of every column on the kept ones
+    lstsq = np.linalg.lstsq(z[:, perm[:m]], z[:, perm], rcond=None)[0]
+    np.testing.assert_allclose(coef, lstsq, atol=ATOL)
+
+
+# --- coefficients ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("selector", ["pivoted_qr", "greedy_gs", "maxvol"])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_coefficients_reproduce_matrix(shape: tuple[int, int], selector: str) -> None:
+    z = _gauss(shape, seed=5 * sum(shape))
+    m = min(shape)
+    perm, coef, rank, _ = _select(z, m, selector=selector)
+    assert rank == m
+    assert _reconstruction_error(z, perm, coef) < ATOL
+    np.testing.assert_allclose(coef[:, :rank], np.eye(rank), rtol=0, atol=ATOL)
+
+
+# --- row scaling ---------------------------------------------------------------------------------
+
+
+def _scaled_problem() -> tuple[np.ndarray, np.ndarray]:
+    degrees = jc.monomials(2, 3).sum(axis=1)  # D_3 = 10 rows of degree 0..3
+    return _gauss((degrees.shape[0], 24), seed=11), degrees
+
+
+@pytest.mark.parametrize("selector", QR_SELECTORS)
+@pytest.mark.parametrize("radius", [0.25, 3.0])
+def test_row_scaling_selection_matches_scipy_on_scaled_matrix(selector: str,
+                                                              radius: float) -> None:
+    z, degrees = _scaled_problem()
+    m = z.shape[0]
+    scaled = z * radius ** degrees[:, None]
+    perm, coef, rank, _ = _select(z, m, selector=selector, radius=radius, degrees=degrees)
+    np.testing.assert_array_equal(perm[:m], _scipy_pivots(scaled)[0][:m])
+    # the scaling matters here: the unscaled selection is a different set of columns
+    assert set(perm[:m].tolist()) != set(_scipy_pivots(z)[0][:m].tolist())
+    # ... but the coefficients solve the *unscaled* system Z_K C = Z exactly
+    assert rank == m
+    assert _reconstruction_error(z, perm, coef) < ATOL
+    np.testing.assert_allclose(coef, np.linalg.solve(z[:, perm[:m]], z[:, perm]), atol=ATOL)
+
+
+def test_row_scaling_leaves_coefficients_unchanged_for_same_columns() -> None:
+    # For a square selection |det Z_K| only picks up the factor prod(r^deg) under row scaling, so
+    # the maximum-volume subset is the same with and without scaling: same columns, and C must
+    # then be identical (Z_K C = Z is invariant under row scaling).
+    z = _gauss((4, 9), seed=2)
+    degrees = np.array([0, 1, 1, 2])
+    perm0, coef0, rank0, _ = _select(z, 4, selector="exhaustive")
+    perm1, coef1, rank1, _ = _select(z, 4, selector="exhaustive", radius=5.0, degrees=degrees)
+    assert rank0 == rank1 == 4
+    np.testing.assert_array_equal(perm0, perm1)
+    np.testing.assert_allclose(coef1, coef0, rtol=0, atol=ATOL)
+
+
+# --- rank deficiency ---------------------------------------------------------------------------
+
+
+def _low_rank(shape: tuple[int, int], rank: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((shape[0], rank)) @ rng.standard_normal((rank, shape[1]))
+
+
+def _duplicated_columns() -> np.ndarray:
+    base = _gauss((8, 5), seed=4)
+    return np.concatenate([base, 2.0 * base[:, :3], base[:, 3:]], axis=1)  # (8, 13), rank 5
+
+
+@pytest.mark.parametrize("selector", ["pivoted_qr", "greedy_gs", "maxvol"])
+@pytest.mark.parametrize(
+    ("z", "m", "expected_rank"),
+    [(_low_rank((20, 50), 7, seed=0), 10, 7), (_duplicated_columns(), 8, 5)],
+    ids=["rank7", "duplicates"],
+)
+def test_rank_deficient(z: np.ndarray, m: int, expected_rank: int, selector: str) -> None:
+    perm, coef, rank, _ = _select(z, m, selector=selector)
+    _assert_is_permutation(perm, z.shape[1])
+    assert rank == expected_rank
+    assert coef.shape == (m, z.shape[1])
+    np.testing.assert_array_equal(coef[rank:], 0.0)  # surplus kept neurons: zero weight, exactly
+    np.testing.assert_allclose(coef[:, :rank], np.eye(m, rank), rtol=0, atol=ATOL)
+    assert _reconstruction_error(z, perm, coef) < ATOL
+    # the basis columns are linearly independent
+    assert np.linalg.matrix_rank(z[:, perm[:rank]]) == rank
+
+
+def _graded(seed: int) -> np.ndarray:
+    """(8, 20) with singular values 1 (x5) and 1e-7 (x3): full rank, but with a clear gap."""
+    rng = np.random.default_rng(seed)
+    u = np.linalg.qr(rng.standard_normal((8, 8)))[0]
+    v = np.linalg.qr(rng.standard_normal((20, 8)))[0]
+    return u @ np.diag([1.0] * 5 + [1e-7] * 3) @ v.T
+
+
+@pytest.mark.parametrize("selector", ["pivoted_qr", "greedy_gs"])
+def test_rank_threshold(selector: str) -> None:
+    z = _graded(seed=3)
+    # default rtol (eps * max(D, n)): small but genuine directions count
+    perm, coef, rank, _ = _select(z, 8, selector=selector)
+    assert rank == 8
+    assert _reconstruction_error(z, perm, coef) < ATOL
+    # a coarser rtol cuts at the gap: surplus rows zero, reconstruction to the gap's size
+    perm, coef, rank, _ = _select(z, 8, selector=selector, rtol=1e-4)
+    assert rank == 5
+    np.testing.assert_array_equal(coef[5:], 0.0)
+    assert _reconstruction_error(z, perm, coef) < 1e-6
+
+
+# --- maxvol --------------------------------------------------------------------------------------
+
+
+def _qr_violating_matrix(shape: tuple[int, int], threshold: float) -> np.ndarray:
+    """The first seeded Gaussian matrix whose pivoted-QR coefficients exceed ``threshold``."""
+    for seed in range(500):
+        z = _gauss(shape, seed)
+        if _qr_max_coef(z, shape[0]) > threshold:
+            return z
+    raise AssertionError("no seed gives a pivoted-QR coefficient above the threshold")
+
+
+@pytest.mark.parametrize("delta", [1e-2, 1e-1])
+@pytest.mark.parametrize("nth", [0, 1])
+def test_maxvol_bounds_coefficients_and_grows_volume(delta: float, nth: int) -> None:
+    shape = (6, 30)
+    found = []
+    for seed in range(500):
+        z = _gauss(shape, seed)
+        if _qr_max_coef(z, shape[0]) > 1 + 2 * delta:
+            found.append(z)
+            if len(found) > nth:
+                break
+    z = found[nth]
+    m = shape[0]
+    perm_qr, coef_qr, _, _ = _select(z, m, selector="pivoted_qr")
+    # the QR start violates the bound, so maxvol has work to do
+    assert np.max(np.abs(coef_qr)) > 1 + delta
+    perm, coef, rank, diag = _select(z, m, selector="maxvol", delta=delta)
+    _assert_is_permutation(perm, shape[1])
+    assert rank == m
+    assert int(diag["swaps"]) >= 1
+    assert np.max(np.abs(coef[:rank])) <= 1 + delta
+    assert _reconstruction_error(z, perm, coef) < ATOL
+    vol_qr = abs(np.linalg.det(z[:, perm_qr[:m]]))
+    vol = abs(np.linalg.det(z[:, perm[:m]]))
+    assert vol > vol_qr * (1 + delta)  # each swap multiplies the volume by |C_ij| > 1 + delta
+
+
+def test_maxvol_without_violation_keeps_qr_selection() -> None:
+    z = _gauss((6, 30), seed=0)
+    assert _qr_max_coef(z, 6) <= 1.0 + 1e-12
+    perm_qr, _, _, _ = _select(z, 6, selector="pivoted_qr")
+    perm, _, _, diag = _select(z, 6, selector="maxvol")
+    assert int(diag["swaps"]) == 0
+    np.testing.assert_array_equal(perm, perm_qr)
+
+
+# --- exhaustive ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_exhaustive_is_brute_force_max_volume(seed: int) -> None:
+    z = _gauss((4, 9), seed)
+    vols = {c: abs(np.linalg.det(z[:, c])) for c in itertools.combinations(range(9), 4)}
+    best = max(vols, key=vols.get)
+    perm, coef, rank, _ = _select(z, 4, selector="exhaustive")
+    _assert_is_permutation(perm, 9)
+    assert tuple(sorted(perm[:4].tolist())) == best
+    assert rank == 4
+    assert _reconstruction_error(z, perm, coef) < ATOL
+    # the maximum-volume basis has all |C_ij| <= 1 (Cramer's rule)
+    assert np.max(np.abs(coef)) <= 1 + 1e-12
+    # no other selector can beat the true maximum volume
+    perm_qr, _, _, _ = _select(z, 4, selector="pivoted_qr")
+    assert vols[best] >= vols[tuple(sorted(perm_qr[:4].tolist()))]
+
+
+def test_exhaustive_refuses_large_problem() -> None:
+    z = jnp.zeros((20, 200))
+    with pytest.raises(ValueError, match=r"exhaustive.*subsets.*maxvol"):
+        jc.select_columns(z, 20, selector="exhaustive")
+
+
+# --- jit / vmap ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("selector", ["pivoted_qr", "greedy_gs", "maxvol"])
+def test_select_under_jit_matches_eager(selector: str) -> None:
+    z = jnp.asarray(_qr_violating_matrix((6, 30), 1.1))
+    jitted = jax.jit(jc.select_columns, static_argnames=("m", "selector"))
+    got, _ = jitted(z, m=6, selector=selector)
+    want, _ = jc.select_columns(z, 6, selector=selector)
+    np.testing.assert_array_equal(np.asarray(got.perm), np.asarray(want.perm))
+    np.testing.assert_allclose(np.asarray(got.coef), np.asarray(want.coef), rtol=0, atol=ATOL)
+    assert int(got.rank) == int(want.rank) == 6
+
+
+@pytest.mark.parametrize("selector", ["pivoted_qr", "greedy_gs", "maxvol"])
+def test_select_under_vmap_matches_loop(selector: str) -> None:
+    batch = np.stack([_gauss((6, 30), 6), _low_rank((6, 30), 4, seed=9), _gauss((6, 30), 46)])
+
+    def one(z):
+        return jc.select_columns(z, 6, selector=selector)[0]
+
+    got = jax.vmap(one)(jnp.asarray(batch))
+    assert got.perm.shape == (3, 30) and got.coef.shape == (3, 6, 30) and got.rank.shape == (3,)
+    np.testing.assert_array_equal(np.asarray(got.rank), [6, 4, 6])
+    for b in range(3):
+        perm, coef, rank, _ = _select(batch[b], 6, selector=selector)
+        np.testing.assert_array_equal(np.asarray(got.perm[b]), perm)
+        np.testing.assert_allclose(np.asarray(got.coef[b]), coef, rtol=0, atol=ATOL)
+        assert int(got.rank[b]) == rank
+
+
+# --- argument errors -----------------------------------------------------------------------------
+
+
+def test_bad_selector_name() -> None:
+    with pytest.raises(ValueError, match=r"selector must be one of .*'nope'"):
+        jc.select_columns(jnp.ones((3, 4)), 2, selector="nope")
+
+
+@pytest.mark.parametrize("m", [0, 5])
+def test_bad_number_of_columns(m: int) -> None:
+    with pytest.raises(ValueError, match=r"m must be in \[1, 4\]"):
+        jc.select_columns(jnp.ones((3, 4)), m)
+
+
+@pytest.mark.parametrize("selector", ["pivoted_qr", "greedy_gs", "maxvol", "exhaustive"])
+def test_more_columns_than_rows(selector: str) -> None:
+    # m > D is allowed by select_columns (1 <= m <= n) and reached by compress(widths=...): the
+    # R factor has only D rows, yet coef must still have m rows, the surplus ones zero
+    z = _gauss((3, 7), seed=0)
+    m = 5
+    perm, coef, rank, _ = _select(z, m, selector=selector)
+    _assert_is_permutation(perm, 7)
+    assert rank == 3
+    assert coef.shape == (m, 7)
+    np.testing.assert_array_equal(coef[rank:], 0.0)
+    np.testing.assert_allclose(coef[:, :rank], np.eye(m, rank), rtol=0, atol=ATOL)
+    assert _reconstruction_error(z, perm, coef) < ATOL

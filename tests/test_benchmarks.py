@@ -1,0 +1,26 @@
+"""The feature benchmark runs end to end (``--quick``) and writes its JSON and PNG."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_bench_features_quick(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/bench_features.py", "--quick", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    jsons = sorted(tmp_path.glob("bench_features_*_float64_quick.json"))
+    assert len(jsons) == 1, sorted(p.name for p in tmp_path.iterdir())
+    assert jsons[0].with_suffix(".png").stat().st_size > 0
+    result = json.loads(jsons[0].read_text())
+    agreement = result["agreement"]
+    assert agreement["passed"] and agreement["tolerance"] == 1e-8
+    for backend in ("jet", "jacfwd"):
+        diffs = agreement["rel_diff"][backend]
+        assert sorted(diffs) == ["2", "3", "4"]
+        assert all(d is not None and 0 <= d < 1e-8 for d in diffs.values()), diffs

@@ -248,7 +248,7 @@ def plot(result: dict, path: Path) -> None:
     sp = result["speedup"]
     sp_s = ("" if sp["value"] is None else
             f"; taylor vs jacfwd at k={sp['k']}: {'>= ' if sp['lower_bound'] else ''}"
-            f"{sp['value']:.0f}x")
+            f"{sp['value']:.3g}x")
     where = f"{dev['device_kind']} ({dev['platform']}"
     where += f", {dev['host_cpus']} cores)" if dev["platform"] == "cpu" else ")"
     fig.suptitle(f"derivative features of {sizes} {ACTIVATION}: {where}, {result['dtype']}{sp_s}",
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [2] + [args.width] * DEPTH + [2]
     print(f"# device: {device['device']}, platform {device['platform']}, "
           f"device_kind {device['device_kind']} (host: {device['host_cpus']} x "
-          f"{device['host_cpu']}); load average 1/5/15 min {load_start})")
+          f"{device['host_cpu']}; load average 1/5/15 min {load_start})")
     print(f"# jax {jax.__version__}, jaxlib {jaxlib.__version__}, "
           f"jaxcompress {jc.__version__}, dtype {args.dtype}, matmul precision HIGHEST "
           f"(library Precision.HIGHEST + jax.default_matmul_precision('{PRECISION}'))")

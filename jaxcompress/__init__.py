@@ -18,10 +18,18 @@ from jaxcompress.activations import (
     register_activation,
     registered_activations,
 )
+from jaxcompress.certify import (
+    BoundRule,
+    Certificate,
+    ToleranceResult,
+    certify,
+    compress_to_tolerance,
+    register_bound_rule,
+)
 from jaxcompress.compress import CompressInfo, LayerInfo, compress, compress_layer, trim
-from jaxcompress.domains import Ball
+from jaxcompress.domains import Ball, Box, Parameterization
 from jaxcompress.evaluate import sup_error
-from jaxcompress.features import derivative_features
+from jaxcompress.features import derivative_features, point_features
 from jaxcompress.io import LoadedModel, load, load_npz, save, save_npz
 from jaxcompress.mlp import apply, init_mlp, layer_sizes, num_params, validate_params
 from jaxcompress.select import Selection, greedy_pivoted_qr, select_columns
@@ -32,13 +40,20 @@ __version__ = "0.1.0"
 __all__ = [
     "Activation",
     "Ball",
+    "BoundRule",
+    "Box",
+    "Certificate",
     "CompressInfo",
     "LayerInfo",
     "LoadedModel",
+    "Parameterization",
     "Selection",
+    "ToleranceResult",
     "apply",
+    "certify",
     "compress",
     "compress_layer",
+    "compress_to_tolerance",
     "derivative_features",
     "get_activation",
     "greedy_pivoted_qr",
@@ -49,7 +64,9 @@ __all__ = [
     "monomials",
     "num_monomials",
     "num_params",
+    "point_features",
     "register_activation",
+    "register_bound_rule",
     "registered_activations",
     "save",
     "save_npz",

@@ -7,6 +7,14 @@ prints a before/after table (widths, parameters, measured sup error, time).
 (Fig. 2), compresses all four hidden layers for ``k = 0..10`` on the ball of radius 1, prints a
 table (k, width, parameters, reduction, sup error, seconds) and writes a PNG of error vs width.
 Everything is generated in-process; nothing is downloaded.
+
+``jaxcompress certify PARAMS_FILE --activation sigmoid --radius 1 --eps 1e-3`` prints the
+certificate of :func:`jaxcompress.certify` (the theorem's constants, Assumption 4, the certified
+orders and widths, the Appendix G diagnostics) for a saved network: an ``.npz`` with arrays
+``kernel_0`` ``(d_in, d_1)``, ``bias_0`` ``(d_1,)``, ``kernel_1``, ... for every dense layer in
+order (Flax ``Dense`` layout, the last layer linear) and optionally a 0-d string ``activation``
+(see :func:`jaxcompress.save_npz`), or a file written by :func:`jaxcompress.save`. ``--json OUT``
+also writes ``to_dict()``.
 """
 
 from __future__ import annotations
@@ -130,6 +138,40 @@ def _compress_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _certify_cmd(args: argparse.Namespace) -> int:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # never lose the bits of a float64 input
+    import jaxcompress as jc
+
+    if args.input.endswith(".npz"):
+        import numpy as np
+
+        with np.load(args.input, allow_pickle=False) as z:  # the stored name wins; see below
+            stored = str(z["activation"]) if "activation" in z.files else None
+        model = jc.load_npz(args.input, activation=stored or args.activation)
+    else:
+        model = jc.load(args.input)
+    if args.activation and model.activation != jc.get_activation(args.activation).name:
+        raise ValueError(f"certify: --activation {args.activation} contradicts the file's "
+                         f"activation {model.activation}")
+    d = jc.layer_sizes(model.params)[0]
+    center = None if args.center is None else [float(c) for c in args.center.split(",")]
+    if center is not None and len(center) != d:
+        raise ValueError(f"certify: --center has {len(center)} entries; the network takes "
+                         f"inputs of size {d}")
+    domain = jc.Ball(d, args.radius, center=None if center is None else jax.numpy.asarray(
+        center))
+    report = jc.certify(model.params, activation=model.activation, domain=domain, eps=args.eps,
+                        rho0=args.rho0, delta=args.delta, n_samples=args.samples, seed=args.seed)
+    print(report)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report.to_dict(), f, indent=2)
+        print(f"# wrote {args.json}")
+    return 0
+
+
 def _plot(rows, path: str, title: str) -> None:
     import matplotlib
 
@@ -182,6 +224,26 @@ def main(argv: list[str] | None = None) -> int:
     comp.add_argument("--samples", type=int, default=8192)
     comp.add_argument("--seed", type=int, default=0)
     comp.set_defaults(func=_compress_cmd)
+    cert = sub.add_parser(
+        "certify", help="print the compression certificate of a saved network",
+        description="Print the certificate (jaxcompress.certify) of a network on the ball of "
+        "radius --radius: W_max, V_max, radii, Assumption 4, M_g, C0, lambda, k*, k_cert, D_k, "
+        "Lambda, the budget, width and parameter bounds, non-vacuity and the sampled "
+        "diagnostics. PARAMS_FILE is an .npz with kernel_0, bias_0, kernel_1, ... (Flax Dense "
+        "layout, optional 'activation' entry; see jaxcompress.save_npz) or a jaxcompress.save "
+        "file.")
+    cert.add_argument("input", metavar="PARAMS_FILE", help="an .npz of the params (or a .jcz)")
+    cert.add_argument("--activation", help="activation (required for .npz without one)")
+    cert.add_argument("--radius", type=float, default=1.0, help="radius R of the input ball")
+    cert.add_argument("--center", help="centre of the ball, comma separated (default: origin)")
+    cert.add_argument("--eps", type=float, required=True, help="target sup error")
+    cert.add_argument("--rho0", type=float, help="working radius in (R, rho) (default: chosen)")
+    cert.add_argument("--delta", type=float, default=1e-2, help="maxvol tolerance of Lemma 10")
+    cert.add_argument("--samples", type=int, default=128,
+                      help="complex-ball samples of the q-hat diagnostics")
+    cert.add_argument("--seed", type=int, default=0)
+    cert.add_argument("--json", help="also write the report's to_dict() to this file")
+    cert.set_defaults(func=_certify_cmd)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

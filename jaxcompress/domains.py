@@ -1,7 +1,22 @@
-"""Input domains: sampling (uniform and Sobol), projection, radius.
+"""Input domains: sampling (uniform and Sobol), collocation nodes, projection, radius, centre.
 
 A domain is a small frozen dataclass, registered as a pytree whose numbers are leaves (so a
-radius can be traced) and whose dimension is static.
+radius or a box's corners can be traced) and whose dimension is static. Every domain provides
+
+``dim``, ``radius``, ``center``
+    the input dimension; the radius used to scale derivative features (Ball: its radius; Box: its
+    half-diagonal, the radius of the smallest ball around the centre containing the box); the
+    expansion point of derivative features.
+``sample(key, n)``, ``project(x)``
+    uniform samples and Euclidean projection (what :func:`jaxcompress.sup_error` needs).
+``sobol(n, skip=0)``, ``nodes(n, kind)``
+    quasi-random points (host-side unit nodes, cached, mapped onto the domain with JAX ops so the
+    domain's numbers may be traced): the collocation points of ``compress(features=
+    "collocation")``.
+
+:class:`Parameterization` describes a domain given as the image of an analytic map
+``iota: U -> Omega`` of a lower-dimensional parameter domain ``U`` (the paper's effective input
+dimension).
 """
 
 from __future__ import annotations
@@ -15,7 +30,11 @@ import numpy as np
 
 from jaxcompress._sobol import SOBOL_MAX_DIM, sobol
 
-__all__ = ["Ball"]
+__all__ = ["NODE_KINDS", "Ball", "Box", "Parameterization"]
+
+#: Collocation node families: ``"sobol"`` (every domain), ``"chebyshev"`` and
+#: ``"chebyshev_grid"`` (boxes only; see :meth:`Box.nodes`).
+NODE_KINDS = ("sobol", "chebyshev", "chebyshev_grid")
 
 
 @functools.partial(
@@ -64,18 +83,23 @@ class Ball:
 
         Rejection keeps the low-discrepancy structure of the cube's sequence (the paper's
         "Sobol points of the unit disk"). Deterministic; ``skip`` offsets into the cube sequence.
+        The unit-ball points are computed with NumPy; centre and radius are applied with JAX
+        operations, so they may be traced.
         """
         if self.dim > SOBOL_MAX_DIM:
             raise ValueError(f"Ball.sobol: dim {self.dim} exceeds the supported {SOBOL_MAX_DIM}")
-        frac = _ball_fraction(self.dim)
-        pts = np.zeros((0, self.dim))
-        total = int(n / frac * 1.1) + 16
-        while pts.shape[0] < n:
-            cube = 2.0 * sobol(total, self.dim, skip=skip) - 1.0
-            pts = cube[np.sum(cube * cube, axis=1) <= 1.0]
-            total *= 2
+        pts = _unit_ball_sobol(self.dim, int(n), int(skip))
         dtype = jnp.zeros(()).dtype if dtype is None else dtype
-        return self._center(dtype)[None] + self.radius * jnp.asarray(pts[:n], dtype)
+        return self._center(dtype)[None] + self.radius * jnp.asarray(pts, dtype)
+
+    def nodes(self, n: int, kind: str = "sobol", dtype=None) -> jax.Array:
+        """``n`` collocation nodes in the ball: ``kind="sobol"`` (the only kind for a ball)."""
+        if kind != "sobol":
+            raise ValueError(
+                f"Ball.nodes: kind must be 'sobol' for a ball, got {kind!r} (Chebyshev-type nodes "
+                "are available on a Box)"
+            )
+        return self.sobol(n, dtype=dtype)
 
     def project(self, x: jax.Array) -> jax.Array:
         """Euclidean projection onto the ball (rows of ``x``)."""
@@ -89,3 +113,202 @@ def _ball_fraction(d: int) -> float:
     from math import gamma, pi
 
     return pi ** (d / 2) / gamma(d / 2 + 1) / 2**d
+
+
+@functools.cache
+def _unit_ball_sobol(dim: int, n: int, skip: int) -> np.ndarray:
+    """The first ``n`` points of the Sobol sequence of ``[-1, 1]^dim`` inside the unit ball."""
+    frac = _ball_fraction(dim)
+    pts = np.zeros((0, dim))
+    total = int(n / frac * 1.1) + 16
+    while pts.shape[0] < n:
+        cube = 2.0 * sobol(total, dim, skip=skip) - 1.0
+        pts = cube[np.sum(cube * cube, axis=1) <= 1.0]
+        total *= 2
+    out = np.ascontiguousarray(pts[:n])
+    out.setflags(write=False)
+    return out
+
+
+@functools.cache
+def _unit_cube_nodes(dim: int, n: int, kind: str, skip: int = 0) -> np.ndarray:
+    """Nodes in ``[-1, 1]^dim`` (host side, cached); see :meth:`Box.nodes`."""
+    if kind == "sobol":
+        pts = 2.0 * sobol(n, dim, skip=skip) - 1.0
+    elif kind == "chebyshev":
+        # Sobol points pushed through the Chebyshev map t -> -cos(pi t): the arcsine density of
+        # Chebyshev nodes, for any n. Offset by half a step so no node sits on the boundary.
+        pts = -np.cos(np.pi * (sobol(n, dim, skip=skip) + 0.5 / max(n, 1)))
+    elif kind == "chebyshev_grid":
+        m = 1
+        while m**dim < n:
+            m += 1
+        cheb = -np.cos(np.pi * (2 * np.arange(m) + 1) / (2 * m))  # first-kind points, ascending
+        grids = np.meshgrid(*([cheb] * dim), indexing="ij")
+        pts = np.stack([g.reshape(-1) for g in grids], axis=1)
+    else:
+        raise ValueError(f"Box.nodes: kind must be one of {NODE_KINDS}, got {kind!r}")
+    pts = np.ascontiguousarray(pts, dtype=np.float64)
+    pts.setflags(write=False)
+    return pts
+
+
+def domain_center(domain, dtype) -> jax.Array:
+    """The centre of a :class:`Ball` (origin when unset) or :class:`Box`, as ``dtype``."""
+    if isinstance(domain, Ball):
+        return domain._center(dtype)
+    return jnp.asarray(domain.center, dtype)
+
+
+def _is_concrete_array(x) -> bool:
+    return isinstance(x, (np.ndarray, np.generic, jax.Array)) and not isinstance(
+        x, jax.core.Tracer)
+
+
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["lo", "hi"], meta_fields=[])
+@dataclasses.dataclass(frozen=True)
+class Box:
+    """The axis-aligned box ``{x : lo <= x <= hi}`` (componentwise).
+
+    Args:
+      lo, hi: the lower and upper corners, shape ``(dim,)`` with ``lo < hi`` in every coordinate.
+        Lists and tuples are converted to arrays.
+
+    ``center = (lo + hi) / 2`` is the expansion point of derivative features and
+    ``radius = |hi - lo| / 2`` (the half-diagonal: the smallest ball around the centre that
+    contains the box) scales them: row ``alpha`` of the features is multiplied by
+    ``radius^|alpha|`` before selection.
+    """
+
+    lo: jax.Array
+    hi: jax.Array
+
+    def __post_init__(self):
+        for name in ("lo", "hi"):
+            v = getattr(self, name)
+            # lists and float scalars are user input; other leaves (tracers, pytree placeholders
+            # such as None or an in_axes int) pass through unvalidated
+            if isinstance(v, (list, tuple, float)):
+                object.__setattr__(self, name, np.asarray(v, dtype=np.float64))
+        lo, hi = self.lo, self.hi
+        if not (_is_concrete_array(lo) and _is_concrete_array(hi)):
+            return  # traced, or a pytree placeholder: validated where it was built
+        if np.ndim(lo) != 1 or np.shape(lo) != np.shape(hi) or np.shape(lo)[0] < 1:
+            raise ValueError(
+                f"Box: lo and hi must be 1-D arrays of the same length >= 1, got shapes "
+                f"{np.shape(lo)} and {np.shape(hi)}"
+            )
+        lo_np, hi_np = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+        if not (np.all(np.isfinite(lo_np)) and np.all(np.isfinite(hi_np))):
+            raise ValueError("Box: lo and hi must be finite")
+        if not np.all(lo_np < hi_np):
+            bad = int(np.argmin(hi_np - lo_np))
+            raise ValueError(
+                f"Box: need lo < hi in every coordinate; coordinate {bad} has lo = {lo_np[bad]} "
+                f">= hi = {hi_np[bad]}"
+            )
+
+    @property
+    def dim(self) -> int:
+        return int(np.shape(self.lo)[0])
+
+    def _bounds(self, dtype) -> tuple[jax.Array, jax.Array]:
+        return jnp.asarray(self.lo, dtype), jnp.asarray(self.hi, dtype)
+
+    @property
+    def center(self) -> jax.Array:
+        """The midpoint ``(lo + hi) / 2``."""
+        lo, hi = self._bounds(None)
+        return 0.5 * (lo + hi)
+
+    @property
+    def half_width(self) -> jax.Array:
+        """``(hi - lo) / 2`` per coordinate."""
+        lo, hi = self._bounds(None)
+        return 0.5 * (hi - lo)
+
+    @property
+    def radius(self) -> jax.Array:
+        """The half-diagonal ``|hi - lo| / 2``."""
+        return jnp.linalg.norm(self.half_width)
+
+    def _from_unit(self, u: np.ndarray | jax.Array, dtype) -> jax.Array:
+        lo, hi = self._bounds(dtype)
+        c, h = 0.5 * (lo + hi), 0.5 * (hi - lo)
+        return c[None] + h[None] * jnp.asarray(u, dtype)
+
+    def sample(self, key: jax.Array, n: int, dtype=None) -> jax.Array:
+        """``n`` points uniform in the box. Jit-able."""
+        dtype = jnp.zeros(()).dtype if dtype is None else dtype
+        u = jax.random.uniform(key, (n, self.dim), dtype, -1.0, 1.0)
+        return self._from_unit(u, dtype)
+
+    def sobol(self, n: int, *, skip: int = 0, dtype=None) -> jax.Array:
+        """Points ``skip .. skip + n - 1`` of the Sobol sequence mapped onto the box."""
+        return self.nodes(n, "sobol", dtype=dtype, skip=skip)
+
+    def nodes(self, n: int, kind: str = "sobol", dtype=None, *, skip: int = 0) -> jax.Array:
+        """Collocation nodes in the box.
+
+        Kinds:
+          ``"sobol"``: the first ``n`` Sobol points (uniform, low discrepancy).
+          ``"chebyshev"``: ``n`` Sobol points through the Chebyshev map ``t -> -cos(pi t)`` per
+          coordinate (the arcsine density of Chebyshev nodes, clustered at the faces, for any
+          ``n``).
+          ``"chebyshev_grid"``: the tensor grid of ``m`` first-kind Chebyshev points per
+          coordinate, ``m`` the smallest with ``m^dim >= n`` (so ``m^dim`` rows, not ``n``).
+
+        The unit nodes are computed on the host and cached; the box's corners may be traced.
+        """
+        if self.dim > SOBOL_MAX_DIM and kind != "chebyshev_grid":
+            raise ValueError(f"Box.nodes: dim {self.dim} exceeds the supported {SOBOL_MAX_DIM}")
+        dtype = jnp.zeros(()).dtype if dtype is None else dtype
+        return self._from_unit(_unit_cube_nodes(self.dim, int(n), kind, int(skip)), dtype)
+
+    def project(self, x: jax.Array) -> jax.Array:
+        """Euclidean projection onto the box: clip each coordinate."""
+        lo, hi = self._bounds(x.dtype)
+        shape = (1,) * (x.ndim - 1) + (self.dim,)
+        return jnp.clip(x, lo.reshape(shape), hi.reshape(shape))
+
+
+@functools.partial(
+    jax.tree_util.register_dataclass, data_fields=["domain"], meta_fields=["fn"]
+)
+@dataclasses.dataclass(frozen=True)
+class Parameterization:
+    """An input domain given as the image ``Omega = iota(U)`` of an analytic map.
+
+    The paper's effective-input-dimension corollary: when every input of interest is
+    ``x = iota(u)`` with ``u`` in an ``m``-dimensional domain ``U`` (``m < d_in``) and ``iota``
+    analytic, the network restricted to ``Omega`` is an analytic function of ``u``, and matching
+    its Taylor coefficients in ``u`` needs only ``D_k = C(m + k, m)`` features per neuron.
+
+    Args:
+      fn: ``iota``, a JAX-traceable function mapping ``(m,)`` to ``(d_in,)`` (used under
+        ``jax.vmap`` and :func:`jax.experimental.jet.jet`, so built from ``jax.numpy`` operations
+        with Taylor rules: polynomials, ``sin``, ``cos``, ``exp``, ``tanh``, ...). It is a static
+        part of the configuration: pass the same function object to reuse a compilation.
+      domain: the parameter domain ``U`` (a :class:`Ball` or :class:`Box` of dimension ``m``);
+        its centre is the expansion point and its radius scales the features.
+
+    Use as ``compress(..., coordinates=Parameterization(iota, U))``.
+    """
+
+    fn: object
+    domain: object
+
+    def __post_init__(self):
+        if not callable(self.fn):
+            raise TypeError(f"Parameterization: fn must be callable, got {type(self.fn).__name__}")
+        dom = self.domain
+        if not all(hasattr(dom, a) for a in ("dim", "radius", "center", "nodes")):
+            raise TypeError(
+                "Parameterization: domain must be a jaxcompress domain (Ball or Box), got "
+                f"{type(dom).__name__}"
+            )
+
+    @property
+    def dim(self) -> int:
+        """``m``, the dimension of the parameter domain."""
+        return self.domain.dim

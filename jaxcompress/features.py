@@ -19,6 +19,22 @@ neurons, written with Taylor coefficients). Backends:
     polynomials).
 ``"jacfwd"``
     Nested :func:`jax.jacfwd`, ``k`` deep. Obviously right, slow to compile: the reference.
+
+Beyond derivatives at one point (the feature kinds of ``compress(features=...)``,
+:data:`FEATURE_KINDS`):
+
+``"taylor_multi"`` (:func:`multi_center_features`)
+    Taylor coefficients at several expansion centres ``c_1..c_J`` stacked, ``J D_k`` rows:
+    ``Z[(j, alpha), i] = d^alpha h_i(c_j) / alpha!``. Matching them by least squares is a
+    Hermite-type fit that does not need holomorphy on a ball around a single centre.
+``"collocation"`` / ``"data"`` (:func:`point_features`)
+    Activations at points: ``Z[p, i] = h_i^(l)(x_p)``, one row per point. ``"collocation"`` uses
+    ``N = oversample * D_k`` quasi-random nodes of the (known) domain, no data needed;
+    ``"data"`` uses user inputs (the interpolative decomposition of Chee et al. 2022). Selecting
+    columns of ``Z`` and solving ``Z_K C ~= Z`` by least squares minimises the discrete
+    ``L^2`` error of the next layer's pre-activation over the points, which stays meaningful
+    when the network is not holomorphic on a ball around the domain (trained teachers,
+    DESIGN section 3).
 """
 
 from __future__ import annotations
@@ -33,17 +49,34 @@ import numpy as np
 from jax.experimental import jet as _jet
 
 from jaxcompress.activations import Activation, get_activation
-from jaxcompress.mlp import Params, _dense, validate_params
+from jaxcompress.mlp import HIGHEST, Params, _dense, hidden_activations, validate_params
 from jaxcompress.taylor import (
     check_feature_budget,
+    compose,
     monomials,
     num_monomials,
     taylor_features,
 )
 
-__all__ = ["BACKENDS", "derivative_features"]
+__all__ = [
+    "BACKENDS",
+    "FEATURE_KINDS",
+    "POINT_FEATURES",
+    "bottleneck_sources",
+    "default_centers",
+    "derivative_features",
+    "multi_center_features",
+    "parameterization_polynomial",
+    "point_features",
+    "propagate_polynomial",
+]
 
 BACKENDS = ("taylor", "jet", "jacfwd")
+#: Feature kinds evaluated at points (one row per point; no radius row scaling).
+POINT_FEATURES = ("collocation", "data")
+#: Everything ``compress(features=...)`` accepts: derivative backends, multi-centre Taylor
+#: features, and point features.
+FEATURE_KINDS = BACKENDS + ("taylor_multi",) + POINT_FEATURES
 
 
 def _hidden_map(params: Params, act: Activation, n_hidden: int, *, use_jet_fn: bool = False):
@@ -202,3 +235,137 @@ def derivative_features(
     n_mon = num_monomials(d, order)
     assert all(z.shape == (n_mon, w) for z, w in zip(feats, widths, strict=True))
     return feats
+
+
+def point_features(
+    params: Params, x: jax.Array, *, activation: str | Activation, upto: int | None = None
+) -> list[jax.Array]:
+    """Activations of every hidden neuron at the points ``x``: the point feature matrices.
+
+    .. math:: (Z_l)_{p i} = h^{(l)}_i(x_p), \\qquad Z_l \\in \\mathbb{R}^{N \\times d_l}.
+
+    Args:
+      params: the MLP.
+      x: ``(N, d_in)`` points (collocation nodes of the domain, or data).
+      activation: the activation.
+      upto: only the first ``upto`` hidden layers (default: all).
+
+    Returns:
+      A list over hidden layers of ``(N, d_l)`` arrays. One forward pass; jit-able.
+    """
+    act = get_activation(activation)
+    n_hidden = len(params) - 1 if upto is None else upto
+    sub = list(params[:n_hidden]) + [params[n_hidden]]
+    return hidden_activations(sub, x, activation=act)
+
+
+def propagate_polynomial(
+    p: jax.Array, layers: Params, *, activation: str | Activation, order: int, num_vars: int
+) -> list[jax.Array]:
+    """Push the coefficient array ``p`` through hidden ``layers`` (each ``dense -> activation``).
+
+    ``p`` is ``(C(m + k, m), width)``: a polynomial in ``m = num_vars`` variables truncated at
+    order ``k``, e.g. the input expansion ``x0 + t`` (derivative features), an earlier narrow
+    layer's activations in their own coordinates (the bottleneck corollary) or an analytic
+    parameterisation ``iota(u0 + t)``. Returns every layer's coefficient array: the
+    generalisation of :func:`jaxcompress.taylor.taylor_features` to any starting polynomial.
+    """
+    act = get_activation(activation)
+    feats = []
+    for layer in layers:
+        u = jnp.matmul(p, layer["kernel"], precision=HIGHEST).at[0].add(layer["bias"])
+        p = compose(act.series(u[0], order), u, num_vars, order)
+        feats.append(p)
+    return feats
+
+
+def _monomial_taylor_of(fn, center: jax.Array, order: int) -> jax.Array:
+    """Taylor coefficients ``(D_k, n_out)`` of ``fn: (m,) -> (n_out,)`` at ``center`` (jet)."""
+    m = center.shape[0]
+    v_np, solvers = _directions(m, order)
+    v = jnp.asarray(v_np, center.dtype)
+    y0 = fn(center)
+
+    def along(direction):
+        if order == 0:
+            return y0[None]
+        terms = (direction,) + (jnp.zeros_like(direction),) * (order - 1)
+        _, ys = _jet.jet(fn, (center,), (terms,))
+        return jnp.stack([y0] + [ys[j] / math.factorial(j + 1) for j in range(order)])
+
+    series = jax.vmap(along)(v)  # (n_dir, k + 1, n_out)
+    rows = [jnp.matmul(jnp.asarray(solvers[j], series.dtype), series[:, j, :], precision=HIGHEST)
+            for j in range(order + 1)]
+    return jnp.concatenate(rows, axis=0)
+
+
+def parameterization_polynomial(fn, center: jax.Array, order: int) -> jax.Array:
+    """Coefficient array ``(C(m + k, m), d_in)`` of ``u -> iota(u0 + u)`` truncated at order k.
+
+    ``iota = fn`` maps ``(m,)`` to ``(d_in,)``; its univariate Taylor series along fixed
+    directions come from :func:`jax.experimental.jet.jet` and the multivariate coefficients are
+    recovered per degree by least squares (as in the ``"jet"`` backend). Feeding this array to
+    the network's Taylor pass gives the derivative features of ``h^(l)(iota(u))`` in ``u``: the
+    paper's effective-input-dimension corollary (``D_k = C(m + k, m)`` instead of
+    ``C(d_in + k, d_in)``).
+    """
+    return _monomial_taylor_of(fn, center, order)
+
+
+def multi_center_features(
+    params: Params,
+    *,
+    activation: str | Activation,
+    order: int,
+    centers: jax.Array,
+) -> list[jax.Array]:
+    """Taylor-coefficient features at several centres, stacked: ``(J D_k, d_l)`` per layer.
+
+    Row ``j D_k + a`` of ``Z_l`` is ``d^alpha h^(l)(c_j) / alpha!`` with
+    ``alpha = monomials(d_in, k)[a]``. Centres are ``(J, d_in)``; the Taylor pass is vmapped
+    over them.
+    """
+    act = get_activation(activation)
+    params = validate_params(params, where="multi_center_features")
+    order = _check_order(order, "multi_center_features")
+    centers = jnp.asarray(centers, jnp.result_type(params[0]["kernel"]))
+    d = params[0]["kernel"].shape[0]
+    if centers.ndim != 2 or centers.shape[1] != d:
+        raise ValueError(
+            f"multi_center_features: centers has shape {centers.shape}; expected (J, {d})"
+        )
+    feats = jax.vmap(lambda c: taylor_features(params, activation=act, order=order, center=c))(
+        centers)
+    return [z.reshape(-1, z.shape[-1]) for z in feats]
+
+
+def default_centers(center: jax.Array, half_width: jax.Array) -> jax.Array:
+    """The default ``taylor_multi`` centres: ``c`` and ``c +- h_i e_i / 2`` (``2 d + 1`` points).
+
+    ``half_width`` is the per-coordinate half extent of the domain (a ball's radius in every
+    coordinate, a box's half widths), so the outer centres sit half-way to the boundary.
+    """
+    d = center.shape[0]
+    offsets = 0.5 * jnp.concatenate([jnp.eye(d, dtype=center.dtype),
+                                     -jnp.eye(d, dtype=center.dtype)], axis=0)
+    offsets = offsets * jnp.broadcast_to(half_width, (d,))[None, :]
+    return jnp.concatenate([center[None, :], center[None, :] + offsets], axis=0)
+
+
+def bottleneck_sources(sizes) -> tuple[int, ...]:
+    """For each hidden layer, where its coordinates come from under the bottleneck corollary.
+
+    ``sizes = [d_in, d_1, ..., d_L, d_out]``. Hidden layer ``l`` uses the activations of the
+    narrowest *earlier* layer ``j < l`` (``j = 0``: the input) as coordinates: when
+    ``h^(l) = G(h^(j))`` with ``h^(j)`` of width ``m = d_j``, its derivative features in those
+    coordinates have ``D_k = C(m + k, m)`` rows. Ties keep the input, then the latest layer (the
+    shortest sub-network). Returns ``j`` per hidden layer.
+    """
+    sizes = [int(s) for s in sizes]
+    out = []
+    best = 0
+    for l in range(1, len(sizes) - 1):
+        out.append(best)
+        if sizes[l] < sizes[best] or (best != 0 and sizes[l] == sizes[best]):
+            best = l
+    return tuple(out)

@@ -28,6 +28,31 @@ Selectors:
     with every ``|C_ij| <= 1 + delta`` (Lemma 10's bound for a (1+delta)-quasi maximal volume).
 ``"exhaustive"``
     The true maximum-volume subset by enumeration, for tiny problems only.
+
+``"omp"``
+    Output-aware greedy forward selection (simultaneous orthogonal matching pursuit): with
+    ``T = Z W`` the next layer's pre-activation features (``W`` = ``out_kernel``, the next
+    layer's kernel), step ``i`` keeps the column whose residual ``r_j`` (orthogonalised against
+    the kept ones) removes the most of the residual ``R_T`` of ``T``, i.e. maximises
+    ``||r_j^T R_T||^2 / ||r_j||^2``. It spends the width on what the next layer actually uses,
+    where ``"pivoted_qr"`` tries to reproduce every column of ``Z`` alike; when ``T`` is fitted
+    to rounding it continues with the pivoted-QR rule. Exact whenever ``rank Z <= m``, like the
+    others.
+
+Baselines (for honest comparisons; both re-weight by least squares on the selected columns):
+
+``"weight_norm"``
+    Keep the ``m`` columns with the largest ``scores`` (in :func:`jaxcompress.compress`: the
+    outgoing-weight norm ``||K_{l+1}[i, :]||`` of each neuron, i.e. magnitude pruning).
+``"random"``
+    Keep ``m`` columns chosen uniformly at random with a PRNG ``key``.
+
+Re-weighting is least squares in every case: with ``K`` the kept columns,
+``C = argmin ||Z_K C - Z||_F = Z_K^+ Z`` (rows scaled as above). For the QR selectors this is read
+off the pivoted R factor: with ``Z[:, perm] = Q [R11 R12; 0 R22]``, ``C = R11^{-1} [R11 R12]``,
+exact when ``rank Z <= m`` (derivative features, ``D_k <= m``) and the least-squares fit when the
+rows outnumber the kept columns (point features: one row per collocation or data point). The
+baselines use the SVD of ``Z_K`` (robust to rank-deficient random or magnitude picks).
 """
 
 from __future__ import annotations
@@ -43,14 +68,19 @@ import numpy as np
 from jaxcompress.mlp import HIGHEST
 
 __all__ = [
+    "BASELINE_SELECTORS",
     "SELECTORS",
     "Selection",
     "coefficients_from_r",
     "greedy_pivoted_qr",
+    "lstsq_coefficients",
+    "output_greedy",
     "select_columns",
 ]
 
-SELECTORS = ("pivoted_qr", "greedy_gs", "maxvol", "exhaustive")
+#: Selectors that ignore the features when choosing (they still re-weight by least squares).
+BASELINE_SELECTORS = ("weight_norm", "random")
+SELECTORS = ("pivoted_qr", "greedy_gs", "maxvol", "exhaustive", "omp") + BASELINE_SELECTORS
 
 #: Largest number of subsets the ``"exhaustive"`` selector will enumerate.
 MAX_EXHAUSTIVE_SUBSETS = 200_000
@@ -191,6 +221,55 @@ def _maxvol(coef: jax.Array, perm: jax.Array, rank: jax.Array, delta, max_swaps:
     return perm, swaps
 
 
+def output_greedy(z: jax.Array, target: jax.Array, m: int, rtol) -> jax.Array:
+    """Greedy forward selection of ``m`` columns of ``z`` to fit ``target`` (see ``"omp"``).
+
+    Args:
+      z: ``(D, n)`` features.
+      target: ``(D, t)`` what the kept columns must reproduce (``z @ out_kernel``).
+      m: columns to keep (static).
+      rtol: columns whose residual norm is below ``rtol`` times the largest column norm count as
+        dependent and are taken last.
+
+    Returns:
+      ``perm`` ``(n,)`` in pivot order (``perm[:m]`` kept, in the order chosen).
+    """
+    dsz, n = z.shape
+    col2 = jnp.sum(z * z, axis=0)
+    floor = (rtol * rtol) * jnp.max(col2)
+    t_norm2 = jnp.sum(target * target)
+    tiny = jnp.finfo(z.dtype).tiny
+
+    def step(i, carry):
+        zr, rt, perm = carry
+        n2 = jnp.sum(zr * zr, axis=0)
+        proj = jnp.matmul(zr.T, rt, precision=HIGHEST)  # (n, t)
+        gain = jnp.sum(proj * proj, axis=1) / jnp.maximum(n2, tiny)
+        taken = jnp.arange(n) < i
+        valid = ~taken & (n2 > floor)
+        fitted = jnp.sum(rt * rt) <= (rtol * rtol) * t_norm2
+        # target fitted to rounding: fall back to the pivoted-QR rule (largest residual norm)
+        score = jnp.where(fitted, n2, gain)
+        score = jnp.where(valid, score, jnp.where(taken, -2.0, -1.0 + n2 / jnp.max(col2 + tiny)))
+        p = jnp.argmax(score)
+        swap = jnp.arange(n).at[i].set(p).at[p].set(i)
+        zr, perm = zr[:, swap], perm[swap]
+        col = zr[:, i]
+        nrm = jnp.sqrt(jnp.sum(col * col))
+        q = jnp.where(nrm > 0, col / jnp.where(nrm > 0, nrm, 1), 0)
+        later = (jnp.arange(n) > i).astype(z.dtype)
+        for _ in range(2):  # twice is enough (Kahan-Parlett)
+            zr = zr - jnp.outer(q, jnp.matmul(q, zr, precision=HIGHEST) * later)
+            rt = rt - jnp.outer(q, jnp.matmul(q, rt, precision=HIGHEST))
+        zr = zr.at[:, i].set(0)
+        return zr, rt, perm
+
+    init = (z, target, jnp.arange(n, dtype=jnp.int32))
+    _, _, perm = jax.lax.fori_loop(0, m, step, init)
+    del dsz
+    return perm
+
+
 def _exhaustive(z: jax.Array, m: int) -> jax.Array:
     dsz, n = z.shape
     n_sub = math.comb(n, m)
@@ -215,6 +294,32 @@ def _exhaustive(z: jax.Array, m: int) -> jax.Array:
     return jnp.concatenate([best, rest.astype(jnp.int32)])
 
 
+def lstsq_coefficients(
+    z: jax.Array, perm: jax.Array, m: int, rtol, *, rhs: jax.Array | None = None
+) -> tuple[jax.Array, jax.Array]:
+    """Least-squares coefficients for a given column order: ``C = Z_K^+ Z[:, perm]``.
+
+    ``K = perm[:m]``. The pseudo-inverse comes from the SVD of ``Z_K`` with singular values
+    below ``rtol * s_max`` dropped, so rank-deficient picks (duplicated or dead neurons) give the
+    minimum-norm solution instead of a blow-up. With ``rhs`` (``(D, t)``) it returns
+    ``Z_K^+ rhs`` instead.
+
+    Returns:
+      ``coef`` ``(m, n)`` (columns in the order of ``perm``; ``(m, t)`` with ``rhs``) and the
+      numerical rank of ``Z_K``.
+    """
+    z_perm = z[:, perm]
+    zk = z_perm[:, :m]
+    if rhs is not None:
+        z_perm = rhs
+    u, s, vt = jnp.linalg.svd(zk, full_matrices=False)  # zk = u diag(s) vt, s descending
+    keep = s > rtol * s[0]
+    s_inv = jnp.where(keep, 1.0 / jnp.where(keep, s, 1.0), 0.0)
+    coef = jnp.matmul(vt.T * s_inv[None, :], jnp.matmul(u.T, z_perm, precision=HIGHEST),
+                      precision=HIGHEST)
+    return coef, jnp.sum(keep).astype(jnp.int32)
+
+
 def select_columns(
     z: jax.Array,
     m: int,
@@ -225,6 +330,10 @@ def select_columns(
     rtol: float | None = None,
     delta: float = 1e-2,
     max_swaps: int | None = None,
+    scores: jax.Array | None = None,
+    key: jax.Array | None = None,
+    out_kernel: jax.Array | None = None,
+    target: jax.Array | None = None,
 ) -> tuple[Selection, dict[str, jax.Array]]:
     """Choose ``m`` of the ``n`` columns of ``z`` and the coefficients reproducing all columns.
 
@@ -237,6 +346,11 @@ def select_columns(
       rtol: relative rank threshold on ``|R_ii| / |R_00|`` (default ``eps * max(D, n)``).
       delta: maxvol tolerance, ``|C_ij| <= 1 + delta`` at exit.
       max_swaps: cap on maxvol swaps (default ``50 * m``).
+      scores: ``(n,)`` column scores for ``"weight_norm"`` (the largest ``m`` are kept).
+      key: a PRNG key for ``"random"``.
+      out_kernel: ``(n, t)`` the next layer's kernel, for ``"omp"`` (it fits ``z @ out_kernel``).
+      target: ``(D, t)`` for ``"omp"``: fit this instead of ``z @ out_kernel`` (rows already
+        scaled like ``z``'s).
 
     Returns:
       The :class:`Selection` and a dict of diagnostics (``swaps`` for maxvol).
@@ -253,8 +367,42 @@ def select_columns(
         zs = z
     rtol = default_rtol((dsz, n), z.dtype) if rtol is None else rtol
     diag: dict[str, jax.Array] = {}
-    if selector == "exhaustive":
-        perm = _exhaustive(zs, m)
+    if dsz > 2 * n and selector not in BASELINE_SELECTORS:
+        # Many more rows than columns (point features): Z = Q R with R (n x n) has the same
+        # column inner products, so every selector gives the same pivots and coefficients on R,
+        # at a fraction of the cost (one BLAS-3 QR instead of a column-pivoted one on Z).
+        q, zs = jnp.linalg.qr(zs, mode="reduced")
+        if target is not None:
+            target = jnp.matmul(q.T, jnp.asarray(target, zs.dtype), precision=HIGHEST)
+    if selector in BASELINE_SELECTORS:
+        if selector == "weight_norm":
+            if scores is None or np.shape(scores) != (n,):
+                raise ValueError(
+                    f"select_columns: selector='weight_norm' needs scores of shape ({n},) (one "
+                    f"per column, e.g. outgoing-weight norms), got "
+                    f"{None if scores is None else np.shape(scores)}"
+                )
+            perm = jnp.argsort(-jnp.asarray(scores), stable=True).astype(jnp.int32)
+        else:
+            if key is None:
+                raise ValueError("select_columns: selector='random' needs a PRNG key (key=...)")
+            perm = jax.random.permutation(key, n).astype(jnp.int32)
+        coef, rank = lstsq_coefficients(zs, perm, m, rtol)
+        return Selection(perm=perm, coef=coef, rank=rank), diag
+    if selector in ("exhaustive", "omp"):
+        if selector == "exhaustive":
+            perm = _exhaustive(zs, m)
+        elif target is not None:
+            perm = output_greedy(zs, jnp.asarray(target, zs.dtype), m, rtol)
+        else:
+            if out_kernel is None or np.shape(out_kernel)[:1] != (n,):
+                raise ValueError(
+                    f"select_columns: selector='omp' needs out_kernel of shape ({n}, t) (the "
+                    f"next layer's kernel), got "
+                    f"{None if out_kernel is None else np.shape(out_kernel)}"
+                )
+            target = jnp.matmul(zs, jnp.asarray(out_kernel, zs.dtype), precision=HIGHEST)
+            perm = output_greedy(zs, target, m, rtol)
         r_mat = _r_of(zs[:, perm], m)
     else:
         perm, r_mat = _pivoted_qr(zs, m, "greedy_gs" if selector == "greedy_gs" else "pivoted_qr")

@@ -1,0 +1,316 @@
+"""Helpers shared by the paper-figure benchmarks (``fig1_single_layer.py``, ``fig2_deep.py``,
+``fig4_runtime.py``): command-line options, the device / environment record, progress lines,
+JSON output, the float rounding floor and small plotting utilities.
+
+Conventions (the same as ``bench_features.py``):
+
+* ``--quick`` (tiny sizes, a smoke test), ``--dtype float32|float64`` (float64 enables
+  ``jax_enable_x64``), ``--out`` (default ``benchmarks/results``);
+* every script prints its device, dtype and matmul precision first and wraps library calls in
+  ``jax.default_matmul_precision("highest")`` (the library itself requests
+  ``Precision.HIGHEST`` in every matmul, so float32 on NVIDIA GPUs never drops to TF32);
+* results go to ``<out>/<name>_<platform>_<dtype>[_quick].json`` and ``.png``, so a quick run
+  never overwrites a full one; the JSON names the device, the load average of the machine and
+  what the paper reports for the figure (DESIGN.md section 2).
+
+Import :mod:`jax` only after :func:`configure` has run: it sets ``XLA_FLAGS`` for single-threaded
+runs, which XLA reads once, when the CPU backend starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+PRECISION = "highest"
+PRECISION_NOTE = ("HIGHEST (Precision.HIGHEST in every library matmul, plus "
+                  f"jax.default_matmul_precision('{PRECISION}') around every call)")
+SINGLE_THREAD_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+
+
+def parser(doc: str, *, default_dtype: str) -> argparse.ArgumentParser:
+    """An argument parser with the shared options ``--quick``, ``--dtype`` and ``--out``."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help="tiny sizes: a smoke test of a few seconds (results get a _quick suffix)")
+    p.add_argument("--dtype", choices=("float32", "float64"), default=default_dtype,
+                   help=f"parameter and compute dtype (default {default_dtype}; float64 enables "
+                        "jax_enable_x64)")
+    p.add_argument("--out", type=Path, default=RESULTS,
+                   help="results folder (default: benchmarks/results)")
+    p.add_argument("--replot", type=Path, default=None, metavar="JSON",
+                   help="only redraw the PNG of a saved result JSON (beside it) and exit")
+    return p
+
+
+def configure(dtype: str, *, single_thread: bool = False) -> None:
+    """Set up JAX for ``dtype``; optionally restrict XLA (and BLAS) on CPU to one thread.
+
+    Must run before the first JAX computation (``single_thread`` before ``import jax``).
+    """
+    if single_thread:
+        flags = os.environ.get("XLA_FLAGS", "")
+        os.environ["XLA_FLAGS"] = f"{flags} {SINGLE_THREAD_XLA_FLAGS}".strip()
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = "1"
+    import jax
+
+    if dtype == "float64":
+        jax.config.update("jax_enable_x64", True)
+    # compile times must be real compilations, never persistent-cache hits
+    jax.config.update("jax_enable_compilation_cache", False)
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def loadavg() -> list[float] | None:
+    """The 1/5/15-minute load average (the machine may be shared), or None where unknown."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def environment() -> dict[str, Any]:
+    """Device, versions, host and load: the ``device`` and ``env`` entries of every JSON."""
+    import jax
+    import jaxlib
+
+    import jaxcompress as jc
+
+    dev = jax.devices()[0]
+    return {
+        "device": {"device": str(dev), "platform": dev.platform,
+                   "device_kind": getattr(dev, "device_kind", str(dev)),
+                   "num_devices": jax.device_count(), "host_cpus": os.cpu_count(),
+                   "host_cpu": cpu_model()},
+        "jax_version": jax.__version__,
+        "jaxlib_version": jaxlib.__version__,
+        "jaxcompress_version": jc.__version__,
+        "python": platform.python_version(),
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "command": " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]),
+        "load_avg_1_5_15": {"start": loadavg()},
+        "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+
+
+def device_label(env: dict[str, Any]) -> str:
+    """A short device name for titles: ``cpu (2 x Intel Xeon ...)`` or the accelerator's kind."""
+    dev = env["device"]
+    if dev["platform"] == "cpu":
+        return f"CPU, {dev['host_cpus']} cores ({dev['host_cpu']})"
+    return f"{dev['device_kind']} ({dev['platform']})"
+
+
+def print_header(env: dict[str, Any], dtype: str, lines: Sequence[str] = ()) -> None:
+    dev = env["device"]
+    print(f"# device: {dev['device']}, platform {dev['platform']}, device_kind "
+          f"{dev['device_kind']} (host: {dev['host_cpus']} x {dev['host_cpu']}; load average "
+          f"1/5/15 min {env['load_avg_1_5_15']['start']})")
+    print(f"# jax {env['jax_version']}, jaxlib {env['jaxlib_version']}, jaxcompress "
+          f"{env['jaxcompress_version']}, dtype {dtype}, matmul precision {PRECISION_NOTE}")
+    if env["xla_flags"]:
+        print(f"# XLA_FLAGS={env['xla_flags']}")
+    for line in lines:
+        print(f"# {line}")
+    sys.stdout.flush()
+
+
+class Progress:
+    """Numbered, timestamped, flushed progress lines: ``[ 3/80  12.4 s] message``."""
+
+    def __init__(self, total: int):
+        self.total = total
+        self.count = 0
+        self.t0 = time.perf_counter()
+
+    def __call__(self, message: str) -> None:
+        self.count += 1
+        width = len(str(self.total))
+        print(f"[{self.count:>{width}}/{self.total} {self.elapsed():7.1f} s] {message}",
+              flush=True)
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+
+def result_stem(name: str, env: dict[str, Any], dtype: str, quick: bool) -> str:
+    return f"{name}_{env['device']['platform']}_{dtype}" + ("_quick" if quick else "")
+
+
+def _jsonable(obj: Any) -> Any:
+    """Plain JSON: numpy scalars/arrays become Python numbers/lists, NaN/inf become None."""
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "tolist"):  # numpy / jax arrays and scalars
+        return _jsonable(obj.tolist())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def write_json(path: Path, result: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_jsonable(result), indent=2, allow_nan=False) + "\n")
+
+
+def finish(env: dict[str, Any], start: float) -> None:
+    """Record the end load average and the total wall time in ``env``."""
+    env["load_avg_1_5_15"]["end"] = loadavg()
+    env["wall_s"] = round(time.perf_counter() - start, 2)
+
+
+def median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float]]:
+    """Median wall-clock of ``repeats`` calls of ``fn`` (each blocked until ready), all times."""
+    import jax
+
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), times
+
+
+def permuted_copy(params, seed: int = 0):
+    """The same network with the neurons of every hidden layer permuted.
+
+    Mathematically the identical function; evaluated in floating point its sums run in another
+    order, so ``sup |F - F_perm|`` measures the rounding floor of evaluating the teacher, the
+    smallest error any compressed network can be measured to have.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out = [dict(layer) for layer in params]
+    for i in range(len(params) - 1):
+        perm = rng.permutation(params[i]["kernel"].shape[1])
+        out[i]["kernel"] = out[i]["kernel"][:, perm]
+        out[i]["bias"] = out[i]["bias"][perm]
+        out[i + 1]["kernel"] = out[i + 1]["kernel"][perm]
+    return out
+
+
+def sup_error(jc, teacher, student, *, activation: str, domain, key,
+              **kw) -> tuple[float, str | None]:
+    """``jc.sup_error`` with a fallback: ``(error, note)``.
+
+    In float32, ``jc.sup_error``'s projected ascent returns NaN when the gradient of the error is
+    exactly zero at a start point (its ``1e-300`` norm guard underflows to 0 and the step is
+    ``0 / 0``). That happens when the error is at the rounding floor (exact zeros in the
+    difference). Then the error is re-measured on the same uniform samples without the local
+    search (a valid, slightly weaker lower bound on the sup), and ``note`` says so.
+    """
+    err = float(jc.sup_error(teacher, student, activation=activation, domain=domain, key=key,
+                             **kw))
+    if math.isfinite(err):
+        return err, None
+    sampled = {**kw, "local_search_steps": 0}
+    err = float(jc.sup_error(teacher, student, activation=activation, domain=domain, key=key,
+                             **sampled))
+    return err, "local search gave NaN (library bug, float32 zero gradient): samples only"
+
+
+def parse_rtols(text: str) -> list[str]:
+    """``"default,10eps"`` -> ``["default", "10eps"]`` (validated)."""
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    for s in items:
+        if s != "default":
+            try:
+                float(s[:-3] if s.endswith("eps") else s)
+            except ValueError as exc:
+                raise argparse.ArgumentTypeError(
+                    f"--rtol: {s!r} is neither 'default', a number nor '<number>eps'") from exc
+    if not items:
+        raise argparse.ArgumentTypeError("--rtol: give at least one value")
+    return items
+
+
+def rtol_value(spec: str, dtype: str) -> float | None:
+    """The ``rtol`` passed to ``jc.compress``: None for the library default, else a number."""
+    if spec == "default":
+        return None
+    if spec.endswith("eps"):
+        import numpy as np
+
+        return float(spec[:-3]) * float(np.finfo(dtype).eps)
+    return float(spec)
+
+
+def first_floor_k(ks: Sequence[int], errs: Sequence[float], factor: float = 2.0) -> int | None:
+    """The first order ``k`` whose error is within ``factor`` of the smallest error over ``k``."""
+    finite = [e for e in errs if e is not None and math.isfinite(e)]
+    if not finite:
+        return None
+    floor = min(finite)
+    return next(k for k, e in zip(ks, errs, strict=True)
+                if e is not None and math.isfinite(e) and e <= factor * floor)
+
+
+def decay_rate(ks: Sequence[int], errs: Sequence[float], floor: float) -> float | None:
+    """Fitted geometric rate ``q`` (error ~ q^k) over the orders before the error reaches
+    ``3 x floor``; None when fewer than two such points exist."""
+    import numpy as np
+
+    pts = [(k, math.log(e)) for k, e in zip(ks, errs, strict=True)
+           if e is not None and e > 3.0 * floor]
+    # stop at the first point that reached the floor: later points above it are noise
+    kept = []
+    for k, le in pts:
+        if kept and k != kept[-1][0] + 1:
+            break
+        kept.append((k, le))
+    if len(kept) < 2:
+        return None
+    slope = np.polyfit([k for k, _ in kept], [le for _, le in kept], 1)[0]
+    return float(math.exp(slope))
+
+
+def draw_floor(ax, floors) -> None:
+    """Shade the band of rounding floors (one per radius) on a log-y error plot."""
+    vals = [f for f in floors if f is not None and f > 0]
+    if not vals:
+        return
+    lo, hi = min(vals), max(vals)
+    if hi < 1.3 * lo:
+        lo, hi = lo / 1.15, hi * 1.15
+    ax.axhspan(lo, hi, color="gray", alpha=0.25, lw=0)
+
+
+def replot(path: Path, plot: Callable[[dict, Path], None]) -> int:
+    """Redraw the PNG of a saved result (``--replot results/<stem>.json``)."""
+    result = json.loads(Path(path).read_text())
+    png = Path(path).with_suffix(".png")
+    plot(result, png)
+    print(f"# wrote {png}")
+    return 0
+
+
+def fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2e}"

@@ -1,0 +1,340 @@
+"""Reproduce the paper's Fig. 2: a deep random network, every hidden layer compressed, both orders.
+
+The network is the paper's random ``[2, 1024, 1024, 1024, 1024, 2]`` MLP (PyTorch-default
+uniform init, ``jc.init_mlp(PRNGKey(seed), ...)``) with ``sigmoid`` and ``gelu`` (exact, erf-based)
+activations. For every radius R in {0.3, 0.5, 1, 2}, order k = 0..10 (every hidden width
+becomes D_k = C(2 + k, 2) = 1, 3, 6, ..., 66) and layer order ``backward`` (deepest layer first,
+the paper's default) and ``forward`` it compresses with
+
+    jc.compress(teacher, activation=act, order=k, radius=R, layer_order=order)
+
+and measures ``jc.sup_error(teacher, student, activation=act, domain=jc.Ball(2, R), key=...)``
+(``--samples`` uniform points plus ``--steps`` projected gradient-ascent steps from the
+``--starts`` worst: the paper's protocol). The rounding floor of each (activation, R) is the error
+between the teacher and a copy with permuted hidden neurons (the same function summed in another
+order) on 4x the samples.
+
+Where ``jc.sup_error``'s local search returns NaN (a library bug in float32 when the error's
+gradient is exactly zero, i.e. at the rounding floor) the error is re-measured on the samples
+alone and the row says so (``sup_error_note``).
+
+``--rtol`` lists the rank thresholds: ``default`` (the library's, ``eps * max(D_k, width)``) and
+``10eps`` (``10 * eps``), both by default in full mode: in float32 the default threshold (1.2e-4
+at width 1024) truncates the small high-order Taylor rows, which leaves a floor above the paper's
+(see README "Reproducing the paper").
+
+Output: ``<out>/fig2_deep_<platform>_<dtype>[_quick].{json,png}``: error vs width D_k (log y), one
+column per activation, one row per rtol variant, one colour per radius, solid = backward, dashed
+= forward (as in the paper), grey band = rounding floors. The JSON holds every measurement, the
+settings, device and load average, what the paper reports and our numbers for each claim.
+
+Run (from the repository root; the same command on CPU and GPU)::
+
+    python benchmarks/fig2_deep.py                      # paper sizes, float32
+    python benchmarks/fig2_deep.py --dtype float64
+    python benchmarks/fig2_deep.py --quick --out /tmp/fig2   # [2, 24, 24, 2], seconds
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common as C  # noqa: E402
+
+NAME = "fig2_deep"
+ACTIVATIONS = ("sigmoid", "gelu")
+LAYER_ORDERS = ("backward", "forward")
+PAPER = {
+    "figure": "Fig 2",
+    "setting": "random [2, 1024, 1024, 1024, 1024, 2], all four hidden layers compressed, "
+               "backward and forward order, R in {0.3, 0.5, 1, 2}, k = 0..10 (widths 1..66), "
+               "float32",
+    "reports": "orders indistinguishable; sigmoid floor by k ~ 2 (R <= 1), k ~ 5 (R = 2); GELU "
+               "< 1e-7 at k = 10 for R <= 1, ~1e-5 at R = 2",
+    "claims": {
+        "orders_indistinguishable": "backward and forward order give indistinguishable errors",
+        "sigmoid_floor": "sigmoid reaches its float floor by k ~ 2 (width 6) for R <= 1 and by "
+                         "k ~ 5 (width 21) for R = 2",
+        "gelu_k10": "GELU error < 1e-7 at k = 10 (width 66) for R <= 1, ~1e-5 at R = 2",
+    },
+    "source": "DESIGN.md section 2",
+}
+FULL = {"sizes": [2, 1024, 1024, 1024, 1024, 2], "radii": [0.3, 0.5, 1.0, 2.0], "kmax": 10,
+        "samples": 4096, "steps": 100, "starts": 16}
+QUICK = {"sizes": [2, 24, 24, 2], "radii": [0.5, 1.0], "kmax": 1,
+         "samples": 256, "steps": 3, "starts": 4}
+
+
+def parse(argv):
+    p = C.parser(__doc__, default_dtype="float32")
+    p.add_argument("--rtol", type=C.parse_rtols, default=None,
+                   help="comma-separated rank thresholds: 'default' (the library's), a number, "
+                        "or '<number>eps' (default: default,10eps; quick: default)")
+    p.add_argument("--seed", type=int, default=0, help="teacher PRNG seed (default 0)")
+    for name in ("samples", "steps", "starts"):
+        p.add_argument(f"--{name}", type=int, default=None,
+                       help=f"sup_error {name} (default {FULL[name]}; quick {QUICK[name]})")
+    args = p.parse_args(argv)
+    if args.rtol is None:
+        args.rtol = ["default"] if args.quick else ["default", "10eps"]
+    cfg = dict(QUICK if args.quick else FULL)
+    for name in ("samples", "steps", "starts"):
+        if getattr(args, name) is not None:
+            cfg[name] = getattr(args, name)
+    return args, cfg
+
+
+def _series(rows, act, variant, order, r):
+    return sorted((x for x in rows if x["activation"] == act and x["rtol_spec"] == variant
+                   and x["layer_order"] == order and x["radius"] == r), key=lambda x: x["k"])
+
+
+def compare_with_paper(rows, floors, radii, kmax, variants):
+    """Our numbers for each of the paper's claims, per rtol variant."""
+    out = {}
+    for variant in variants:
+        per_act = {}
+        log_ratios = []
+        for act in ACTIVATIONS:
+            per_r = {}
+            for r in radii:
+                entry = {"rounding_floor": floors[act][str(r)]}
+                for order in LAYER_ORDERS:
+                    sel = _series(rows, act, variant, order, r)
+                    ks = [x["k"] for x in sel]
+                    errs = [x["sup_error"] for x in sel]
+                    k_floor = C.first_floor_k(ks, errs)
+                    entry[order] = {
+                        "err_k0": errs[0], "err_k2": errs[2] if kmax >= 2 else None,
+                        "err_k5": errs[5] if kmax >= 5 else None, "err_kmax": errs[-1],
+                        "min_err": min(errs), "first_k_at_floor": k_floor,
+                        "width_at_floor": None if k_floor is None else sel[k_floor]["width"],
+                        "geometric_rate_per_order": C.decay_rate(ks, errs,
+                                                                 floors[act][str(r)]),
+                    }
+                fwd = _series(rows, act, variant, "forward", r)
+                bwd = _series(rows, act, variant, "backward", r)
+                ratios = [abs(math.log10(f["sup_error"] / b["sup_error"]))
+                          for f, b in zip(fwd, bwd, strict=True)
+                          if f["sup_error"] > 0 and b["sup_error"] > 0]
+                log_ratios += ratios
+                entry["max_abs_log10_fwd_over_bwd"] = max(ratios) if ratios else None
+                per_r[str(r)] = entry
+            per_act[act] = per_r
+        out[variant] = {
+            "per_activation": per_act,
+            "orders_indistinguishable": {
+                "max_abs_log10_fwd_over_bwd": max(log_ratios) if log_ratios else None,
+                "median_abs_log10_fwd_over_bwd": (statistics.median(log_ratios)
+                                                  if log_ratios else None),
+                "max_factor": 10 ** max(log_ratios) if log_ratios else None,
+            },
+            "sigmoid_floor": {r: {o: {"first_k_at_floor": e[o]["first_k_at_floor"],
+                                      "min_err": e[o]["min_err"]} for o in LAYER_ORDERS}
+                              for r, e in per_act["sigmoid"].items()},
+            "gelu_k10": ({r: {o: e[o]["err_kmax"] for o in LAYER_ORDERS}
+                          for r, e in per_act["gelu"].items()} if kmax == 10 else None),
+        }
+    out["definitions"] = {
+        "first_k_at_floor": "first k whose sup error is within 2x of the smallest over k",
+        "geometric_rate_per_order": "exp(slope) of a least-squares fit of log(error) vs k over "
+                                    "the leading orders whose error is above 3x the rounding "
+                                    "floor (None: fewer than 2 such orders)",
+        "max_abs_log10_fwd_over_bwd": "max over (activation, R, k) of |log10(forward error / "
+                                      "backward error)|",
+        "rounding_floor": "max error between the teacher and a neuron-permuted copy on 4x the "
+                          "uniform samples (no local search)",
+    }
+    return out
+
+
+PAPER_NOTES = {
+    "sigmoid": "paper: floor by k~2 (width 6) for R<=1,\nby k~5 (width 21) for R=2",
+    "gelu": "paper: < 1e-7 at k=10 (width 66) for R<=1,\n~1e-5 at R=2",
+}
+
+
+def plot(result, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows, radii = result["rows"], result["config"]["radii"]
+    variants = result["config"]["rtol"]
+    colors = plt.get_cmap("viridis")(
+        [0.0, 0.35, 0.65, 0.9] if len(radii) == 4 else [i / max(1, len(radii)) for i in
+                                                        range(len(radii))])
+    n_rows = len(variants)
+    fig, axes = plt.subplots(n_rows, len(ACTIVATIONS), figsize=(12, 4.4 * n_rows),
+                             sharey=True, squeeze=False)
+    kmax = result["config"]["kmax"]
+    for row_i, variant in enumerate(variants):
+        for ax, act in zip(axes[row_i], ACTIVATIONS, strict=True):
+            for r, color in zip(radii, colors, strict=True):
+                for order, ls in zip(LAYER_ORDERS, ("-", "--"), strict=True):
+                    sel = _series(rows, act, variant, order, r)
+                    ax.semilogy([x["width"] for x in sel], [x["sup_error"] for x in sel],
+                                ls=ls, marker="o" if order == "backward" else "x", ms=3.5,
+                                color=color, label=f"R = {r:g}" if order == "backward" else None)
+            C.draw_floor(ax, result["rounding_floor"][act].values())
+            if kmax == 10:
+                ax.text(0.98, 0.97, PAPER_NOTES[act], transform=ax.transAxes, ha="right",
+                        va="top", fontsize=7.5, color="red")
+                if act == "gelu":
+                    ax.plot([66, 66], [1e-7, 1e-5], marker="v", color="red", ms=7, ls="none")
+            rtol_name = variant + (" (library default)" if variant == "default" else "")
+            ax.set_title(f"{act}, rtol {rtol_name}", fontsize=10)
+            ax.set_xlabel("hidden width D_k = C(2 + k, 2)")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.set_xscale("log")
+            widths = sorted({x["width"] for x in rows})
+            ax.set_xticks(widths)
+            ax.set_xticklabels([str(w) for w in widths], fontsize=7)
+            ax.minorticks_off()
+            ax.grid(True, which="major", axis="y", alpha=0.3)
+        axes[row_i][0].set_ylabel("sup error on the ball of radius R")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    handles += [plt.Line2D([], [], color="k", ls="-", marker="o", ms=3.5),
+                plt.Line2D([], [], color="k", ls="--", marker="x", ms=3.5)]
+    labels += ["backward order", "forward order"]
+    handles.append(plt.Rectangle((0, 0), 1, 1, color="gray", alpha=0.25))
+    labels.append("rounding floor (teacher vs permuted copy)")
+    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=len(labels))
+    fig.suptitle(f"Fig 2: {result['config']['sizes']} random network, all hidden layers "
+                 f"compressed: {C.device_label(result['env'])}, {result['dtype']}", fontsize=10)
+    fig.tight_layout(rect=(0, 0.06 / n_rows, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    start = time.perf_counter()
+    args, cfg = parse(argv)
+    if args.replot is not None:
+        return C.replot(args.replot, plot)
+    C.configure(args.dtype)
+    import jax
+    import jax.numpy as jnp
+
+    import jaxcompress as jc
+
+    env = C.environment()
+    sizes, radii, kmax = cfg["sizes"], cfg["radii"], cfg["kmax"]
+    d_in = sizes[0]
+    rtols = {v: C.rtol_value(v, args.dtype) for v in args.rtol}
+    C.print_header(env, args.dtype, [
+        f"network {sizes} (seed {args.seed}), activations {ACTIVATIONS}, radii {radii}, "
+        f"k = 0..{kmax}, layer orders {LAYER_ORDERS}, rtol {rtols}",
+        f"sup_error: {cfg['samples']} uniform samples + {cfg['steps']} projected ascent steps "
+        f"from the {cfg['starts']} worst"])
+    teacher = jax.block_until_ready(
+        jc.init_mlp(jax.random.PRNGKey(args.seed), sizes, dtype=jnp.dtype(args.dtype)))
+    err_kw = {"n_samples": cfg["samples"], "local_search_steps": cfg["steps"],
+              "n_starts": cfg["starts"]}
+    # sampled only: sup_error's ascent step returns NaN in float32 when the error's gradient is
+    # exactly zero (library bug: its 1e-300 guard underflows), as for two copies of one function
+    floor_kw = {"n_samples": 4 * cfg["samples"], "local_search_steps": 0}
+    key = jax.random.PRNGKey(1)
+
+    n_rows = len(ACTIVATIONS) * len(rtols) * len(LAYER_ORDERS) * (kmax + 1) * len(radii)
+    progress = C.Progress(n_rows + len(ACTIVATIONS) * len(radii))
+    floors: dict[str, dict[str, float]] = {}
+    rows: list[dict] = []
+    permuted = C.permuted_copy(teacher)
+    with jax.default_matmul_precision(C.PRECISION):
+        for act in ACTIVATIONS:
+            floors[act] = {}
+            for r in radii:
+                f = float(jc.sup_error(teacher, permuted, activation=act,
+                                       domain=jc.Ball(d_in, r), key=key, **floor_kw))
+                floors[act][str(r)] = f
+                progress(f"{act:<8} R={r:<4g} rounding floor {f:.3e}")
+        for act in ACTIVATIONS:
+            for variant, rtol in rtols.items():
+                for order in LAYER_ORDERS:
+                    for k in range(kmax + 1):
+                        for r in radii:
+                            t0 = time.perf_counter()
+                            small, info = jax.block_until_ready(jc.compress(
+                                teacher, activation=act, order=k, radius=r, rtol=rtol,
+                                layer_order=order))
+                            t1 = time.perf_counter()
+                            err, note = C.sup_error(jc, teacher, small, activation=act,
+                                                    domain=jc.Ball(d_in, r), key=key, **err_kw)
+                            t2 = time.perf_counter()
+                            ranks = [int(layer.rank) for layer in info.layers]
+                            row = {"activation": act, "rtol_spec": variant, "rtol": rtol,
+                                   "layer_order": order, "radius": r, "k": k,
+                                   "width": jc.num_monomials(d_in, k),
+                                   "sizes": jc.layer_sizes(small), "ranks": ranks,
+                                   "residuals": [float(layer.residual) for layer in info.layers],
+                                   "max_coef": [float(layer.max_coef) for layer in info.layers],
+                                   "sup_error": err, "sup_error_note": note,
+                                   "compress_s": round(t1 - t0, 3),
+                                   "error_s": round(t2 - t1, 3)}
+                            rows.append(row)
+                            progress(f"{act:<8} rtol {variant:<8} {order:<8} k={k:<2} "
+                                     f"R={r:<4g} width {row['width']:>3} ranks {ranks} sup "
+                                     f"error {err:.3e}  (compress {t1 - t0:.2f} s, error "
+                                     f"{t2 - t1:.2f} s)" + (f" [{note}]" if note else ""))
+    bad = [x for x in rows if not math.isfinite(x["sup_error"])]
+    fallbacks = sum(1 for x in rows if x["sup_error_note"])
+    if fallbacks:
+        print(f"# {fallbacks} sup errors measured on samples only (local search gave NaN)")
+    C.finish(env, start)
+    result = {
+        "benchmark": NAME, "paper": PAPER, "env": env, "device": env["device"],
+        "dtype": args.dtype, "precision": C.PRECISION_NOTE, "quick": args.quick,
+        "config": {"sizes": sizes, "seed": args.seed, "activations": list(ACTIVATIONS),
+                   "layer_orders": list(LAYER_ORDERS), "radii": radii, "kmax": kmax,
+                   "rtol": list(rtols), "rtol_values": rtols,
+                   "sup_error": {"n_samples": cfg["samples"], "local_search_steps": cfg["steps"],
+                                 "n_starts": cfg["starts"], "key": 1},
+                   "compress": "jc.compress(teacher, activation=act, order=k, radius=R, "
+                               "rtol=rtol, layer_order=order) (Taylor features, pivoted QR)"},
+        "rounding_floor": floors,
+        "sup_error_fallbacks": fallbacks,
+        "comparison": compare_with_paper(rows, floors, radii, kmax, list(rtols)),
+        "rows": rows,
+    }
+    stem = C.result_stem(NAME, env, args.dtype, args.quick)
+    json_path, png_path = args.out / f"{stem}.json", args.out / f"{stem}.png"
+    C.write_json(json_path, result)
+    plot(result, png_path)
+    print_summary(result)
+    print(f"# wrote {json_path} and {png_path} ({env['wall_s']:.0f} s; load average "
+          f"{env['load_avg_1_5_15']})", flush=True)
+    if bad:
+        print(f"# FAILED: {len(bad)} non-finite errors", flush=True)
+        return 1
+    return 0
+
+
+def print_summary(result) -> None:
+    comp = result["comparison"]
+    for variant in result["config"]["rtol"]:
+        c = comp[variant]
+        oi = c["orders_indistinguishable"]
+        print(f"\n## rtol {variant}: forward vs backward: max |log10 ratio| "
+              f"{oi['max_abs_log10_fwd_over_bwd']:.3f} (x{oi['max_factor']:.2f}), median "
+              f"{oi['median_abs_log10_fwd_over_bwd']:.3f}")
+        for act, per_r in c["per_activation"].items():
+            for r, e in per_r.items():
+                b, f = e["backward"], e["forward"]
+                print(f"{act:<8} R={r:<4} backward: k0 {C.fmt(b['err_k0'])} kmax "
+                      f"{C.fmt(b['err_kmax'])} min {C.fmt(b['min_err'])} floor at "
+                      f"k={b['first_k_at_floor']} | forward: kmax {C.fmt(f['err_kmax'])} min "
+                      f"{C.fmt(f['min_err'])} floor at k={f['first_k_at_floor']} | rounding "
+                      f"floor {C.fmt(e['rounding_floor'])}")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

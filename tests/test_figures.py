@@ -1,0 +1,100 @@
+"""The paper-figure benchmarks (Fig 1, 2, 4) run end to end in ``--quick`` mode.
+
+The three scripts are started together (each is mostly single-threaded XLA compilation, so on two
+cores running them side by side roughly halves the wall time) and each test then checks one
+script's exit status, its JSON and PNG, and one property of its numbers.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = {
+    # fig1 also runs the second rank threshold, so the two-variant code path is exercised
+    "fig1_single_layer": ["--rtol", "default,10eps"],
+    "fig2_deep": [],
+    "fig4_runtime": [],
+}
+DTYPES = {"fig1_single_layer": "float32", "fig2_deep": "float32", "fig4_runtime": "float64"}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("figures")
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, f"benchmarks/{name}.py", "--quick", "--out", str(out / name),
+             *extra],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for name, extra in SCRIPTS.items()
+    }
+    results = {}
+    for name, proc in procs.items():
+        try:
+            log, _ = proc.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            log, _ = proc.communicate()
+            log += "\n[timed out after 300 s]"
+        results[name] = (proc.returncode, log, out / name)
+    return results
+
+
+def _load(runs, name):
+    code, log, out = runs[name]
+    assert code == 0, f"{name} exited {code}\n{log}"
+    stem = f"{name}_cpu_{DTYPES[name]}_quick"
+    files = sorted(p.name for p in out.iterdir())
+    assert (out / f"{stem}.json").is_file(), files
+    assert (out / f"{stem}.png").stat().st_size > 0, files
+    assert "# device:" in log and "matmul precision HIGHEST" in log
+    result = json.loads((out / f"{stem}.json").read_text())
+    assert result["device"]["platform"] == "cpu" and result["quick"] is True
+    assert result["paper"]["reports"] and result["env"]["load_avg_1_5_15"]["start"] is not None
+    return result
+
+
+def test_fig1_quick(runs):
+    result = _load(runs, "fig1_single_layer")
+    cfg = result["config"]
+    assert cfg["rtol"] == ["default", "10eps"]
+    for variant in cfg["rtol"]:
+        for act in ("sigmoid", "gelu"):
+            for r in cfg["radii"]:
+                errs = [x["sup_error"] for x in sorted(
+                    (x for x in result["rows"] if x["activation"] == act and x["radius"] == r
+                     and x["rtol_spec"] == variant), key=lambda x: x["k"])]
+                assert len(errs) == cfg["kmax"] + 1
+                # derivative matching: more orders, smaller error (geometric decay)
+                assert errs[-1] < 0.5 * errs[0], (variant, act, r, errs)
+
+
+def test_fig2_quick(runs):
+    result = _load(runs, "fig2_deep")
+    cfg = result["config"]
+    for act in ("sigmoid", "gelu"):
+        for order in ("backward", "forward"):
+            for r in cfg["radii"]:
+                sel = sorted((x for x in result["rows"] if x["activation"] == act
+                              and x["layer_order"] == order and x["radius"] == r),
+                             key=lambda x: x["k"])
+                assert [x["width"] for x in sel] == [1, 3][: cfg["kmax"] + 1]
+                assert sel[-1]["sup_error"] < sel[0]["sup_error"], (act, order, r)
+    # the paper: backward and forward order are indistinguishable
+    comp = result["comparison"]["default"]["orders_indistinguishable"]
+    assert comp["max_abs_log10_fwd_over_bwd"] < 0.5
+
+
+def test_fig4_quick(runs):
+    result = _load(runs, "fig4_runtime")
+    assert result["checks"]["passed"]
+    rows = result["rows"]
+    assert {r["sweep"] for r in rows} == {"width", "depth"}
+    for r in rows:
+        assert r["check_passed"] and r["sup_error"] < 1e-2
+        assert r["warm_median_s"] > 0 and r["first_call_s"] >= r["warm_median_s"]
+        assert len(r["warm_s"]) == result["config"]["repeats"]

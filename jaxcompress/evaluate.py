@@ -53,7 +53,10 @@ def _sup_error(params_a, params_b, domain, key, *, act_name, n_samples, local_se
             i = jnp.argmax(val)
             bx = jnp.where(val[i] > be, pts[i], bx)
             be = jnp.maximum(be, val[i])
-            gn = g / jnp.maximum(jnp.linalg.norm(g, axis=1, keepdims=True), 1e-300)
+            # floor at the dtype's smallest normal number: a literal like 1e-300 underflows to 0
+            # in float32 and a zero gradient (e.g. at the rounding floor) would give 0 / 0 = NaN
+            gnorm = jnp.linalg.norm(g, axis=1, keepdims=True)
+            gn = g / jnp.maximum(gnorm, jnp.finfo(dtype).tiny)
             eta = step0 * (1.0 - t / local_search_steps)
             return domain.project(pts + eta * gn), be, bx
 

@@ -72,3 +72,12 @@ def test_sup_error_basic_properties():
     assert abs(float(err) - 0.25) < 1e-12
     with pytest.raises(ValueError, match="dim"):
         jc.sup_error(params, params, activation="tanh", domain=jc.Ball(3, 1.0), key=key)
+
+
+def test_sup_error_is_finite_at_zero_error_in_float32():
+    # a zero gradient at every local-search start once gave 0 / 0 = NaN in float32
+    params = jc.init_mlp(jax.random.PRNGKey(1), [2, 16, 16, 3], dtype=jnp.float32)
+    err = jc.sup_error(params, params, activation="sigmoid", domain=jc.Ball(2, 1.0),
+                       key=jax.random.PRNGKey(2), n_samples=64, local_search_steps=5)
+    assert err.dtype == jnp.float32
+    assert float(err) == 0.0

@@ -36,6 +36,7 @@ Results: ``<out>/compare_methods_<platform>[_float32][_quick].json`` and ``.png`
 Run (from the repository root)::
 
     python benchmarks/compare_methods.py            # full run (teachers cached: ~1 h on 2 cores)
+    python benchmarks/compare_methods.py --resume   # continue an interrupted full run
     python benchmarks/compare_methods.py --quick --out /tmp/cm   # tiny, seconds: a smoke test
 """
 
@@ -103,6 +104,9 @@ def _parse(argv):
     p.add_argument("--sup-samples", type=int, default=None, help="default 8192 (quick: 1024)")
     p.add_argument("--sup-steps", type=int, default=None, help="default 100 (quick: 20)")
     p.add_argument("--no-fig2", action="store_true", help="skip the random Fig 2 network")
+    p.add_argument("--resume", action="store_true",
+                   help="reuse the rows an interrupted run with the same settings saved in "
+                        "<out>/<stem>.partial.json")
     p.add_argument("--out", type=Path, default=T.RESULTS, help="results folder")
     p.add_argument("--teachers-dir", type=Path, default=None,
                    help="teacher cache (default benchmarks/results/teachers; quick: "
@@ -224,6 +228,13 @@ def run_table1(args, dtype, methods, ks):
     for name in methods:
         per[name] = {}
         for t in teachers:
+            cache_key = f"table1/{name}/{t['seed']}"
+            if cache_key in args.partial:
+                row = per[name][str(t["seed"])] = args.partial[cache_key]
+                print(f"  {name:<20} seed {t['seed']}: first width "
+                      f"{_fmt_w(row['first_width']):>4} (resumed from {args.partial_path.name})",
+                      flush=True)
+                continue
             row = {"width": [], "test_mse": [], "ratio": [], "sup": [], "seconds": []}
             for k in ks:
                 t0 = time.perf_counter()
@@ -242,6 +253,7 @@ def run_table1(args, dtype, methods, ks):
                 row["seconds"].append(secs)
             row["first_width"] = _first_width(row["width"], row["ratio"])
             per[name][str(t["seed"])] = row
+            _save_partial(args, cache_key, row)
             print(f"  {name:<20} seed {t['seed']}: first width {_fmt_w(row['first_width']):>4}, "
                   f"MSE ratio at {row['width'][-1]} {row['ratio'][-1]:.4f}, sup at "
                   f"{row['width'][-1]} {row['sup'][-1]:.2e}  ({sum(row['seconds']):.0f} s)",
@@ -268,6 +280,32 @@ def run_table1(args, dtype, methods, ks):
             "sizes": list(cfg.sizes)}
 
 
+def _partial_settings(args) -> dict:
+    """What a resumed row must share with this run."""
+    return {"dtype": args.dtype, "kmax": args.kmax, "oversample": args.oversample,
+            "sup_samples": args.sup_samples, "sup_steps": args.sup_steps,
+            "teachers": "quick" if args.quick else args.teachers,
+            "jaxcompress": jc.__version__}
+
+
+def _load_partial(args) -> None:
+    """Rows finished by an interrupted run with the same settings (``--resume``)."""
+    args.partial = {}
+    if args.resume and args.partial_path.exists():
+        saved = json.loads(args.partial_path.read_text())
+        if saved.get("settings") == _partial_settings(args):
+            args.partial = saved["rows"]
+            print(f"# resuming: {len(args.partial)} finished rows from {args.partial_path}")
+
+
+def _save_partial(args, key: str, row: dict) -> None:
+    args.partial[key] = row
+    args.partial_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.partial_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"settings": _partial_settings(args), "rows": args.partial}))
+    tmp.replace(args.partial_path)
+
+
 def _teacher_cfg(args):
     return T.QUICK if args.quick else T.CONFIGS[args.teachers]
 
@@ -287,6 +325,11 @@ def run_fig2(args, dtype, methods, ks):
     key = jax.random.PRNGKey(1)
     out = {"sizes": sizes, "widths": [jc.num_monomials(2, k) for k in ks], "methods": {}}
     for name in methods:
+        cache_key = f"fig2/{name}"
+        if cache_key in args.partial:
+            out["methods"][name] = args.partial[cache_key]
+            print(f"  {name:<20} (resumed from {args.partial_path.name})", flush=True)
+            continue
         row = {"sup": [], "rms": [], "seconds": []}
         for k in ks:
             t0 = time.perf_counter()
@@ -299,6 +342,7 @@ def run_fig2(args, dtype, methods, ks):
                                                  n_samples=args.sup_samples,
                                                  local_search_steps=args.sup_steps)))
         out["methods"][name] = row
+        _save_partial(args, cache_key, row)
         print(f"  {name:<20} sup by width: "
               + " ".join(f"{s:.1e}" for s in row["sup"]), flush=True)
     return out
@@ -436,6 +480,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# methods {args.methods}; k = 0..{args.kmax}; seeds {args.seeds}; oversample "
           f"{args.oversample}; sup_error {args.sup_samples} samples + {args.sup_steps} ascent "
           "steps", flush=True)
+    stem = f"compare_methods_{device['platform']}"
+    stem += "" if args.dtype == "float64" else f"_{args.dtype}"
+    stem += "_long" if args.teachers == "long" and not args.quick else ""
+    stem += "_quick" if args.quick else ""
+    args.partial_path = args.out / f"{stem}.partial.json"
+    _load_partial(args)
     t_start = time.perf_counter()
     with jax.default_matmul_precision("highest"):
         print("\n## correctness check: a degree-4 polynomial network at k = 4 must be exact")
@@ -465,13 +515,10 @@ def main(argv: list[str] | None = None) -> int:
     result["targets"] = print_tables(result)
     result["wall_seconds"] = time.perf_counter() - t_start
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = f"compare_methods_{device['platform']}"
-    stem += "" if args.dtype == "float64" else f"_{args.dtype}"
-    stem += "_long" if args.teachers == "long" and not args.quick else ""
-    stem += "_quick" if args.quick else ""
     json_path, png_path = args.out / f"{stem}.json", args.out / f"{stem}.png"
     json_path.write_text(json.dumps(result, indent=2, default=float) + "\n")
     plot(result, png_path)
+    args.partial_path.unlink(missing_ok=True)
     print(f"\n# wrote {json_path} and {png_path} ({result['wall_seconds']:.0f} s)", flush=True)
     return 0
 

@@ -11,8 +11,8 @@ and measures ``jc.sup_error(teacher, student, activation=act, domain=jc.Ball(3, 
 the largest ``max_o |F_o - F~_o|`` over ``--samples`` uniform points of the ball plus
 ``--steps`` projected gradient-ascent steps from the ``--starts`` worst ones (the paper's
 protocol). Before anything else it measures the *rounding floor* of each (activation, R): the
-same sup error between the teacher and a copy with permuted hidden neurons (the same function,
-summed in another order), below which no error can be measured in this dtype.
+largest error between the teacher and a copy with permuted hidden neurons (the same function,
+summed in another order) on 4x the samples, below which no error can be measured in this dtype.
 
 Where ``jc.sup_error``'s local search returns NaN (a library bug in float32 when the error's
 gradient is exactly zero, i.e. at the rounding floor) the error is re-measured on the samples

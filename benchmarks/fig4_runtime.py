@@ -103,6 +103,7 @@ def plot(result, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     rows = result["rows"]
     cfg = result["config"]
@@ -130,7 +131,11 @@ def plot(result, path: Path) -> None:
     ax_d.set_ylabel("wall-clock [s]")
     ax_d.set_title(f"width sweep, {ACTIVATION}, R = {RADIUS:g}", fontsize=10)
     ax_d.grid(True, which="both", alpha=0.3)
-    ax_d.legend(fontsize=7)
+    widths = sorted({r["d"] for r in wsel})
+    ax_d.set_xticks(widths)
+    ax_d.set_xticklabels([str(w) for w in widths])
+    ax_d.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    fig.legend(*ax_d.get_legend_handles_labels(), fontsize=7.5, loc="lower center", ncol=4)
 
     sel = sorted((r for r in rows if r["sweep"] == "depth"), key=lambda r: r["L"])
     ls_ = [r["L"] for r in sel]
@@ -155,7 +160,7 @@ def plot(result, path: Path) -> None:
     fig.suptitle(f"Fig 4: jc.compress wall-clock, {result['dtype']}, {C.device_label(env)}, "
                  f"threads: {cfg['threads']}; load avg {env['load_avg_1_5_15']['start']} "
                  "(shared machine)", fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.13, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
 

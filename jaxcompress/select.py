@@ -371,8 +371,10 @@ def select_columns(
         # Many more rows than columns (point features): Z = Q R with R (n x n) has the same
         # column inner products, so every selector gives the same pivots and coefficients on R,
         # at a fraction of the cost (one BLAS-3 QR instead of a column-pivoted one on Z).
-        q, zs = jnp.linalg.qr(zs, mode="reduced")
-        if target is not None:
+        if target is None:
+            zs = jnp.linalg.qr(zs, mode="r")
+        else:
+            q, zs = jnp.linalg.qr(zs, mode="reduced")
             target = jnp.matmul(q.T, jnp.asarray(target, zs.dtype), precision=HIGHEST)
     if selector in BASELINE_SELECTORS:
         if selector == "weight_norm":

@@ -303,6 +303,54 @@ def draw_floor(ax, floors) -> None:
     ax.axhspan(lo, hi, color="gray", alpha=0.25, lw=0)
 
 
+def rounding_floors(jc, teacher, *, activations: Sequence[str], radii: Sequence[float],
+                    key, n_samples: int, progress: Progress) -> dict[str, dict[str, float]]:
+    """``{activation: {str(R): floor}}``: the error between ``teacher`` and a permuted copy.
+
+    Measured on ``n_samples`` uniform points of each ball (no local search: the two networks
+    are the same function, so there is no maximum to climb to).
+    """
+    import jax
+
+    d_in = teacher[0]["kernel"].shape[0]
+    permuted = permuted_copy(teacher)
+    floors: dict[str, dict[str, float]] = {}
+    with jax.default_matmul_precision(PRECISION):
+        for act in activations:
+            floors[act] = {}
+            for r in radii:
+                f = float(jc.sup_error(teacher, permuted, activation=act,
+                                       domain=jc.Ball(d_in, r), key=key, n_samples=n_samples,
+                                       local_search_steps=0))
+                floors[act][str(r)] = f
+                progress(f"{act:<8} R={r:<4g} rounding floor {f:.3e}")
+    return floors
+
+
+def save_results(args, env: dict[str, Any], name: str, result: dict[str, Any],
+                 plot: Callable[[dict, Path], None], *, suffix: str = "") -> tuple[Path, Path]:
+    """Write ``<out>/<name>_<platform>_<dtype>[suffix][_quick].json`` and draw its ``.png``."""
+    stem = result_stem(name, env, args.dtype, args.quick) + ("" if args.quick else suffix)
+    json_path, png_path = args.out / f"{stem}.json", args.out / f"{stem}.png"
+    write_json(json_path, result)
+    plot(result, png_path)
+    return json_path, png_path
+
+
+def print_written(paths: Sequence[Path], env: dict[str, Any]) -> None:
+    print(f"# wrote {' and '.join(str(p) for p in paths)} ({env['wall_s']:.0f} s; load average "
+          f"{env['load_avg_1_5_15']})", flush=True)
+
+
+def save_figure(fig, path: Path, *, rect=(0, 0, 1, 1), dpi: int = 120) -> None:
+    """``tight_layout(rect)`` (room for a figure legend below), save, close."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout(rect=rect)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+
+
 def replot(path: Path, plot: Callable[[dict, Path], None]) -> int:
     """Redraw the PNG of a saved result (``--replot results/<stem>.json``)."""
     result = json.loads(Path(path).read_text())

@@ -39,7 +39,6 @@ import argparse
 import functools
 import json
 import os
-import platform
 import shlex
 import statistics
 import sys
@@ -50,7 +49,11 @@ import jax
 import jaxlib
 import numpy as np
 
-import jaxcompress as jc
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common as C  # noqa: E402
+
+import jaxcompress as jc  # noqa: E402
 
 BACKENDS = ("taylor", "jet", "jacfwd")
 REFERENCE = "taylor"
@@ -88,24 +91,6 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     if args.repeats < 1 or args.width < 1:
         p.error("--repeats and --width must be >= 1")
     return args
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def _loadavg() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
 
 
 def _block(tree):
@@ -270,8 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     device = {"device": str(dev), "platform": dev.platform,
               "device_kind": getattr(dev, "device_kind", str(dev)),
               "num_devices": jax.device_count(), "host_cpus": os.cpu_count(),
-              "host_cpu": _cpu_model()}
-    load_start = _loadavg()
+              "host_cpu": C.cpu_model()}
+    load_start = C.loadavg()
     tol = TOLERANCE[args.dtype]
     sizes = [2] + [args.width] * DEPTH + [2]
     print(f"# device: {device['device']}, platform {device['platform']}, "
@@ -362,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         "sizes": sizes, "activation": ACTIVATION, "radius": RADIUS,
         "kmin": args.kmin, "kmax": args.kmax, "repeats": args.repeats, "quick": args.quick,
         "jacfwd_cap_s": args.jacfwd_cap,
-        "load_avg_1_5_15": {"start": load_start, "end": _loadavg()},
+        "load_avg_1_5_15": {"start": load_start, "end": C.loadavg()},
         "agreement": {"reference": REFERENCE, "tolerance": tol,
                       "metric": "max|Z_b - Z_taylor| / max|Z_taylor| over all hidden layers",
                       "passed": not failures, "failures": failures, "rel_diff": agree},

@@ -169,9 +169,7 @@ def plot(result, path: Path) -> None:
     sizes = result["config"]["sizes"]
     fig.suptitle(f"Fig 1: {sizes} random network, one layer compressed: "
                  f"{C.device_label(result['env'])}, {result['dtype']}", fontsize=10)
-    fig.tight_layout(rect=(0, 0.09, 1, 1))
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    C.save_figure(fig, path, rect=(0, 0.09, 1, 1))
 
 
 def main(argv=None) -> int:
@@ -197,25 +195,14 @@ def main(argv=None) -> int:
         jc.init_mlp(jax.random.PRNGKey(args.seed), sizes, dtype=jnp.dtype(args.dtype)))
     err_kw = {"n_samples": cfg["samples"], "local_search_steps": cfg["steps"],
               "n_starts": cfg["starts"]}
-    # the floor is sampled only (4x the samples, no local search): sup_error's ascent step
-    # returns NaN in float32 when the gradient of the error is exactly zero (a library bug,
-    # 1e-300 underflows), which happens for two copies of the same function
-    floor_kw = {"n_samples": 4 * cfg["samples"], "local_search_steps": 0}
     key = jax.random.PRNGKey(1)
 
     n_rows = len(ACTIVATIONS) * len(rtols) * (kmax + 1) * len(radii)
     progress = C.Progress(n_rows + len(ACTIVATIONS) * len(radii))
-    floors: dict[str, dict[str, float]] = {}
+    floors = C.rounding_floors(jc, teacher, activations=ACTIVATIONS, radii=radii, key=key,
+                               n_samples=4 * cfg["samples"], progress=progress)
     rows: list[dict] = []
-    permuted = C.permuted_copy(teacher)
     with jax.default_matmul_precision(C.PRECISION):
-        for act in ACTIVATIONS:
-            floors[act] = {}
-            for r in radii:
-                f = float(jc.sup_error(teacher, permuted, activation=act,
-                                       domain=jc.Ball(3, r), key=key, **floor_kw))
-                floors[act][str(r)] = f
-                progress(f"{act:<8} R={r:<4g} rounding floor {f:.3e}")
         for act in ACTIVATIONS:
             for variant, rtol in rtols.items():
                 for k in range(kmax + 1):
@@ -258,13 +245,9 @@ def main(argv=None) -> int:
         "comparison": compare_with_paper(rows, floors, radii, kmax, list(rtols)),
         "rows": rows,
     }
-    stem = C.result_stem(NAME, env, args.dtype, args.quick)
-    json_path, png_path = args.out / f"{stem}.json", args.out / f"{stem}.png"
-    C.write_json(json_path, result)
-    plot(result, png_path)
+    paths = C.save_results(args, env, NAME, result, plot)
     print_summary(result)
-    print(f"# wrote {json_path} and {png_path} ({env['wall_s']:.0f} s; load average "
-          f"{env['load_avg_1_5_15']})", flush=True)
+    C.print_written(paths, env)
     if bad:
         print(f"# FAILED: {len(bad)} non-finite errors", flush=True)
         return 1

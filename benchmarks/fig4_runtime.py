@@ -160,9 +160,7 @@ def plot(result, path: Path) -> None:
     fig.suptitle(f"Fig 4: jc.compress wall-clock, {result['dtype']}, {C.device_label(env)}, "
                  f"threads: {cfg['threads']}; load avg {env['load_avg_1_5_15']['start']} "
                  "(shared machine)", fontsize=9)
-    fig.tight_layout(rect=(0, 0.13, 1, 1))
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    C.save_figure(fig, path, rect=(0, 0.13, 1, 1))
 
 
 def main(argv=None) -> int:
@@ -249,10 +247,7 @@ def main(argv=None) -> int:
         "checks": {"passed": not failures, "failures": failures},
         "rows": rows,
     }
-    stem = C.result_stem(NAME, env, args.dtype, args.quick)
-    json_path, png_path = args.out / f"{stem}.json", args.out / f"{stem}.png"
-    C.write_json(json_path, result)
-    plot(result, png_path)
+    paths = C.save_results(args, env, NAME, result, plot)
     print("\n## fitted scaling")
     for k, f in fits["width"].items():
         print(f"k={k}: warm time ~ d^{C.fmt(f['warm_loglog_slope'])} (d >= {f['fit_from_d']}), "
@@ -260,8 +255,7 @@ def main(argv=None) -> int:
     if fits["depth"]["warm"] is not None:
         print(f"depth: warm {1e3 * fits['depth']['warm']['per_layer_s']:.2f} ms per layer, "
               f"compile {fits['depth']['compile']['per_layer_s']:.2f} s per layer")
-    print(f"# wrote {json_path} and {png_path} ({env['wall_s']:.0f} s; load average "
-          f"{env['load_avg_1_5_15']})", flush=True)
+    C.print_written(paths, env)
     if failures:
         print("# FAILED checks: " + "; ".join(failures), flush=True)
         return 1

@@ -1,6 +1,6 @@
-"""The paper-figure benchmarks (Fig 1, 2, 4) run end to end in ``--quick`` mode.
+"""The paper-figure benchmarks (Fig 1, 2, 3, 4) run end to end in ``--quick`` mode.
 
-The three scripts are started together (each is mostly single-threaded XLA compilation, so on two
+The four scripts are started together (each is mostly single-threaded XLA compilation, so on two
 cores running them side by side roughly halves the wall time) and each test then checks one
 script's exit status, its JSON and PNG, and one property of its numbers.
 """
@@ -17,9 +17,11 @@ SCRIPTS = {
     # fig1 also runs the second rank threshold, so the two-variant code path is exercised
     "fig1_single_layer": ["--rtol", "default,10eps"],
     "fig2_deep": [],
+    "fig3_post_training": [],
     "fig4_runtime": [],
 }
-DTYPES = {"fig1_single_layer": "float32", "fig2_deep": "float32", "fig4_runtime": "float64"}
+DTYPES = {"fig1_single_layer": "float32", "fig2_deep": "float32",
+          "fig3_post_training": "float64", "fig4_runtime": "float64"}
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +89,26 @@ def test_fig2_quick(runs):
     # the paper: backward and forward order are indistinguishable
     comp = result["comparison"]["default"]["orders_indistinguishable"]
     assert comp["max_abs_log10_fwd_over_bwd"] < 0.5
+
+
+def test_fig3_quick(runs):
+    result = _load(runs, "fig3_post_training")
+    cfg = result["config"]
+    assert result["checks"]["passed"]
+    table = result["table1"]["per_seed"]
+    # Table 1: one row per seed, with the certificate's numbers and a parameter reduction
+    assert [r["seed"] for r in table] == cfg["seeds"]
+    for r in table:
+        assert r["rho_1"] > 0 and r["q_hat_2"] > 0 and r["teacher_test_mse"] > 0
+        assert r["param_reduction"] is None or r["param_reduction"] > 1
+        # more derivative orders, a better student: the MSE ratio drops from width 1
+        assert 0 < r["ratio_at_max_width"] < r["ratio_k0"], r
+    for t in result["teachers"]:
+        assert len(t["certificate"]) == len(cfg["sizes"]) - 2
+        assert {"assumption4", "rho", "q_hat", "rho_pole"} <= set(t["certificate"][0])
+    widths = [x["width"] for x in result["controls"] if x["seed"] == cfg["seeds"][0]]
+    assert widths == cfg["widths"] == [1, 3, 6, 10][: cfg["kmax"] + 1]
+    assert result["paper"]["first_width_per_seed"] == [66, 21, 36, 28, 21]
 
 
 def test_fig4_quick(runs):

@@ -46,7 +46,6 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
 import shlex
 import statistics
 import sys
@@ -58,6 +57,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _common as C  # noqa: E402
 import teachers as T  # noqa: E402
 
 import jaxcompress as jc  # noqa: E402
@@ -91,18 +91,18 @@ METHODS: dict[str, tuple[dict, bool]] = {
 def _parse(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true",
-                   help="tiny teachers (2 seeds), a width-32 random network, k = 0..3 (a smoke "
+                   help="tiny teachers (2 seeds), a width-32 random network, k = 0..2 (a smoke "
                         "test)")
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     p.add_argument("--seeds", type=int, nargs="+", default=None)
-    p.add_argument("--teachers", choices=("full", "long"), default="full",
+    p.add_argument("--teachers", choices=("full", "long", "short"), default="full",
                    help="teacher configuration (benchmarks/teachers.py): full (default; test MSE "
-                        "~1e-5) or long (harder, ~1e-6)")
+                        "~1e-5), long (harder, ~1e-6) or short (lightly trained, ~4e-4)")
     p.add_argument("--kmax", type=int, default=None, help="largest order (default 10)")
     p.add_argument("--oversample", type=int, default=4, help="collocation points per feature")
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
-    p.add_argument("--sup-samples", type=int, default=None, help="default 8192 (quick: 1024)")
-    p.add_argument("--sup-steps", type=int, default=None, help="default 100 (quick: 20)")
+    p.add_argument("--sup-samples", type=int, default=None, help="default 8192 (quick: 512)")
+    p.add_argument("--sup-steps", type=int, default=None, help="default 100 (quick: 10)")
     p.add_argument("--no-fig2", action="store_true", help="skip the random Fig 2 network")
     p.add_argument("--resume", action="store_true",
                    help="reuse the rows an interrupted run with the same settings saved in "
@@ -112,7 +112,7 @@ def _parse(argv):
                    help="teacher cache (default benchmarks/results/teachers; quick: "
                         "<out>/teachers)")
     args = p.parse_args(argv)
-    quick = {"seeds": [0, 1], "kmax": 3, "sup_samples": 1024, "sup_steps": 20}
+    quick = {"seeds": [0, 1], "kmax": 2, "sup_samples": 512, "sup_steps": 10}
     full = {"seeds": list(T.SEEDS), "kmax": 10, "sup_samples": 8192, "sup_steps": 100}
     for name, value in (quick if args.quick else full).items():
         if getattr(args, name) is None:
@@ -122,17 +122,6 @@ def _parse(argv):
     if not 0 <= args.kmax or args.oversample < 1:
         p.error("need --kmax >= 0 and --oversample >= 1")
     return args
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _compress(params, name, k, *, data, seed, oversample):
@@ -471,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     dev = jax.devices()[0]
     device = {"device": str(dev), "platform": dev.platform,
               "device_kind": getattr(dev, "device_kind", str(dev)),
-              "host_cpus": os.cpu_count(), "host_cpu": _cpu_model()}
+              "host_cpus": os.cpu_count(), "host_cpu": C.cpu_model()}
     print(f"# device: {device['device']}, platform {device['platform']}, device_kind "
           f"{device['device_kind']} (host: {device['host_cpus']} x {device['host_cpu']})")
     print(f"# jax {jax.__version__}, jaxlib {jaxlib.__version__}, jaxcompress {jc.__version__}, "
@@ -482,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
           "steps", flush=True)
     stem = f"compare_methods_{device['platform']}"
     stem += "" if args.dtype == "float64" else f"_{args.dtype}"
-    stem += "_long" if args.teachers == "long" and not args.quick else ""
+    stem += f"_{args.teachers}" if args.teachers != "full" and not args.quick else ""
     stem += "_quick" if args.quick else ""
     args.partial_path = args.out / f"{stem}.partial.json"
     _load_partial(args)

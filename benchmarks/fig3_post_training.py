@@ -99,7 +99,7 @@ def parse(argv):
                        help=f"sup_error {name} (default {FULL[name]}; quick {QUICK[name]})")
     p.add_argument("--teachers", choices=("full", "long", "short"), default="full",
                    help="teacher configuration (benchmarks/teachers.py): full (default; test MSE "
-                        "~1e-5), long (~1e-6) or short (lightly trained, ~1e-4); not with --quick")
+                        "~1e-5), long (~1e-6) or short (lightly trained, ~4e-4); not with --quick")
     p.add_argument("--teachers-dir", type=Path, default=None,
                    help="teacher cache (default benchmarks/results/teachers; quick: "
                         "<out>/teachers, trained there in seconds)")

@@ -2,7 +2,8 @@
 
 Each notebook runs top to bottom in a fresh ``python3`` kernel whose working directory is
 ``notebooks/``; matplotlib is forced onto the non-interactive Agg backend. The notebooks are
-stored without outputs, which is checked too (so the repository stays small).
+stored without outputs, which is checked too (so the repository stays small). The execution of
+``02_reproduce_paper.ipynb`` is marked slow (see ``SLOW``).
 """
 
 from __future__ import annotations
@@ -13,9 +14,14 @@ import pytest
 
 NOTEBOOK_DIR = pathlib.Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+#: Notebooks whose execution is a slow twin (``-m slow``): 02 runs the four paper-figure scripts
+#: in --quick mode, which tests/test_figures.py already runs (and checks) in the default run.
+SLOW = {"02_reproduce_paper.ipynb"}
+EXECUTE = [pytest.param(p, id=p.name, marks=[pytest.mark.slow] if p.name in SLOW else [])
+           for p in NOTEBOOKS]
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+@pytest.mark.parametrize("path", EXECUTE)
 def test_notebook_executes(path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     nbclient = pytest.importorskip("nbclient")
     nbformat = pytest.importorskip("nbformat")

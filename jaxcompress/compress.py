@@ -56,7 +56,13 @@ from jaxcompress.features import (
     point_features,
     propagate_polynomial,
 )
-from jaxcompress.mlp import HIGHEST, Params, hidden_activations, validate_params
+from jaxcompress.mlp import (
+    HIGHEST,
+    Params,
+    hidden_activations,
+    require_single_network,
+    validate_params,
+)
 from jaxcompress.select import (
     MAX_EXHAUSTIVE_SUBSETS,
     SELECTORS,
@@ -519,14 +525,8 @@ def compress(
         raise ValueError(f"{where}: features must be one of {FEATURE_KINDS}, got {features!r}")
     if selector not in SELECTORS:
         raise ValueError(f"{where}: selector must be one of {SELECTORS}, got {selector!r}")
-    kernel0 = params[0]["kernel"]
-    if kernel0.ndim != 2:
-        raise ValueError(
-            f"{where}: expected one network (2-D kernels), got kernel shape {kernel0.shape}; "
-            "wrap compress in jax.vmap for a stack of networks"
-        )
-    d = kernel0.shape[0]
-    dtype = jnp.result_type(kernel0)
+    d, dtype = require_single_network(
+        params, where=where, hint="wrap compress in jax.vmap for a stack of networks")
     hidden = [layer["kernel"].shape[1] for layer in params[:-1]]
     sizes = [d] + hidden + [params[-1]["kernel"].shape[1]]
 
@@ -655,7 +655,7 @@ def compress(
                          f"{selector!r}")
 
     # --- sizes -----------------------------------------------------------------------------------
-    itemsize = jnp.dtype(kernel0.dtype).itemsize
+    itemsize = jnp.dtype(dtype).itemsize
     if coord_name == "input" and features not in POINT_FEATURES:
         check_feature_budget(d, max(orders), max(hidden), itemsize, where=where)
     elif features not in POINT_FEATURES:

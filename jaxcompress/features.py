@@ -49,7 +49,14 @@ import numpy as np
 from jax.experimental import jet as _jet
 
 from jaxcompress.activations import Activation, get_activation
-from jaxcompress.mlp import HIGHEST, Params, _dense, hidden_activations, validate_params
+from jaxcompress.mlp import (
+    HIGHEST,
+    Params,
+    _dense,
+    hidden_activations,
+    require_single_network,
+    validate_params,
+)
 from jaxcompress.taylor import (
     check_feature_budget,
     compose,
@@ -211,14 +218,8 @@ def derivative_features(
     if backend not in BACKENDS:
         raise ValueError(f"{where}: backend must be one of {BACKENDS}, got {backend!r}")
     act = get_activation(activation)
-    kernel0 = params[0]["kernel"]
-    if kernel0.ndim != 2:
-        raise ValueError(
-            f"{where}: expected one network (2-D kernels), got kernel shape {kernel0.shape}; "
-            "use jax.vmap for a stack of networks"
-        )
-    d = kernel0.shape[0]
-    dtype = jnp.result_type(kernel0)
+    d, dtype = require_single_network(params, where=where,
+                                      hint="use jax.vmap for a stack of networks")
     widths = [layer["kernel"].shape[1] for layer in params[:-1]]
     check_feature_budget(d, order, max(widths), jnp.dtype(dtype).itemsize, where=where)
     if center is None:

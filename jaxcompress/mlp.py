@@ -119,6 +119,17 @@ def _is_concrete(x: Any) -> bool:
     return not isinstance(x, jax.core.Tracer)
 
 
+def require_single_network(params: Params, *, where: str, hint: str) -> tuple[int, Any]:
+    """``(d_in, dtype)`` of one network; a stack of networks (3-D kernels) is an error."""
+    kernel0 = params[0]["kernel"]
+    if kernel0.ndim != 2:
+        raise ValueError(
+            f"{where}: expected one network (2-D kernels), got kernel shape {kernel0.shape}; "
+            f"{hint}"
+        )
+    return kernel0.shape[0], jnp.result_type(kernel0)
+
+
 def validate_params(
     params: Any, *, where: str = "jaxcompress", check_finite: bool = True
 ) -> Params:

@@ -159,6 +159,8 @@ def test_stacked_networks_need_vmap(params) -> None:
     stacked = jax.tree_util.tree_map(lambda a: jnp.stack([a, a]), params)
     with pytest.raises(ValueError, match=r"expected one network.*vmap"):
         jc.compress(stacked, activation="sigmoid", order=2)
+    with pytest.raises(ValueError, match=r"derivative_features: expected one network.*vmap"):
+        jc.derivative_features(stacked, activation="sigmoid", order=2)
 
 
 # --- order ---------------------------------------------------------------------------------------

@@ -260,26 +260,41 @@ class _Plan:
 def _layer_features(params, needed, plan: _Plan, act, *, radius, center, domain, data, centers,
                     param_map):
     """``{l: (Z_l, degrees or None, scaling radius)}`` for the hidden layers ``needed``."""
-    dtype = jnp.result_type(params[0]["kernel"])
-    top = max(needed)
-    out = {}
     if plan.features in POINT_FEATURES:
-        if plan.features == "data":
-            x = jnp.asarray(data, dtype)
-        else:
-            n = max(plan.n_points[l - 1] for l in needed)
-            if param_map is not None:
-                x = jax.vmap(param_map.fn)(param_map.domain.nodes(n, plan.nodes, dtype))
-            else:
-                x = domain.nodes(n, plan.nodes, dtype)
-        hs = point_features(params, x, activation=act, upto=top)
-        for l in needed:
-            z = hs[l - 1]
-            if plan.features == "collocation" and plan.nodes != "chebyshev_grid":
-                z = z[: plan.n_points[l - 1]]  # Sobol prefixes are the smaller point sets
-            out[l] = (z, None, 1.0)
-        return out
+        return _point_layer_features(params, needed, plan, act, domain=domain, data=data,
+                                     param_map=param_map)
+    return _taylor_layer_features(params, needed, plan, act, radius=radius, center=center,
+                                  domain=domain, centers=centers, param_map=param_map)
 
+
+def _point_layer_features(params, needed, plan: _Plan, act, *, domain, data, param_map):
+    """Activations at points: the user's ``data``, or collocation nodes of the domain (or of
+    ``U`` mapped through ``iota``); every layer uses a prefix of one point set."""
+    dtype = jnp.result_type(params[0]["kernel"])
+    if plan.features == "data":
+        x = jnp.asarray(data, dtype)
+    else:
+        n = max(plan.n_points[l - 1] for l in needed)
+        if param_map is not None:
+            x = jax.vmap(param_map.fn)(param_map.domain.nodes(n, plan.nodes, dtype))
+        else:
+            x = domain.nodes(n, plan.nodes, dtype)
+    hs = point_features(params, x, activation=act, upto=max(needed))
+    out = {}
+    for l in needed:
+        z = hs[l - 1]
+        if plan.features == "collocation" and plan.nodes != "chebyshev_grid":
+            z = z[: plan.n_points[l - 1]]  # Sobol prefixes are the smaller point sets
+        out[l] = (z, None, 1.0)
+    return out
+
+
+def _taylor_layer_features(params, needed, plan: _Plan, act, *, radius, center, domain, centers,
+                           param_map):
+    """Taylor coefficients, grouped by coordinate source (the input, a bottleneck layer or
+    ``u`` of a parameterisation) and stacked over the expansion centres (``taylor_multi``)."""
+    dtype = jnp.result_type(params[0]["kernel"])
+    out = {}
     groups: dict[int, list[int]] = {}
     for l in needed:
         groups.setdefault(plan.sources[l - 1], []).append(l)

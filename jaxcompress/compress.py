@@ -491,7 +491,11 @@ def compress(
         ``"weight_norm"`` (largest outgoing-weight norms) and ``"random"`` (needs ``key``); every
         selector is followed by least-squares re-weighting on the selected features.
       widths: target widths per hidden layer (default ``min(D_k, d_l)``); must not exceed ``d_l``.
-      rtol: relative rank threshold (default ``eps * max(rows, d_l)``).
+      rtol: relative rank threshold (default ``eps * max(rows, d_l)``, numpy's matrix-rank
+        tolerance). Pivots below it get zero outgoing weight. In float32 on layers 1000-2000
+        wide the default (1.2e-4 to 2.4e-4) also drops the small, high-order Taylor rows and
+        leaves an error floor of 1e-5 to 3e-5; ``rtol=10 * jnp.finfo(jnp.float32).eps`` reaches
+        the rounding floor there (benchmarks/README.md, "The rank threshold").
       delta: maxvol tolerance (``|C_ij| <= 1 + delta``).
       domain: the input domain, a :class:`Ball` (possibly with a centre) or a :class:`Box`: its
         centre is the expansion point of derivative features, its radius (a box's half-diagonal)

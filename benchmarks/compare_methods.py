@@ -349,8 +349,9 @@ def plot(result: dict, path: Path) -> None:
     fig, axes = plt.subplots(1, ncols, figsize=(5.2 * ncols, 4.4))
     widths = t1["widths"]
     markers = "os^vDP*Xh"
+    colors = plt.get_cmap("tab20").colors  # one distinct colour for each of up to 20 methods
     for i, (name, s) in enumerate(t1["summary"].items()):
-        style = dict(marker=markers[i % len(markers)], ms=4, lw=1.2,
+        style = dict(marker=markers[i % len(markers)], ms=4, lw=1.2, color=colors[i % 20],
                      ls="-" if s["data_free"] else "--")
         axes[0].semilogy(widths, s["median_ratio_per_width"], label=name, **style)
         axes[1].semilogy(widths, s["median_sup_per_width"], label=name, **style)
@@ -361,8 +362,9 @@ def plot(result: dict, path: Path) -> None:
                      xytext=(2, 3), textcoords="offset points")
     axes[0].set_ylabel("test MSE / teacher test MSE (median over seeds)")
     axes[1].set_ylabel("sup |F - F~| on the disk (median over seeds)")
-    axes[0].set_title(f"Table 1 teachers {t1['sizes']}", fontsize=9)
-    axes[1].set_title("Table 1 teachers: sup fidelity", fontsize=9)
+    tag = result.get("protocol", {}).get("teachers", "full")
+    axes[0].set_title(f"Table 1 teachers {t1['sizes']} ({tag}): task error", fontsize=9)
+    axes[1].set_title(f"Table 1 teachers ({tag}): sup fidelity", fontsize=9)
     if fig2:
         axes[2].set_ylabel("sup |F - F~| on the disk")
         axes[2].set_title(f"Fig 2 random network {fig2['sizes']}", fontsize=9)
@@ -373,9 +375,7 @@ def plot(result: dict, path: Path) -> None:
     fig.suptitle(f"compare_methods: {result['device']['device_kind']} "
                  f"({result['device']['platform']}), {result['dtype']}; dashed: uses data",
                  fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    C.save_figure(fig, path)
 
 
 def print_tables(result: dict) -> dict:

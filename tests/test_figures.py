@@ -1,6 +1,6 @@
-"""The paper-figure benchmarks (Fig 1, 2, 3, 4) run end to end in ``--quick`` mode.
+"""The paper-figure benchmarks (Fig 1-4) and the method comparison run end to end (``--quick``).
 
-The four scripts are started together (each is mostly single-threaded XLA compilation, so on two
+The five scripts are started together (each is mostly single-threaded XLA compilation, so on two
 cores running them side by side roughly halves the wall time) and each test then checks one
 script's exit status, its JSON and PNG, and one property of its numbers.
 """
@@ -19,6 +19,7 @@ SCRIPTS = {
     "fig2_deep": [],
     "fig3_post_training": [],
     "fig4_runtime": [],
+    "compare_methods": [],  # issue 6's benchmark; its JSON has its own layout (checked below)
 }
 DTYPES = {"fig1_single_layer": "float32", "fig2_deep": "float32",
           "fig3_post_training": "float64", "fig4_runtime": "float64"}
@@ -120,3 +121,30 @@ def test_fig4_quick(runs):
         assert r["check_passed"] and r["sup_error"] < 1e-2
         assert r["warm_median_s"] > 0 and r["first_call_s"] >= r["warm_median_s"]
         assert len(r["warm_s"]) == result["config"]["repeats"]
+
+
+def test_compare_methods_quick(runs):
+    code, log, out = runs["compare_methods"]
+    assert code == 0, f"compare_methods exited {code}\n{log}"
+    assert "correctness check" in log and "FAILED" not in log
+    path = out / "compare_methods_cpu_quick.json"
+    if not path.exists():  # run on an accelerator
+        (path,) = out.glob("compare_methods_*_quick.json")
+    assert path.with_suffix(".png").stat().st_size > 0
+    # the quick teachers were cached for reuse
+    assert sorted(p.name for p in (out / "teachers").glob("*.npz")) == [
+        "teacher_quick_seed0.npz", "teacher_quick_seed1.npz"]
+    result = json.loads(path.read_text())
+    t1 = result["table1"]
+    assert t1["widths"] == [1, 3, 6]
+    assert set(t1["summary"]) >= {"derivative", "derivative+maxvol", "taylor_multi",
+                                  "collocation", "data", "weight_norm+lstsq", "random+lstsq"}
+    for name, summary in t1["summary"].items():
+        assert len(summary["first_width_per_seed"]) == 2, name
+        assert all(r > 0 for r in summary["median_ratio_per_width"]), name
+        assert all(s >= 0 for s in summary["median_sup_per_width"]), name
+        for row in t1["per_seed"][name].values():
+            assert row["width"] == [1, 3, 6]
+    assert all(t["test_mse"] > 0 for t in t1["teachers"])
+    assert result["targets"]["best_data_free_method"] in t1["summary"]
+    assert set(result["fig2"]["methods"]) == set(t1["summary"])

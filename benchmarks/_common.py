@@ -221,11 +221,13 @@ def sup_error(jc, teacher, student, *, activation: str, domain, key,
               **kw) -> tuple[float, str | None]:
     """``jc.sup_error`` with a fallback: ``(error, note)``.
 
-    In float32, ``jc.sup_error``'s projected ascent returns NaN when the gradient of the error is
-    exactly zero at a start point (its ``1e-300`` norm guard underflows to 0 and the step is
-    ``0 / 0``). That happens when the error is at the rounding floor (exact zeros in the
-    difference). Then the error is re-measured on the same uniform samples without the local
-    search (a valid, slightly weaker lower bound on the sup), and ``note`` says so.
+    Before commit 20b780c, ``jc.sup_error``'s projected ascent returned NaN in float32 when the
+    error's gradient was exactly zero at a start point (its ``1e-300`` norm guard underflowed to
+    0: ``0 / 0``), which happens at the rounding floor; the two Fig 2 float32 rows marked in the
+    committed results were measured then. The library is fixed; the guard stays so that a
+    non-finite local search can never pass silently: the error is re-measured on the same
+    uniform samples without the local search (a valid, slightly weaker lower bound on the sup)
+    and ``note`` says so.
     """
     err = float(jc.sup_error(teacher, student, activation=activation, domain=domain, key=key,
                              **kw))
@@ -234,7 +236,7 @@ def sup_error(jc, teacher, student, *, activation: str, domain, key,
     sampled = {**kw, "local_search_steps": 0}
     err = float(jc.sup_error(teacher, student, activation=activation, domain=domain, key=key,
                              **sampled))
-    return err, "local search gave NaN (library bug, float32 zero gradient): samples only"
+    return err, "local search gave a non-finite value: samples only"
 
 
 def parse_rtols(text: str) -> list[str]:

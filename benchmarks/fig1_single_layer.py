@@ -14,9 +14,9 @@ protocol). Before anything else it measures the *rounding floor* of each (activa
 largest error between the teacher and a copy with permuted hidden neurons (the same function,
 summed in another order) on 4x the samples, below which no error can be measured in this dtype.
 
-Where ``jc.sup_error``'s local search returns NaN (a library bug in float32 when the error's
-gradient is exactly zero, i.e. at the rounding floor) the error is re-measured on the samples
-alone and the row says so (``sup_error_note``).
+Should ``jc.sup_error``'s local search ever return a non-finite value (it did in float32 at the
+rounding floor before commit 20b780c), the error is re-measured on the samples alone and the row
+says so (``sup_error_note``).
 
 ``--rtol`` lists the rank thresholds to run: ``default`` is the library's default
 (``eps * max(D_k, width)``, numpy's matrix-rank tolerance) and ``10eps`` is ``10 * eps``. Both

@@ -14,9 +14,9 @@ and measures ``jc.sup_error(teacher, student, activation=act, domain=jc.Ball(2, 
 between the teacher and a copy with permuted hidden neurons (the same function summed in another
 order) on 4x the samples.
 
-Where ``jc.sup_error``'s local search returns NaN (a library bug in float32 when the error's
-gradient is exactly zero, i.e. at the rounding floor) the error is re-measured on the samples
-alone and the row says so (``sup_error_note``).
+Should ``jc.sup_error``'s local search ever return a non-finite value (it did in float32 at the
+rounding floor before commit 20b780c), the error is re-measured on the samples alone and the row
+says so (``sup_error_note``).
 
 ``--rtol`` lists the rank thresholds: ``default`` (the library's, ``eps * max(D_k, width)``) and
 ``10eps`` (``10 * eps``), both by default in full mode: in float32 the default threshold (1.2e-4

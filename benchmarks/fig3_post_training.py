@@ -100,10 +100,17 @@ def parse(argv):
     p.add_argument("--teachers", choices=("full", "long", "short"), default="full",
                    help="teacher configuration (benchmarks/teachers.py): full (default; test MSE "
                         "~1e-5), long (~1e-6) or short (lightly trained, ~4e-4); not with --quick")
+    p.add_argument("--rtol", default="default",
+                   help="rank threshold passed to jc.compress: default (the library's), "
+                        "<n>eps (n x the dtype's eps) or a number")
     p.add_argument("--teachers-dir", type=Path, default=None,
                    help="teacher cache (default benchmarks/results/teachers; quick: "
                         "<out>/teachers, trained there in seconds)")
     args = p.parse_args(argv)
+    try:
+        C.rtol_value(args.rtol, args.dtype)
+    except ValueError:
+        p.error(f"--rtol must be 'default', '<n>eps' or a number, got {args.rtol!r}")
     cfg = dict(QUICK if args.quick else FULL)
     for name in ("seeds", "kmax", "samples", "steps", "starts"):
         if getattr(args, name) is not None:
@@ -280,6 +287,7 @@ def main(argv=None) -> int:
     err_kw = {"n_samples": cfg["samples"], "local_search_steps": cfg["steps"],
               "n_starts": cfg["starts"]}
     disk = jc.Ball(2, RADIUS)
+    rtol = C.rtol_value(args.rtol, args.dtype)
     key = jax.random.PRNGKey(1)
     teachers, rows, controls = [], [], []
     progress = C.Progress(len(seeds) * (2 + 2 * len(ks)))
@@ -311,7 +319,8 @@ def main(argv=None) -> int:
             for k in ks:
                 t0 = time.perf_counter()
                 small, info = jax.block_until_ready(
-                    jc.compress(teacher, activation=ACTIVATION, order=k, radius=RADIUS))
+                    jc.compress(teacher, activation=ACTIVATION, order=k, radius=RADIUS,
+                                rtol=rtol))
                 t1 = time.perf_counter()
                 s_mse = float(jnp.mean((CM._predict(small, x_te) - y_te) ** 2))
                 err, note = C.sup_error(jc, teacher, small, activation=ACTIVATION, domain=disk,
@@ -336,7 +345,8 @@ def main(argv=None) -> int:
             progress(f"seed {seed}: random-init control; {_cert_line(c_cert)}")
             for k in ks:
                 small, info = jax.block_until_ready(
-                    jc.compress(control, activation=ACTIVATION, order=k, radius=RADIUS))
+                    jc.compress(control, activation=ACTIVATION, order=k, radius=RADIUS,
+                                rtol=rtol))
                 err, note = C.sup_error(jc, control, small, activation=ACTIVATION, domain=disk,
                                         key=key, **err_kw)
                 msd = float(jnp.mean((CM._predict(small, x_te) - c_pred) ** 2))
@@ -360,9 +370,10 @@ def main(argv=None) -> int:
                    "teacher_config": dataclasses.asdict(tcfg), "teachers_dir": cache,
                    "ratio_target": CM.RATIO_TARGET, "certify_eps": CERT_EPS,
                    "sup_error": {**err_kw, "key": 1, "domain": f"Ball(2, {RADIUS})"},
+                   "rtol": args.rtol, "rtol_value": rtol,
                    "compress": f"jc.compress(teacher, activation='{ACTIVATION}', order=k, "
-                               f"radius={RADIUS}) (Taylor features, R-scaled pivoted QR, "
-                               "backward order)",
+                               f"radius={RADIUS}, rtol=rtol) (Taylor features, R-scaled "
+                               "pivoted QR, backward order)",
                    "control": "jc.init_mlp(PRNGKey(seed), sizes), compressed the same way"},
         "checks": {"passed": not failures, "failures": failures},
         "teachers": teachers,
@@ -372,6 +383,7 @@ def main(argv=None) -> int:
         "controls": controls,
     }
     suffix = "" if args.teachers == "full" else f"_{args.teachers}"
+    suffix += "" if args.rtol == "default" else f"_rtol{args.rtol}"
     paths = C.save_results(args, env, NAME, result, plot, suffix=suffix)
     print_table(result)
     C.print_written(paths, env)

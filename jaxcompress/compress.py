@@ -495,7 +495,8 @@ def compress(
         tolerance). Pivots below it get zero outgoing weight. In float32 on layers 1000-2000
         wide the default (1.2e-4 to 2.4e-4) also drops the small, high-order Taylor rows and
         leaves an error floor of 1e-5 to 3e-5; ``rtol=10 * jnp.finfo(jnp.float32).eps`` reaches
-        the rounding floor there (benchmarks/README.md, "The rank threshold").
+        the rounding floor there, and on the trained Table 1 teachers (width 512) it gives the
+        float64 errors back (benchmarks/README.md, "The rank threshold" and Fig 3).
       delta: maxvol tolerance (``|C_ij| <= 1 + delta``).
       domain: the input domain, a :class:`Ball` (possibly with a centre) or a :class:`Box`: its
         centre is the expansion point of derivative features, its radius (a box's half-diagonal)

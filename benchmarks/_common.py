@@ -55,6 +55,39 @@ def parser(doc: str, *, default_dtype: str) -> argparse.ArgumentParser:
     return p
 
 
+SUP_ERROR_OPTIONS = ("samples", "steps", "starts")
+
+
+def add_sup_error_options(p: argparse.ArgumentParser, full: dict, quick: dict) -> None:
+    """``--samples``, ``--steps``, ``--starts`` of ``jc.sup_error``, defaulting per mode."""
+    for name in SUP_ERROR_OPTIONS:
+        p.add_argument(f"--{name}", type=int, default=None,
+                       help=f"sup_error {name} (default {full[name]}; quick {quick[name]})")
+
+
+def mode_config(args, full: dict, quick: dict, names: Sequence[str]) -> dict:
+    """The ``full`` or ``quick`` configuration, with the options ``names`` given overriding."""
+    cfg = dict(quick if args.quick else full)
+    for name in names:
+        if getattr(args, name) is not None:
+            cfg[name] = getattr(args, name)
+    return cfg
+
+
+def parse_error_sweep(doc: str, argv, *, full: dict, quick: dict):
+    """Command line of the Fig 1 / Fig 2 error sweeps: ``(args, cfg)``."""
+    p = parser(doc, default_dtype="float32")
+    p.add_argument("--rtol", type=parse_rtols, default=None,
+                   help="comma-separated rank thresholds: 'default' (the library's), a number, "
+                        "or '<number>eps' (default: default,10eps; quick: default)")
+    p.add_argument("--seed", type=int, default=0, help="teacher PRNG seed (default 0)")
+    add_sup_error_options(p, full, quick)
+    args = p.parse_args(argv)
+    if args.rtol is None:
+        args.rtol = ["default"] if args.quick else ["default", "10eps"]
+    return args, mode_config(args, full, quick, SUP_ERROR_OPTIONS)
+
+
 def configure(dtype: str, *, single_thread: bool = False) -> None:
     """Set up JAX for ``dtype``; optionally restrict XLA (and BLAS) on CPU to one thread.
 
@@ -337,6 +370,31 @@ def save_results(args, env: dict[str, Any], name: str, result: dict[str, Any],
     write_json(json_path, result)
     plot(result, png_path)
     return json_path, png_path
+
+
+def write_error_sweep(args, env: dict[str, Any], start: float, name: str, paper: dict, *,
+                      config: dict, rows: list[dict], floors: dict, comparison: dict,
+                      plot: Callable[[dict, Path], None],
+                      summary: Callable[[dict], None]) -> int:
+    """Finish a Fig 1 / Fig 2 error sweep: JSON + PNG + summary; exit status 1 on a NaN error."""
+    bad = [x for x in rows if not math.isfinite(x["sup_error"])]
+    fallbacks = sum(1 for x in rows if x["sup_error_note"])
+    if fallbacks:
+        print(f"# {fallbacks} sup errors measured on samples only (non-finite local search)")
+    finish(env, start)
+    result = {
+        "benchmark": name, "paper": paper, "env": env, "device": env["device"],
+        "dtype": args.dtype, "precision": PRECISION_NOTE, "quick": args.quick,
+        "config": config, "rounding_floor": floors, "sup_error_fallbacks": fallbacks,
+        "comparison": comparison, "rows": rows,
+    }
+    paths = save_results(args, env, name, result, plot)
+    summary(result)
+    print_written(paths, env)
+    if bad:
+        print(f"# FAILED: {len(bad)} non-finite errors", flush=True)
+        return 1
+    return 0
 
 
 def print_written(paths: Sequence[Path], env: dict[str, Any]) -> None:

@@ -38,7 +38,6 @@ Run (from the repository root; the same command on CPU and GPU)::
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from pathlib import Path
@@ -69,22 +68,7 @@ QUICK = {"sizes": [3, 64, 64], "radii": [0.5, 1.0], "kmax": 2,
 
 
 def parse(argv):
-    p = C.parser(__doc__, default_dtype="float32")
-    p.add_argument("--rtol", type=C.parse_rtols, default=None,
-                   help="comma-separated rank thresholds: 'default' (the library's), a number, "
-                        "or '<number>eps' (default: default,10eps; quick: default)")
-    p.add_argument("--seed", type=int, default=0, help="teacher PRNG seed (default 0)")
-    for name in ("samples", "steps", "starts"):
-        p.add_argument(f"--{name}", type=int, default=None,
-                       help=f"sup_error {name} (default {FULL[name]}; quick {QUICK[name]})")
-    args = p.parse_args(argv)
-    if args.rtol is None:
-        args.rtol = ["default"] if args.quick else ["default", "10eps"]
-    cfg = dict(QUICK if args.quick else FULL)
-    for name in ("samples", "steps", "starts"):
-        if getattr(args, name) is not None:
-            cfg[name] = getattr(args, name)
-    return args, cfg
+    return C.parse_error_sweep(__doc__, argv, full=FULL, quick=QUICK)
 
 
 def compare_with_paper(rows, floors, radii, kmax, variants):
@@ -226,32 +210,16 @@ def main(argv=None) -> int:
                                  f"{row['width']:>4} rank {row['rank']:>4} sup error "
                                  f"{err:.3e}  (compress {t1 - t0:.2f} s, error {t2 - t1:.2f} s)"
                                  + (f" [{note}]" if note else ""))
-    bad = [x for x in rows if not math.isfinite(x["sup_error"])]
-    fallbacks = sum(1 for x in rows if x["sup_error_note"])
-    if fallbacks:
-        print(f"# {fallbacks} sup errors measured on samples only (local search gave NaN)")
-    C.finish(env, start)
-    result = {
-        "benchmark": NAME, "paper": PAPER, "env": env, "device": env["device"],
-        "dtype": args.dtype, "precision": C.PRECISION_NOTE, "quick": args.quick,
-        "config": {"sizes": sizes, "seed": args.seed, "activations": list(ACTIVATIONS),
-                   "radii": radii, "kmax": kmax, "rtol": list(rtols), "rtol_values": rtols,
-                   "sup_error": {"n_samples": cfg["samples"], "local_search_steps": cfg["steps"],
-                                 "n_starts": cfg["starts"], "key": 1},
-                   "compress": "jc.compress(teacher, activation=act, order=k, radius=R, "
-                               "rtol=rtol) (backward order, Taylor features, pivoted QR)"},
-        "rounding_floor": floors,
-        "sup_error_fallbacks": fallbacks,
-        "comparison": compare_with_paper(rows, floors, radii, kmax, list(rtols)),
-        "rows": rows,
-    }
-    paths = C.save_results(args, env, NAME, result, plot)
-    print_summary(result)
-    C.print_written(paths, env)
-    if bad:
-        print(f"# FAILED: {len(bad)} non-finite errors", flush=True)
-        return 1
-    return 0
+    config = {"sizes": sizes, "seed": args.seed, "activations": list(ACTIVATIONS),
+              "radii": radii, "kmax": kmax, "rtol": list(rtols), "rtol_values": rtols,
+              "sup_error": {"n_samples": cfg["samples"], "local_search_steps": cfg["steps"],
+                            "n_starts": cfg["starts"], "key": 1},
+              "compress": "jc.compress(teacher, activation=act, order=k, radius=R, "
+                          "rtol=rtol) (backward order, Taylor features, pivoted QR)"}
+    comparison = compare_with_paper(rows, floors, radii, kmax, list(rtols))
+    return C.write_error_sweep(args, env, start, NAME, PAPER, config=config, rows=rows,
+                               floors=floors, comparison=comparison, plot=plot,
+                               summary=print_summary)
 
 
 def print_summary(result) -> None:

@@ -94,9 +94,7 @@ def parse(argv):
                    help=f"teacher seeds (default {FULL['seeds']}; quick {QUICK['seeds']})")
     p.add_argument("--kmax", type=int, default=None,
                    help=f"largest order k (default {FULL['kmax']}; quick {QUICK['kmax']})")
-    for name in ("samples", "steps", "starts"):
-        p.add_argument(f"--{name}", type=int, default=None,
-                       help=f"sup_error {name} (default {FULL[name]}; quick {QUICK[name]})")
+    C.add_sup_error_options(p, FULL, QUICK)
     p.add_argument("--teachers", choices=("full", "long", "short"), default="full",
                    help="teacher configuration (benchmarks/teachers.py): full (default; test MSE "
                         "~1e-5), long (~1e-6) or short (lightly trained, ~4e-4); not with --quick")
@@ -111,10 +109,7 @@ def parse(argv):
         C.rtol_value(args.rtol, args.dtype)
     except ValueError:
         p.error(f"--rtol must be 'default', '<n>eps' or a number, got {args.rtol!r}")
-    cfg = dict(QUICK if args.quick else FULL)
-    for name in ("seeds", "kmax", "samples", "steps", "starts"):
-        if getattr(args, name) is not None:
-            cfg[name] = getattr(args, name)
+    cfg = C.mode_config(args, FULL, QUICK, ("seeds", "kmax", *C.SUP_ERROR_OPTIONS))
     if cfg["kmax"] < 0:
         p.error("--kmax must be >= 0")
     return args, cfg

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import shlex
@@ -166,11 +167,14 @@ def check_methods(methods, dtype, tol) -> list[str]:
     return failures
 
 
+#: compiled once per shape; a fresh ``jax.jit(lambda ...)`` per call would recompile every time
+_apply = jax.jit(functools.partial(jc.apply, activation=ACTIVATION))
+
+
 def _predict(params, x, chunk=50_000):
     import jax.numpy as jnp
 
-    f = jax.jit(lambda p, xb: jc.apply(p, xb, activation=ACTIVATION))
-    return jnp.concatenate([f(params, x[i:i + chunk]) for i in range(0, x.shape[0], chunk)])
+    return jnp.concatenate([_apply(params, x[i:i + chunk]) for i in range(0, x.shape[0], chunk)])
 
 
 def _first_width(widths, ratios):

@@ -106,7 +106,7 @@ class Ball:
         c = jnp.expand_dims(self._center(x.dtype), tuple(range(x.ndim - 1)))
         v = x - c
         nrm = jnp.linalg.norm(v, axis=-1, keepdims=True)
-        return c + v * jnp.minimum(1.0, self.radius / jnp.maximum(nrm, 1e-300))
+        return c + v * jnp.minimum(1.0, self.radius / jnp.maximum(nrm, jnp.finfo(x.dtype).tiny))
 
 
 def _ball_fraction(d: int) -> float:

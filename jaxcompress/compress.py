@@ -43,7 +43,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress.activations import get_activation
-from jaxcompress.domains import NODE_KINDS, Ball, Box, Parameterization, domain_center
+from jaxcompress.domains import (
+    NODE_KINDS,
+    Ball,
+    Box,
+    Parameterization,
+    check_radius,
+    domain_center,
+)
+from jaxcompress.evaluate import ERROR_POINTS, error_estimate
 from jaxcompress.features import (
     BACKENDS,
     FEATURE_KINDS,
@@ -128,7 +136,7 @@ class LayerInfo:
 
 @functools.partial(
     jax.tree_util.register_dataclass,
-    data_fields=["layers"],
+    data_fields=["layers", "error_estimate"],
     meta_fields=["activation", "layer_order", "features", "selector", "coordinates"],
 )
 @dataclasses.dataclass(frozen=True)
@@ -136,7 +144,15 @@ class CompressInfo:
     """Per-layer :class:`LayerInfo` (``layers[l - 1]`` is hidden layer ``l``) and the settings.
 
     ``features`` and ``selector`` name the feature kind and selector used; ``coordinates`` is
-    ``"input"``, ``"bottleneck"`` or ``"parameterization"``.
+    ``"input"``, ``"bottleneck"`` or ``"parameterization"``. ``error_estimate`` is
+    ``max |F - F~|`` over the :data:`~jaxcompress.evaluate.ERROR_POINTS` fixed Sobol points of the
+    domain (:func:`jaxcompress.evaluate.error_points`), computed inside the compression's jit
+    (one value per teacher under ``jax.vmap``): a lower bound on the sup error, measured on
+    points no method was fitted on. It is ours, not the paper's; ``None`` for records built by
+    hand.
+
+    Under ``jax.vmap`` every array field gains a leading batch axis; :meth:`summary` then shows
+    the range over the batch.
     """
 
     layers: tuple[LayerInfo, ...]
@@ -145,19 +161,41 @@ class CompressInfo:
     features: str
     selector: str
     coordinates: str = "input"
+    error_estimate: jax.Array | None = None
 
     def summary(self) -> str:
-        """A table of the per-layer record (host side)."""
-        head = f"{'layer':>5} {'k':>3} {'D_k':>6} {'width':>13} {'rank':>5} {'residual':>10} "
+        """A table of the per-layer record and the error estimate (host side).
+
+        For a batch of teachers (``jax.vmap``) the rank column shows ``min..max`` over the batch
+        (a rank-deficient teacher is not hidden behind the others), the residual and ``max|C|``
+        their maxima, and the error estimate its range.
+        """
+        head = f"{'layer':>5} {'k':>3} {'D_k':>6} {'width':>13} {'rank':>9} {'residual':>10} "
         head += f"{'max|C|':>8}"
         lines = [head]
         for li in self.layers:
             lines.append(
                 f"{li.layer:>5} {li.order:>3} {li.num_features:>6} "
-                f"{f'{li.width_in} -> {li.width_out}':>13} {int(np.max(li.rank)):>5} "
+                f"{f'{li.width_in} -> {li.width_out}':>13} {_span(li.rank, 'd'):>9} "
                 f"{float(np.max(li.residual)):>10.2e} {float(np.max(li.max_coef)):>8.3f}"
             )
+        if self.error_estimate is not None:
+            est = np.asarray(self.error_estimate)
+            batch = f" ({est.size} teachers)" if est.ndim else ""
+            lines.append(f"error estimate {_span(est, '.2e')}{batch}: max |F - F~| on "
+                         f"{ERROR_POINTS} Sobol points of the domain (a lower bound on the sup "
+                         "error)")
         return "\n".join(lines)
+
+
+def _span(values, fmt: str) -> str:
+    """``v`` or ``lo..hi`` (a batch's range) of an array, formatted with ``fmt``."""
+    arr = np.asarray(values)
+    lo, hi = arr.min(), arr.max()
+    cast = int if fmt == "d" else float
+    if lo == hi:
+        return format(cast(lo), fmt)
+    return f"{format(cast(lo), fmt)}..{format(cast(hi), fmt)}"
 
 
 LAYER_ORDERS = ("backward", "forward")
@@ -205,7 +243,7 @@ def compress_layer(
         before = jnp.matmul(z, out["kernel"], precision=HIGHEST)
     else:
         rtol = select_kwargs.get("rtol")
-        rtol = default_rtol(z.shape, z.dtype) if rtol is None else rtol
+        rtol = default_rtol(z.dtype) if rtol is None else rtol
         new_out_kernel, _ = lstsq_coefficients(z[:, kept], jnp.arange(width), width, rtol,
                                                rhs=target)
         before = target
@@ -358,6 +396,10 @@ def _compress_impl(params, radius, center=None, domain=None, data=None, centers=
     d = params[0]["kernel"].shape[0]
     if plan is None:
         plan = _Plan(features, orders, (0,) * n_hidden, (d,) * n_hidden, (0,) * n_hidden, "sobol")
+    teacher_params = params
+    # the error estimate's domain: the parameterisation, the given domain, or the ball
+    est_domain = param_map if param_map is not None else (
+        domain if domain is not None else Ball(d, radius))
     if center is None:
         center = jnp.zeros((d,), jnp.result_type(params[0]["kernel"]))
     infos: list[LayerInfo | None] = [None] * n_hidden
@@ -396,9 +438,10 @@ def _compress_impl(params, radius, center=None, domain=None, data=None, centers=
             if teacher is not None:
                 target = jnp.matmul(teacher[l][0], teacher_kernels[l], precision=HIGHEST)
             params = one(params, l, feat, target)
+    estimate = error_estimate(teacher_params, params, activation=act_name, domain=est_domain)
     return params, CompressInfo(
         layers=tuple(infos), activation=act_name, layer_order=layer_order, features=features,
-        selector=selector, coordinates=coordinates,
+        selector=selector, coordinates=coordinates, error_estimate=estimate,
     )
 
 
@@ -535,6 +578,11 @@ def compress(
     where = "compress"
     radius_given = radius is not _DEFAULT_RADIUS
     radius = 1.0 if not radius_given else radius
+    check_radius(radius, where)
+    if rtol is not None:
+        if isinstance(rtol, bool) or np.ndim(rtol) != 0 or not (0 <= float(rtol) < 1):
+            raise ValueError(f"{where}: rtol must be a number in [0, 1) (a relative rank "
+                             f"threshold; default 10 eps of the dtype), got {rtol!r}")
     params = validate_params(params, where=where)
     act = get_activation(activation)
     n_hidden = len(params) - 1
@@ -620,9 +668,6 @@ def compress(
     needs_domain = (features == "collocation" or coord_name == "bottleneck"
                     or (features == "taylor_multi" and centers is None))
     if point_domain is None and needs_domain:
-        if not isinstance(radius, jax.core.Tracer) and not (np.ndim(radius) == 0
-                                                            and float(radius) > 0):
-            raise ValueError(f"{where}: radius must be a positive scalar, got {radius!r}")
         point_domain = Ball(d, radius_arr)
     if center is None and coord_name == "bottleneck":
         center = jnp.zeros((d,), dtype)
@@ -713,7 +758,8 @@ def compress(
                     f"{math.comb(h, w):,} subsets in hidden layer {l} (limit "
                     f"{MAX_EXHAUSTIVE_SUBSETS:,}); it is for tiny problems only - use 'maxvol'."
                 )
-    select_kwargs = (("delta", float(delta)),) + ((("rtol", float(rtol)),) if rtol else ())
+    select_kwargs = (("delta", float(delta)),) + (
+        (("rtol", float(rtol)),) if rtol is not None else ())
     if coord_name == "input" and features in BACKENDS and domain is None:
         # the original derivative-matching call: unchanged arguments and compilation cache
         return _compress_jit(

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -35,6 +36,23 @@ __all__ = ["NODE_KINDS", "Ball", "Box", "Parameterization"]
 #: Collocation node families: ``"sobol"`` (every domain), ``"chebyshev"`` and
 #: ``"chebyshev_grid"`` (boxes only; see :meth:`Box.nodes`).
 NODE_KINDS = ("sobol", "chebyshev", "chebyshev_grid")
+
+
+def check_radius(radius, where: str) -> None:
+    """Refuse a radius that is not one finite positive number (tracers pass: checked where built).
+
+    ``radius = 0``, negative, ``inf``, ``nan``, ``None`` or an array all raise ``ValueError``
+    naming ``where`` and the value: a ball of such a radius has no meaning, and an infinite or
+    NaN one used to give a silently wrong network.
+    """
+    if isinstance(radius, jax.core.Tracer):
+        return
+    try:
+        ok = np.ndim(radius) == 0 and math.isfinite(float(radius)) and float(radius) > 0
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{where}: radius must be one finite positive number, got {radius!r}")
 
 
 @functools.partial(
@@ -57,9 +75,7 @@ class Ball:
     def __post_init__(self):
         if not isinstance(self.dim, (int, np.integer)) or self.dim < 1:
             raise ValueError(f"Ball: dim must be a positive int, got {self.dim!r}")
-        r = self.radius
-        if not isinstance(r, jax.core.Tracer) and not (np.ndim(r) == 0 and float(r) > 0):
-            raise ValueError(f"Ball: radius must be a positive scalar, got {r!r}")
+        check_radius(self.radius, "Ball")
         c = self.center
         if c is not None and np.shape(c) != (self.dim,):
             raise ValueError(f"Ball: center has shape {np.shape(c)}; expected ({self.dim},)")

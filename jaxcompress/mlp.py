@@ -81,6 +81,7 @@ def hidden_activations(
     params: Params, x: jax.Array, *, activation: str | Activation
 ) -> list[jax.Array]:
     """Outputs ``h^(1), ..., h^(L)`` of every hidden layer at ``x`` of shape ``(..., d_in)``."""
+    _check_input(params, x, "hidden_activations")
     act = get_activation(activation)
     outs = []
     h = x
@@ -90,11 +91,22 @@ def hidden_activations(
     return outs
 
 
+def _check_input(params: Params, x, where: str) -> None:
+    """Refuse ``x`` whose last axis is not the network's input size (a trace-time check)."""
+    d_in = params[0]["kernel"].shape[-2]
+    shape = np.shape(x)
+    if not shape or shape[-1] != d_in:
+        raise ValueError(f"{where}: x has shape {shape}; expected (..., {d_in}): the network "
+                         f"takes inputs of size {d_in}")
+
+
 def apply(params: Params, x: jax.Array, *, activation: str | Activation) -> jax.Array:
     """Evaluate the MLP at ``x`` of shape ``(..., d_in)``; returns ``(..., d_out)``.
 
     Every matmul requests ``Precision.HIGHEST`` so float32 on GPUs does not fall back to TF32.
+    An ``x`` whose last axis is not ``d_in`` is a ``ValueError`` naming both sizes.
     """
+    _check_input(params, x, "apply")
     act = get_activation(activation)
     h = x
     for layer in params[:-1]:

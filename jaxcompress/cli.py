@@ -80,6 +80,72 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+#: ``--method`` of ``jaxcompress compress``: the options of :func:`jaxcompress.compress`.
+METHODS = {
+    "derivative": {},
+    "collocation": {"features": "collocation", "selector": "omp", "layer_order": "forward"},
+}
+
+
+def _check_output_path(path: str) -> None:
+    """Fail before any work when the output cannot be written."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"compress: the output folder {folder!r} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f"compress: the output folder {folder!r} is not writable")
+    if os.path.isdir(path):
+        raise ValueError(f"compress: the output {path!r} is a folder; give a file name")
+
+
+def _load_model(path: str, activation: str | None):
+    import jaxcompress as jc
+
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no such file: {path!r}")
+    if path.endswith(".npz"):
+        return jc.load_npz(path, activation=activation)
+    from jaxcompress.io import resolve_activation
+
+    model = jc.load(path)
+    resolve_activation(model.activation, activation, repr(path))
+    return model
+
+
+def _order_search(params, act: str, domain, eps: float, max_order: int, kwargs: dict,
+                  measure) -> tuple:
+    """Smallest uniform order whose measured sup error is ``<= eps``, with progress lines.
+
+    Returns ``(small, info, order, err)``. On failure the error says which order came closest
+    and whether raising ``--max-order`` can help (the error still falling) or not (the error
+    growing with k: the network is not analytic enough on this domain for derivative matching).
+    """
+    import jaxcompress as jc
+
+    errs = []
+    for order in range(0, max_order + 1):
+        small, info = jc.compress(params, activation=act, order=order, domain=domain, **kwargs)
+        err = measure(small)
+        errs.append(err)
+        print(f"# k={order}: width {info.layers[0].width_out}, sup error {err:.3e} "
+              f"(estimate {float(info.error_estimate):.3e})", flush=True)
+        if err <= eps:
+            return small, info, order, err
+    best = min(range(len(errs)), key=errs.__getitem__)
+    msg = (f"compress: no order <= {max_order} reaches sup error {eps:g}; the best is "
+           f"{errs[best]:.3e} at k = {best}")
+    if best < len(errs) - 2 and errs[-1] > 2 * errs[best]:
+        hint = (" and the error grows with k beyond it, so a higher --max-order will not help: "
+                "the network is not analytic enough on this domain for matching at one point "
+                "(see `jaxcompress certify`)")
+        if not kwargs:
+            hint += "; try --method collocation (fits on Sobol points of the domain)"
+        msg += hint + ", or a larger --eps"
+    else:
+        msg += "; raise --max-order or --eps"
+    raise ValueError(msg)
+
+
 def _compress_cmd(args: argparse.Namespace) -> int:
     import jax
 
@@ -88,18 +154,18 @@ def _compress_cmd(args: argparse.Namespace) -> int:
 
     if (args.order is None) == (args.eps is None):
         raise ValueError("compress: give exactly one of --order K or --eps TOL")
-    model = jc.load(args.input) if not args.input.endswith(".npz") else jc.load_npz(
-        args.input, activation=args.activation)
-    act = args.activation or model.activation
-    if args.activation and model.activation != jc.get_activation(args.activation).name:
-        raise ValueError(f"compress: --activation {args.activation} contradicts the file's "
-                         f"activation {model.activation}")
+    if args.eps is not None and not args.eps > 0:
+        raise ValueError(f"compress: --eps must be positive, got {args.eps}")
+    _check_output_path(args.output)
+    model = _load_model(args.input, args.activation)
+    act = model.activation
     params = model.params
     d = jc.layer_sizes(params)[0]
     domain = jc.Ball(d, args.radius)
     dtype = params[0]["kernel"].dtype
     _print_env(str(dtype))
     key = jax.random.PRNGKey(args.seed)
+    kwargs = METHODS[args.method]
 
     def measure(p):
         return float(jc.sup_error(params, p, activation=act, domain=domain, key=key,
@@ -107,35 +173,44 @@ def _compress_cmd(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     if args.order is not None:
-        small, info = jc.compress(params, activation=act, order=args.order, radius=args.radius)
+        small, info = jc.compress(params, activation=act, order=args.order, domain=domain,
+                                  **kwargs)
         err = measure(small)
         order = args.order
     else:
-        # smallest uniform order whose measured sup error meets the tolerance
-        for order in range(0, args.max_order + 1):
-            small, info = jc.compress(params, activation=act, order=order, radius=args.radius)
-            err = measure(small)
-            print(f"# k={order}: width {info.layers[0].width_out}, sup error {err:.3e}",
-                  flush=True)
-            if err <= args.eps:
-                break
-        else:
-            raise ValueError(f"compress: no order <= {args.max_order} reaches sup error "
-                             f"{args.eps:g} (best {err:.3e}); raise --max-order")
+        small, info, order, err = _order_search(params, act, domain, args.eps, args.max_order,
+                                                kwargs, measure)
     small = jc.trim(small, info)
     secs = time.perf_counter() - t0
+    # the smallest error measurable in this dtype: the teacher against itself, summed in another
+    # order (its hidden neurons permuted)
+    floor = float(jc.sup_error(params, _permuted(params), activation=act, domain=domain, key=key,
+                               n_samples=args.samples, local_search_steps=0))
     n0, n1 = jc.num_params(params), jc.num_params(small)
     print(f"{'':>10} {'widths':>32} {'parameters':>12} {'sup error':>11}")
-    print(f"{'before':>10} {str(jc.layer_sizes(params)):>32} {n0:>12,} {0.0:>11.3e}")
+    print(f"{'before':>10} {str(jc.layer_sizes(params)):>32} {n0:>12,} {floor:>11.3e}")
     print(f"{'after':>10} {str(jc.layer_sizes(small)):>32} {n1:>12,} {err:>11.3e}")
-    print(f"# order {order}, radius {args.radius}, reduction {n0 / n1:.1f}x, {secs:.2f} s "
-          f"(compression and error measurement, including compilation)")
+    print(f"# before: the teacher against itself with its neurons summed in another order (the "
+          f"rounding floor of {dtype})")
+    print(f"# method {args.method}, order {order}, radius {args.radius}, reduction "
+          f"{n0 / n1:.1f}x, {secs:.2f} s (compression and error measurement, including "
+          "compilation)")
     meta = dict(model.metadata)
     meta.update({"domain": {"kind": "ball", "dim": d, "radius": args.radius},
-                 "measured_sup_error": err, "source": os.path.basename(args.input)})
+                 "method": args.method, "measured_sup_error": err, "rounding_floor": floor,
+                 "source": os.path.basename(args.input)})
     jc.save(args.output, small, activation=act, metadata=meta, info=info)
     print(f"# wrote {args.output}")
     return 0
+
+
+def _permuted(params):
+    """The same network with every hidden layer's neurons in reversed order."""
+    out = [dict(layer) for layer in params]
+    for i in range(len(params) - 1):
+        out[i] = {"kernel": out[i]["kernel"][:, ::-1], "bias": out[i]["bias"][::-1]}
+        out[i + 1] = {"kernel": out[i + 1]["kernel"][::-1], "bias": out[i + 1]["bias"]}
+    return out
 
 
 def _certify_cmd(args: argparse.Namespace) -> int:
@@ -144,17 +219,7 @@ def _certify_cmd(args: argparse.Namespace) -> int:
     jax.config.update("jax_enable_x64", True)  # never lose the bits of a float64 input
     import jaxcompress as jc
 
-    if args.input.endswith(".npz"):
-        import numpy as np
-
-        with np.load(args.input, allow_pickle=False) as z:  # the stored name wins; see below
-            stored = str(z["activation"]) if "activation" in z.files else None
-        model = jc.load_npz(args.input, activation=stored or args.activation)
-    else:
-        model = jc.load(args.input)
-    if args.activation and model.activation != jc.get_activation(args.activation).name:
-        raise ValueError(f"certify: --activation {args.activation} contradicts the file's "
-                         f"activation {model.activation}")
+    model = _load_model(args.input, args.activation)
     d = jc.layer_sizes(model.params)[0]
     center = None if args.center is None else [float(c) for c in args.center.split(",")]
     if center is not None and len(center) != d:
@@ -198,7 +263,9 @@ def main(argv: list[str] | None = None) -> int:
         description="Width-independent compression of analytic MLPs by derivative matching.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="compress the paper's random Fig. 2 network for k = 0..10")
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+    demo = sub.add_parser("demo", help="compress the paper's random Fig. 2 network for k = 0..10",
+                          formatter_class=fmt)
     demo.add_argument("--activation", default="sigmoid")
     demo.add_argument("--radius", type=float, default=1.0)
     demo.add_argument("--width", type=int, default=1024)
@@ -212,20 +279,28 @@ def main(argv: list[str] | None = None) -> int:
     demo.set_defaults(func=_demo)
     comp = sub.add_parser(
         "compress", help="compress a saved network (jaxcompress.save file or .npz)",
+        formatter_class=fmt,
         description="Compress a network file and write the result with jaxcompress.save. "
         ".npz inputs hold kernel_0, bias_0, kernel_1, ... (see jaxcompress.io.load_npz).")
     comp.add_argument("input", help="a file from jaxcompress.save, or an .npz of the params")
     comp.add_argument("-o", "--output", required=True, help="where to write the result")
-    comp.add_argument("--activation", help="activation (required for .npz without one)")
+    comp.add_argument("--activation", help="activation (required for an .npz without one; "
+                      "must match a stored one)")
     comp.add_argument("--radius", type=float, default=1.0, help="radius of the input ball")
     comp.add_argument("--order", type=int, help="Taylor order k")
     comp.add_argument("--eps", type=float, help="target sup error (picks the smallest k)")
-    comp.add_argument("--max-order", type=int, default=12)
-    comp.add_argument("--samples", type=int, default=8192)
-    comp.add_argument("--seed", type=int, default=0)
+    comp.add_argument("--method", choices=sorted(METHODS), default="derivative",
+                      help="derivative: the paper's derivative matching at the centre; "
+                      "collocation: selection and re-fit on Sobol points of the ball, forward "
+                      "order (better on trained networks)")
+    comp.add_argument("--max-order", type=int, default=12, help="largest k tried with --eps")
+    comp.add_argument("--samples", type=int, default=8192,
+                      help="uniform samples of the sup-error measurement")
+    comp.add_argument("--seed", type=int, default=0, help="PRNG seed of the measurement")
     comp.set_defaults(func=_compress_cmd)
     cert = sub.add_parser(
         "certify", help="print the compression certificate of a saved network",
+        formatter_class=fmt,
         description="Print the certificate (jaxcompress.certify) of a network on the ball of "
         "radius --radius: W_max, V_max, radii, Assumption 4, M_g, C0, lambda, k*, k_cert, D_k, "
         "Lambda, the budget, width and parameter bounds, non-vacuity and the sampled "

@@ -28,6 +28,7 @@ Reference modules following both conventions: :class:`MLP` (nnx) and :class:`Lin
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -45,7 +46,7 @@ except ImportError as e:  # pragma: no cover - flax is a declared dependency
 
 from jaxcompress.activations import get_activation
 from jaxcompress.compress import compress
-from jaxcompress.mlp import Params, apply, validate_params
+from jaxcompress.mlp import Params, apply, layer_sizes, num_params, validate_params
 from jaxcompress.taylor import num_monomials
 
 __all__ = [
@@ -74,6 +75,11 @@ class Compressed(NamedTuple):
     variables: dict | None
     info: Any
     params: Params
+
+    def summary(self) -> str:
+        """The new layer sizes, then the per-layer record and the error estimate."""
+        return (f"compressed to {layer_sizes(self.params)} ({num_params(self.params):,} "
+                f"parameters)\n{self.info.summary()}")
 
 
 class MLP(nnx.Module):
@@ -341,14 +347,39 @@ def from_params(params: Params, *, activation: str, api: str = "nnx", rngs=None)
     raise ValueError(f"from_params: api must be 'nnx' or 'linen', got {api!r}")
 
 
+def _cast(params: Params, dtype) -> Params:
+    return [{k: jnp.asarray(v, dtype) for k, v in layer.items()} for layer in params]
+
+
+def _compute_dtype(params: Params, dtype, where: str):
+    """The dtype to compress in: ``dtype`` if given (checked), else the model's own."""
+    own = jnp.result_type(params[0]["kernel"])
+    if dtype is None:
+        if own == jnp.float32 and jax.config.jax_enable_x64:
+            warnings.warn(
+                f"{where}: the model's parameters are float32, so the compression runs in "
+                "float32 even though jax_enable_x64 is on; pass dtype=jnp.float64 to compress in "
+                "float64 (the compressed model keeps float32 parameters)", stacklevel=3)
+        return own
+    dtype = jnp.dtype(dtype)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise ValueError(f"{where}: dtype must be a floating dtype, got {dtype}")
+    if dtype.itemsize == 8 and not jax.config.jax_enable_x64:
+        raise ValueError(f"{where}: dtype={dtype} needs float64 enabled: call "
+                         "jax.config.update('jax_enable_x64', True) first")
+    return dtype
+
+
 def compress_model(
     model_or_params,
     *,
     order,
     module: nn.Module | None = None,
     activation=None,
-    radius=1.0,
+    radius: float | None = None,
     round_to: int | None = None,
+    dtype=None,
+    verbose: bool = False,
     **compress_kwargs,
 ) -> Compressed:
     """Compress a Flax MLP and return a model of the same kind with the new widths.
@@ -359,39 +390,54 @@ def compress_model(
       order: Taylor order ``k`` (int or one per hidden layer), as in :func:`jaxcompress.compress`.
       module: the linen module the variables belong to.
       activation: the activation, when the model does not declare one.
-      radius: radius of the input ball.
+      radius: radius of the input ball centred at the origin (default 1 when no ``domain=`` is
+        given); ``domain=``, ``coordinates=`` and every other option of
+        :func:`jaxcompress.compress` pass through ``**compress_kwargs``.
       round_to: round each hidden width up to a multiple of this (hardware-friendly shapes). The
         extra slots hold the selector's next-best neurons; the matching is unchanged, so
         rounding never increases the error.
-      **compress_kwargs: passed to :func:`jaxcompress.compress` (``layer_order``, ``selector``,
-        ``features``, ...).
+      dtype: the dtype to compress in (default: the model's). ``dtype=jnp.float64`` compresses
+        a float32 model in float64 (needs ``jax_enable_x64``) and casts the result back to the
+        model's parameter dtype; with x64 enabled and no ``dtype``, a float32 model is compressed
+        in float32 and a warning says so.
+      verbose: print :meth:`Compressed.summary` (per-layer record and error estimate).
+      **compress_kwargs: passed to :func:`jaxcompress.compress` (``domain``, ``coordinates``,
+        ``layer_order``, ``selector``, ``features``, ...).
 
     Returns:
       :class:`Compressed` ``(model, variables, info, params)``: for nnx a new module of the same
       class (``variables`` is ``None``); for linen ``module.clone(...)`` with the new sizes and its
-      variables.
+      variables. ``info.error_estimate`` is the largest ``|F - F~|`` on fixed Sobol points of the
+      domain, in the compression dtype.
     """
     where = "jaxcompress.flax.compress_model"
     if "widths" in compress_kwargs and round_to is not None:
         raise ValueError(f"{where}: pass widths= or round_to=, not both")
+    if radius is not None:
+        compress_kwargs["radius"] = radius
     if isinstance(model_or_params, nnx.Module):
         if module is not None:
             raise ValueError(f"{where}: module= is for linen variables; got an nnx model")
         params, act = nnx_params(model_or_params, activation=activation)
-        widths = rounded_widths(params, order, round_to) or compress_kwargs.pop("widths", None)
-        new_params, info = compress(params, activation=act, order=order, radius=radius,
-                                    widths=widths, **compress_kwargs)
-        return Compressed(_nnx_rebuild(model_or_params, new_params), None, info, new_params)
-    if isinstance(model_or_params, dict):
+    elif isinstance(model_or_params, dict):
         if module is None:
             raise ValueError(f"{where}: linen variables need module= (the nn.Module they "
                              "belong to)")
         params, act = linen_params(model_or_params, module, activation=activation)
-        widths = rounded_widths(params, order, round_to) or compress_kwargs.pop("widths", None)
-        new_params, info = compress(params, activation=act, order=order, radius=radius,
-                                    widths=widths, **compress_kwargs)
+    else:
+        raise TypeError(f"{where}: expected an nnx.Module or linen variables, got "
+                        f"{type(model_or_params).__name__}")
+    own = jnp.result_type(params[0]["kernel"])
+    work = _compute_dtype(params, dtype, where)
+    widths = rounded_widths(params, order, round_to) or compress_kwargs.pop("widths", None)
+    new_params, info = compress(_cast(params, work), activation=act, order=order,
+                                widths=widths, **compress_kwargs)
+    new_params = _cast(new_params, own)
+    if isinstance(model_or_params, nnx.Module):
+        out = Compressed(_nnx_rebuild(model_or_params, new_params), None, info, new_params)
+    else:
         new_module, new_vars = _linen_rebuild(module, model_or_params, new_params, where)
-        return Compressed(new_module, new_vars, info, new_params)
-    raise TypeError(f"{where}: expected an nnx.Module or linen variables, got "
-                    f"{type(model_or_params).__name__}")
-
+        out = Compressed(new_module, new_vars, info, new_params)
+    if verbose:
+        print(out.summary())
+    return out

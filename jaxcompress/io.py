@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -33,16 +33,21 @@ import numpy as np
 from jaxcompress.activations import get_activation
 from jaxcompress.mlp import Params, layer_sizes, validate_params
 
-__all__ = ["LoadedModel", "info_to_dict", "load", "load_npz", "save", "save_npz"]
+__all__ = ["LoadedModel", "info_to_dict", "load", "load_npz", "resolve_activation", "save",
+           "save_npz"]
 
 FORMAT = "jaxcompress"
 VERSION = 1
 _ZIP_MAGIC = b"PK\x03\x04"
 
 
-@dataclasses.dataclass(frozen=True)
-class LoadedModel:
-    """What :func:`load` returns: the params, the activation name, and the stored metadata."""
+class LoadedModel(NamedTuple):
+    """What :func:`load` returns: ``(params, activation, metadata)``, a named tuple.
+
+    Unpack it (``params, activation, metadata = jc.load(path)``), index it
+    (``jc.load(path)[0]``) or use the names (``.params``, ``.activation``, ``.metadata``,
+    ``.sizes``).
+    """
 
     params: Params
     activation: str
@@ -51,9 +56,6 @@ class LoadedModel:
     @property
     def sizes(self) -> list[int]:
         return layer_sizes(self.params)
-
-    def __iter__(self):  # allows ``params, activation, metadata = load(path)``
-        return iter((self.params, self.activation, self.metadata))
 
 
 def _digest(params: list[dict[str, np.ndarray]]) -> str:
@@ -89,6 +91,9 @@ def info_to_dict(info) -> dict[str, Any]:
         "layer_order": info.layer_order,
         "features": info.features,
         "selector": info.selector,
+        "coordinates": info.coordinates,
+        "error_estimate": (None if info.error_estimate is None
+                           else float(np.max(np.asarray(info.error_estimate)))),
         "layers": [
             {
                 "layer": li.layer,
@@ -218,6 +223,8 @@ def load_npz(path: str | os.PathLike, *, activation: str | None = None) -> Loade
 
     Format: arrays ``kernel_0`` ``(d_in, d_1)``, ``bias_0`` ``(d_1,)``, ``kernel_1``, ... for every
     layer in order, and optionally a 0-d string array ``activation``. Other keys are an error.
+    ``activation`` is needed when the file stores none; when it does, a different
+    ``activation`` is an error naming both.
     """
     try:
         with np.load(path, allow_pickle=False) as z:
@@ -233,7 +240,23 @@ def load_npz(path: str | os.PathLike, *, activation: str | None = None) -> Loade
     params = validate_params(
         [{"kernel": jnp.asarray(files[f"kernel_{i}"]), "bias": jnp.asarray(files[f"bias_{i}"])}
          for i in range(n)], where="load_npz")
-    act = activation or stored_act
-    if act is None:
-        raise ValueError(f"load_npz: {os.fspath(path)!r} stores no activation; pass activation=")
-    return LoadedModel(params=params, activation=get_activation(act).name, metadata={})
+    act = resolve_activation(stored_act, activation, f"load_npz: {os.fspath(path)!r}")
+    return LoadedModel(params=params, activation=act, metadata={})
+
+
+def resolve_activation(stored: str | None, given: str | None, where: str) -> str:
+    """The activation of a stored model: the stored name, or ``given`` when nothing is stored.
+
+    A ``given`` activation that differs from the stored one is an error naming both (never a
+    silent replacement: the parameters were trained with the stored one).
+    """
+    if stored is not None:
+        stored = get_activation(stored).name
+        if given is not None and get_activation(given).name != stored:
+            raise ValueError(f"{where} stores activation {stored!r}; the given activation "
+                             f"{get_activation(given).name!r} contradicts it (leave it out to "
+                             "use the stored one)")
+        return stored
+    if given is None:
+        raise ValueError(f"{where} stores no activation; pass activation=")
+    return get_activation(given).name

@@ -317,3 +317,123 @@ def test_sup_error_non_analytic_and_bad_samples(params) -> None:
 def test_bad_ball(kwargs, pattern: str) -> None:
     with pytest.raises(ValueError, match=pattern):
         jc.Ball(**kwargs)
+
+
+@pytest.mark.parametrize("radius", [0.0, -1.0, float("inf"), float("nan"), None, [1.0, 2.0]])
+def test_radius_must_be_finite_and_positive(params, radius) -> None:
+    # inf / nan used to return a network with error 0.23 (R = 1 gives 1e-6) without a word
+    with pytest.raises(ValueError, match="radius must be one finite positive number"):
+        jc.compress(params, activation="sigmoid", order=2, radius=radius)
+    if radius is not None and np.ndim(radius) == 0:
+        with pytest.raises(ValueError, match="radius must be one finite positive number"):
+            jc.Ball(2, radius)
+
+
+@pytest.mark.parametrize("rtol", [-1e-3, 1.0, float("nan"), True])
+def test_bad_rtol(params, rtol) -> None:
+    with pytest.raises(ValueError, match="rtol must be a number in"):
+        jc.compress(params, activation="sigmoid", order=2, rtol=rtol)
+
+
+def test_apply_names_the_input_size(params) -> None:
+    with pytest.raises(ValueError, match=r"x has shape \(5, 3\); expected \(\.\.\., 2\)"):
+        jc.apply(params, jnp.ones((5, 3)), activation="sigmoid")
+
+
+# --- files and the command line ------------------------------------------------------------------
+
+
+def test_load_returns_a_named_tuple(params, tmp_path) -> None:
+    path = tmp_path / "m.jcz"
+    jc.save(path, params, activation="tanh", metadata={"note": "x"})
+    loaded = jc.load(path)
+    p, act, meta = loaded
+    assert loaded[1] == act == loaded.activation == "tanh"
+    assert loaded[2]["note"] == "x" and loaded.sizes == [2, 6, 6, 1]
+    assert loaded._fields == ("params", "activation", "metadata")
+
+
+def test_a_stored_activation_is_never_replaced(params, tmp_path) -> None:
+    from jaxcompress import cli
+
+    npz = tmp_path / "sig.npz"
+    jc.save_npz(npz, params, activation="sigmoid")
+    with pytest.raises(ValueError, match="stores activation 'sigmoid'; the given activation "
+                                         "'tanh' contradicts it"):
+        jc.load_npz(npz, activation="tanh")
+    assert jc.load_npz(npz, activation="logistic").activation == "sigmoid"  # an alias: fine
+    jcz = tmp_path / "sig.jcz"
+    jc.save(jcz, params, activation="sigmoid")
+    for src in (npz, jcz):
+        for cmd in (["compress", str(src), "-o", str(tmp_path / "o.jcz"), "--order", "1"],
+                    ["certify", str(src), "--eps", "1e-3"]):
+            assert cli.main(cmd + ["--activation", "tanh"]) == 2
+
+
+def test_cli_checks_the_output_path_before_working(params, tmp_path, capsys) -> None:
+    from jaxcompress import cli
+
+    src = tmp_path / "t.jcz"
+    jc.save(src, params, activation="sigmoid")
+    t0 = time.perf_counter()
+    rc = cli.main(["compress", str(src), "-o", str(tmp_path / "missing" / "o.jcz"), "--order",
+                   "2"])
+    assert rc == 2 and time.perf_counter() - t0 < 5.0
+    err = capsys.readouterr().err
+    assert "output folder" in err and "does not exist" in err
+    assert cli.main(["compress", str(tmp_path / "nope.jcz"), "-o", str(tmp_path / "o.jcz"),
+                     "--order", "2"]) == 2
+
+
+def test_cli_order_search_reports_the_true_best_and_sound_advice(params) -> None:
+    from jaxcompress import cli
+
+    domain = jc.Ball(2, 1.0)
+    growing = iter([0.5, 0.1, 0.05, 0.2, 0.4, 0.8])  # best at k = 2, then growing with k
+    with pytest.raises(ValueError) as exc:
+        cli._order_search(params, "sigmoid", domain, 1e-3, 5, {}, lambda p: next(growing))
+    msg = str(exc.value)
+    assert "the best is 5.000e-02 at k = 2" in msg and "grows with k" in msg
+    assert "--method collocation" in msg and "raise --max-order" not in msg
+    falling = iter([0.5, 0.1, 0.05, 0.02])
+    with pytest.raises(ValueError, match=r"best is 2.000e-02 at k = 3; raise --max-order"):
+        cli._order_search(params, "sigmoid", domain, 1e-3, 3, {}, lambda p: next(falling))
+
+
+def test_cli_before_row_is_the_rounding_floor_and_help_shows_defaults(tmp_path, capsys) -> None:
+    from jaxcompress import cli
+
+    teacher = jc.init_mlp(jax.random.PRNGKey(1), [2, 30, 1])
+    src = tmp_path / "t.jcz"
+    jc.save(src, teacher, activation="sigmoid")
+    assert cli.main(["compress", str(src), "-o", str(tmp_path / "o.jcz"), "--order", "3",
+                     "--samples", "256"]) == 0
+    before = next(line for line in capsys.readouterr().out.splitlines()
+                  if line.strip().startswith("before"))
+    floor = float(before.split()[-1])
+    assert 0 < floor < 1e-13
+    with pytest.raises(SystemExit):
+        cli.main(["compress", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "(default: 1.0)" in out and "(default: 8192)" in out
+
+
+# --- Flax --------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(importlib.util.find_spec("flax") is None, reason="flax not installed")
+def test_flax_adapter_takes_domain_coordinates_and_dtype() -> None:
+    from flax import nnx
+
+    import jaxcompress.flax as jf
+
+    model = jf.MLP([2, 24, 24, 1], activation="tanh", rngs=nnx.Rngs(0))  # float32
+    box = jc.Box(jnp.array([-1.0, 0.0]), jnp.array([1.0, 0.5]))
+    with pytest.warns(UserWarning, match="pass dtype=jnp.float64"):
+        res = jf.compress_model(model, order=3, domain=box)
+    assert res.info.error_estimate is not None
+    res = jf.compress_model(model, order=3, coordinates="bottleneck", dtype=jnp.float64)
+    assert res.model.layers[0].kernel.dtype == jnp.float32  # the model keeps its dtype
+    assert "error estimate" in res.summary()
+    with pytest.raises(ValueError, match="either radius or domain"):
+        jf.compress_model(model, order=3, radius=0.5, domain=box, dtype=jnp.float64)

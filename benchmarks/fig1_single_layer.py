@@ -18,14 +18,15 @@ Should ``jc.sup_error``'s local search ever return a non-finite value (it did in
 rounding floor before commit 20b780c), the error is re-measured on the samples alone and the row
 says so (``sup_error_note``).
 
-``--rtol`` lists the rank thresholds to run: ``default`` is the library's default
-(``eps * max(D_k, width)``, numpy's matrix-rank tolerance) and ``10eps`` is ``10 * eps``. Both
-are run by default because in float32 the default threshold (2.4e-4 at width 2048) declares the
-small high-order Taylor rows rank deficient and truncates them, which leaves an error floor one
-order of magnitude above the paper's; ``10eps`` keeps them (see README "Reproducing the paper").
+``--rtol`` lists the rank thresholds to run (default: the library's, ``10 eps``; e.g.
+``--rtol default,1eps,1e-4``). Until the float32 issue the library's default was numpy's
+matrix-rank tolerance ``eps * max(D_k, width)`` (2.4e-4 at width 2048 in float32), which truncated
+the small high-order Taylor rows and left an error floor one order of magnitude above the paper's;
+``10 eps`` depends on the dtype only (``benchmarks/width_independence.py``).
 
 Output: ``<out>/fig1_single_layer_<platform>_<dtype>[_quick].{json,png}``: error vs k (log y),
-one panel per activation, one colour per radius, solid = library default rtol, dashed = 10 eps,
+one panel per activation, one colour per radius, solid = library default rtol, dashed = any
+further ``--rtol`` variant,
 grey band = rounding floors. The JSON holds every measurement, the settings, the device and
 load average, what the paper reports and our numbers for each of its claims.
 

@@ -18,10 +18,10 @@ Should ``jc.sup_error``'s local search ever return a non-finite value (it did in
 rounding floor before commit 20b780c), the error is re-measured on the samples alone and the row
 says so (``sup_error_note``).
 
-``--rtol`` lists the rank thresholds: ``default`` (the library's, ``eps * max(D_k, width)``) and
-``10eps`` (``10 * eps``), both by default in full mode: in float32 the default threshold (1.2e-4
-at width 1024) truncates the small high-order Taylor rows, which leaves a floor above the paper's
-(see README "Reproducing the paper").
+``--rtol`` lists the rank thresholds (default: the library's, ``10 eps``; e.g.
+``--rtol default,1e-4``). The library's earlier default, ``eps * max(D_k, width)`` (1.2e-4 at width
+1024 in float32), truncated the small high-order Taylor rows and left a floor above the paper's
+(``benchmarks/width_independence.py``).
 
 Output: ``<out>/fig2_deep_<platform>_<dtype>[_quick].{json,png}``: error vs width D_k (log y), one
 column per activation, one row per rtol variant, one colour per radius, solid = backward, dashed

@@ -1,12 +1,17 @@
 """jaxcompress: width-independent compression of deep analytic MLPs by derivative matching.
 
-A network is a plain params pytree (a list of Flax-``Dense``-layout layers). The core call is
+A network is a plain params pytree (a list of Flax-``Dense``-layout layers); a compression method
+is a value. The core call is
 
 >>> import jax, jaxcompress as jc
 >>> params = jc.init_mlp(jax.random.PRNGKey(0), [2, 64, 64, 1])
->>> small, info = jc.compress(params, activation="sigmoid", order=3)
+>>> small, info = jc.compress(params, jc.derivative_matching(3), activation="sigmoid",
+...                           domain=jc.Ball(2, 1.0))
 >>> jc.layer_sizes(small)
 [2, 10, 10, 1]
+
+and the paper's one-liner ``jc.compress(params, activation="sigmoid", order=3, radius=1.0)`` is
+shorthand for the same call.
 
 References:
   Wang, Wang & Ziyin (2026), "Width-Independent Compressibility of Deep Neural Networks".
@@ -26,13 +31,39 @@ from jaxcompress.certify import (
     compress_to_tolerance,
     register_bound_rule,
 )
-from jaxcompress.compress import CompressInfo, LayerInfo, compress, compress_layer, trim
+from jaxcompress.compression import CompressInfo, LayerInfo, compress, compress_layer, trim
 from jaxcompress.domains import Ball, Box, Parameterization
-from jaxcompress.evaluate import sup_error
-from jaxcompress.features import derivative_features, point_features
+from jaxcompress.evaluate import error_estimate, sup_error
+from jaxcompress.features import (
+    CollocationFeatures,
+    DataFeatures,
+    DerivativeFeatures,
+    LayerFeatures,
+    derivative_features,
+    point_features,
+)
 from jaxcompress.io import LoadedModel, load, load_npz, save, save_npz
+from jaxcompress.methods import (
+    BestOf,
+    Method,
+    best_of,
+    collocation,
+    data_matching,
+    derivative_matching,
+)
 from jaxcompress.mlp import apply, init_mlp, layer_sizes, num_params, validate_params
-from jaxcompress.select import Selection, greedy_pivoted_qr, select_columns
+from jaxcompress.select import (
+    OMP,
+    Exhaustive,
+    GreedyGS,
+    MaxVol,
+    PivotedQR,
+    RandomChoice,
+    Selection,
+    WeightNorm,
+    greedy_pivoted_qr,
+    select_columns,
+)
 from jaxcompress.taylor import monomials, num_monomials
 
 __version__ = "0.1.0"
@@ -40,21 +71,39 @@ __version__ = "0.1.0"
 __all__ = [
     "Activation",
     "Ball",
+    "BestOf",
     "BoundRule",
     "Box",
     "Certificate",
+    "CollocationFeatures",
     "CompressInfo",
+    "DataFeatures",
+    "DerivativeFeatures",
+    "Exhaustive",
+    "GreedyGS",
+    "LayerFeatures",
     "LayerInfo",
     "LoadedModel",
+    "MaxVol",
+    "Method",
+    "OMP",
     "Parameterization",
+    "PivotedQR",
+    "RandomChoice",
     "Selection",
     "ToleranceResult",
+    "WeightNorm",
     "apply",
+    "best_of",
     "certify",
+    "collocation",
     "compress",
     "compress_layer",
     "compress_to_tolerance",
+    "data_matching",
     "derivative_features",
+    "derivative_matching",
+    "error_estimate",
     "get_activation",
     "greedy_pivoted_qr",
     "init_mlp",

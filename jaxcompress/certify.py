@@ -171,10 +171,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress.activations import Activation, get_activation
-from jaxcompress.compress import CompressInfo, compress_layer
+from jaxcompress.compression import CompressInfo, compress_layer
 from jaxcompress.evaluate import sup_error
-from jaxcompress.features import derivative_features
+from jaxcompress.features import LayerFeatures, derivative_features
 from jaxcompress.mlp import Params, layer_sizes, num_params, validate_params
+from jaxcompress.select import MaxVol, as_selector
 from jaxcompress.taylor import monomials, num_monomials
 
 __all__ = [
@@ -1467,16 +1468,13 @@ class _Compressor:
             d_k = num_monomials(self.d, k)
             z = self.features(k)[l - 1][:d_k]
             width = min(d_k, self.widths[l - 1])
-            # a stand-in incoming layer: the compilation then depends only on (d_l, d_{l+1},
-            # D_k, width), shared by every hidden layer of the same shape
-            stand_in = {"kernel": np.zeros((1, z.shape[1]), self.dtype),
-                        "bias": self.params[l - 1]["bias"]}
-            kout, li = _select_jit(
-                (stand_in, self.params[l]), z, np.asarray(self.radius, self.dtype),
-                monomials(self.d, k).sum(axis=1), width=width, selector=self.selector,
-                delta=self.delta)
-            self.cache[key] = (np.asarray(li.kept), np.asarray(kout),
-                               dataclasses.replace(li, layer=l), np.asarray(z))
+            scale = np.asarray(self.radius, self.dtype) ** monomials(self.d, k).sum(axis=1)
+            sel = MaxVol(delta=self.delta) if self.selector == "maxvol" else as_selector(
+                self.selector)
+            kout, li = _select_jit(z, jnp.asarray(scale, self.dtype), self.params[l]["kernel"],
+                                   width=width, selector=sel, layer=l, order=k,
+                                   coord_dim=self.d)
+            self.cache[key] = (np.asarray(li.kept), np.asarray(kout), li, np.asarray(z))
         return self.cache[key]
 
     def padded(self, orders: dict[int, int]) -> Params:
@@ -1505,22 +1503,22 @@ class _Compressor:
             zn = z.astype(np.float64)
             resid = np.max(np.abs(zn[:, kept] @ new[l]["kernel"].astype(np.float64)
                                   - zn @ v.astype(np.float64)))
-            k = orders[l - 1]
-            infos.append(dataclasses.replace(
-                li, residual=jnp.asarray(resid, self.dtype), layer=l, order=k,
-                num_features=num_monomials(self.d, k), num_rows=int(z.shape[0]),
-                coord_dim=self.d))
+            infos.append(dataclasses.replace(li, residual=jnp.asarray(resid, self.dtype)))
         info = CompressInfo(layers=tuple(infos), activation=self.act, layer_order="backward",
-                            features="taylor", selector=self.selector, coordinates="input")
+                            features="taylor", selector=self.selector, coordinates="input",
+                            method=f"derivative_matching(order={tuple(orders)}, "
+                                   f"selector={self.selector}, backward)")
         return [{key: jnp.asarray(v) for key, v in layer.items()} for layer in new], info
 
 
-@functools.partial(jax.jit, static_argnames=("width", "selector", "delta"))
-def _select_jit(pair, z, radius, degrees, *, width, selector, delta):
-    """:func:`compress_layer` on the two layers around one hidden layer, compiled."""
-    new, li = compress_layer(list(pair), 1, z, width=width, selector=selector, radius=radius,
-                             degrees=degrees, delta=delta)
-    return new[1]["kernel"], li
+@functools.partial(jax.jit, static_argnames=("width", "selector", "layer", "order",
+                                             "coord_dim"))
+def _select_jit(z, scale, out_kernel, *, width, selector, layer, order, coord_dim):
+    """:func:`compress_layer` on one hidden layer's derivative features, compiled."""
+    feats = LayerFeatures(z=z, scale=scale, layer=layer, order=order, num_features=z.shape[0],
+                          coord_dim=coord_dim)
+    _, kernel, li = compress_layer(feats, out_kernel, width, selector)
+    return kernel, li
 
 
 #: Memory cap of the extra-order Taylor pass of the a posteriori certificate.

@@ -57,7 +57,8 @@ def _demo(args: argparse.Namespace) -> int:
     key = jax.random.PRNGKey(args.seed + 1)
     for k in range(args.kmin, args.kmax + 1):
         t0 = time.perf_counter()
-        small, info = jc.compress(params, activation=args.activation, order=k, radius=args.radius)
+        small, info = jc.compress(params, jc.derivative_matching(k), activation=args.activation,
+                                  domain=domain)
         jax.block_until_ready(small)
         secs = time.perf_counter() - t0
         err = float(jc.sup_error(params, small, activation=args.activation, domain=domain,
@@ -80,11 +81,19 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-#: ``--method`` of ``jaxcompress compress``: the options of :func:`jaxcompress.compress`.
-METHODS = {
-    "derivative": {},
-    "collocation": {"features": "collocation", "selector": "omp", "layer_order": "forward"},
-}
+def _method(name: str, order: int):
+    """The method ``--method name`` at order ``k``."""
+    import jaxcompress as jc
+
+    if name == "derivative":
+        return jc.derivative_matching(order)
+    if name == "collocation":
+        return jc.collocation(order)
+    return jc.best_of(jc.derivative_matching(order), jc.collocation(order))
+
+
+#: ``--method`` of ``jaxcompress compress``.
+METHODS = ("best", "derivative", "collocation")
 
 
 def _check_output_path(path: str) -> None:
@@ -112,7 +121,7 @@ def _load_model(path: str, activation: str | None):
     return model
 
 
-def _order_search(params, act: str, domain, eps: float, max_order: int, kwargs: dict,
+def _order_search(params, act: str, domain, eps: float, max_order: int, method: str,
                   measure) -> tuple:
     """Smallest uniform order whose measured sup error is ``<= eps``, with progress lines.
 
@@ -124,11 +133,11 @@ def _order_search(params, act: str, domain, eps: float, max_order: int, kwargs: 
 
     errs = []
     for order in range(0, max_order + 1):
-        small, info = jc.compress(params, activation=act, order=order, domain=domain, **kwargs)
+        small, info = jc.compress(params, _method(method, order), activation=act, domain=domain)
         err = measure(small)
         errs.append(err)
         print(f"# k={order}: width {info.layers[0].width_out}, sup error {err:.3e} "
-              f"(estimate {float(info.error_estimate):.3e})", flush=True)
+              f"(estimate {float(info.error_estimate):.3e}){_winner(info)}", flush=True)
         if err <= eps:
             return small, info, order, err
     best = min(range(len(errs)), key=errs.__getitem__)
@@ -138,7 +147,7 @@ def _order_search(params, act: str, domain, eps: float, max_order: int, kwargs: 
         hint = (" and the error grows with k beyond it, so a higher --max-order will not help: "
                 "the network is not analytic enough on this domain for matching at one point "
                 "(see `jaxcompress certify`)")
-        if not kwargs:
+        if method == "derivative":
             hint += "; try --method collocation (fits on Sobol points of the domain)"
         msg += hint + ", or a larger --eps"
     else:
@@ -165,21 +174,19 @@ def _compress_cmd(args: argparse.Namespace) -> int:
     dtype = params[0]["kernel"].dtype
     _print_env(str(dtype))
     key = jax.random.PRNGKey(args.seed)
-    kwargs = METHODS[args.method]
-
     def measure(p):
         return float(jc.sup_error(params, p, activation=act, domain=domain, key=key,
                                   n_samples=args.samples))
 
     t0 = time.perf_counter()
     if args.order is not None:
-        small, info = jc.compress(params, activation=act, order=args.order, domain=domain,
-                                  **kwargs)
+        small, info = jc.compress(params, _method(args.method, args.order), activation=act,
+                                  domain=domain)
         err = measure(small)
         order = args.order
     else:
         small, info, order, err = _order_search(params, act, domain, args.eps, args.max_order,
-                                                kwargs, measure)
+                                                args.method, measure)
     small = jc.trim(small, info)
     secs = time.perf_counter() - t0
     # the smallest error measurable in this dtype: the teacher against itself, summed in another
@@ -192,7 +199,7 @@ def _compress_cmd(args: argparse.Namespace) -> int:
     print(f"{'after':>10} {str(jc.layer_sizes(small)):>32} {n1:>12,} {err:>11.3e}")
     print(f"# before: the teacher against itself with its neurons summed in another order (the "
           f"rounding floor of {dtype})")
-    print(f"# method {args.method}, order {order}, radius {args.radius}, reduction "
+    print(f"# method {args.method}{_winner(info)}, order {order}, radius {args.radius}, reduction "
           f"{n0 / n1:.1f}x, {secs:.2f} s (compression and error measurement, including "
           "compilation)")
     meta = dict(model.metadata)
@@ -202,6 +209,13 @@ def _compress_cmd(args: argparse.Namespace) -> int:
     jc.save(args.output, small, activation=act, metadata=meta, info=info)
     print(f"# wrote {args.output}")
     return 0
+
+
+def _winner(info) -> str:
+    """``" (won: derivative_matching)"`` for a best-of result, else ``""``."""
+    if info.choice is None:
+        return ""
+    return f" (won: {info.candidates[int(info.choice)].split('(')[0]})"
 
 
 def _permuted(params):
@@ -289,10 +303,11 @@ def main(argv: list[str] | None = None) -> int:
     comp.add_argument("--radius", type=float, default=1.0, help="radius of the input ball")
     comp.add_argument("--order", type=int, help="Taylor order k")
     comp.add_argument("--eps", type=float, help="target sup error (picks the smallest k)")
-    comp.add_argument("--method", choices=sorted(METHODS), default="derivative",
+    comp.add_argument("--method", choices=METHODS, default="best",
                       help="derivative: the paper's derivative matching at the centre; "
                       "collocation: selection and re-fit on Sobol points of the ball, forward "
-                      "order (better on trained networks)")
+                      "order (better on trained networks); best: both, keeping the one with the "
+                      "smaller error on fixed Sobol points of the ball")
     comp.add_argument("--max-order", type=int, default=12, help="largest k tried with --eps")
     comp.add_argument("--samples", type=int, default=8192,
                       help="uniform samples of the sup-error measurement")

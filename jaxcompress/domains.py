@@ -31,7 +31,8 @@ import numpy as np
 
 from jaxcompress._sobol import SOBOL_MAX_DIM, sobol
 
-__all__ = ["NODE_KINDS", "Ball", "Box", "Parameterization"]
+__all__ = ["DOMAIN_TYPES", "NODE_KINDS", "Ball", "Box", "Parameterization", "check_domain",
+           "check_radius", "domain_center"]
 
 #: Collocation node families: ``"sobol"`` (every domain), ``"chebyshev"`` and
 #: ``"chebyshev_grid"`` (boxes only; see :meth:`Box.nodes`).
@@ -295,10 +296,11 @@ class Box:
 class Parameterization:
     """An input domain given as the image ``Omega = iota(U)`` of an analytic map.
 
-    The paper's effective-input-dimension corollary: when every input of interest is
-    ``x = iota(u)`` with ``u`` in an ``m``-dimensional domain ``U`` (``m < d_in``) and ``iota``
-    analytic, the network restricted to ``Omega`` is an analytic function of ``u``, and matching
-    its Taylor coefficients in ``u`` needs only ``D_k = C(m + k, m)`` features per neuron.
+    The paper's effective-input-dimension corollary ("exact analytic parameterization"): when
+    every input of interest is ``x = iota(u)`` with ``u`` in an ``m``-dimensional domain ``U``
+    (``m < d_in``) and ``iota`` analytic, the network restricted to ``Omega`` is an analytic
+    function of ``u``, and matching its Taylor coefficients in ``u`` needs only
+    ``D_k = C(m + k, m)`` features per neuron.
 
     Args:
       fn: ``iota``, a JAX-traceable function mapping ``(m,)`` to ``(d_in,)`` (used under
@@ -308,7 +310,10 @@ class Parameterization:
       domain: the parameter domain ``U`` (a :class:`Ball` or :class:`Box` of dimension ``m``);
         its centre is the expansion point and its radius scales the features.
 
-    Use as ``compress(..., coordinates=Parameterization(iota, U))``.
+    Use it as the domain of a compression: ``jc.compress(params, method, activation=...,
+    domain=Parameterization(iota, U))``. Its :attr:`center`, :attr:`radius` and :attr:`dim` are
+    those of ``U`` (the coordinates the features are taken in); :meth:`nodes` and :meth:`sobol`
+    return ``iota`` of ``U``'s points, i.e. points of ``Omega``.
     """
 
     fn: object
@@ -317,14 +322,60 @@ class Parameterization:
     def __post_init__(self):
         if not callable(self.fn):
             raise TypeError(f"Parameterization: fn must be callable, got {type(self.fn).__name__}")
-        dom = self.domain
-        if not all(hasattr(dom, a) for a in ("dim", "radius", "center", "nodes")):
+        if not isinstance(self.domain, (Ball, Box)):
             raise TypeError(
-                "Parameterization: domain must be a jaxcompress domain (Ball or Box), got "
-                f"{type(dom).__name__}"
+                "Parameterization: domain must be a jaxcompress.Ball or jaxcompress.Box, got "
+                f"{type(self.domain).__name__}"
             )
 
     @property
     def dim(self) -> int:
         """``m``, the dimension of the parameter domain."""
         return self.domain.dim
+
+    @property
+    def center(self):
+        """The expansion point in ``u``: the centre of ``U``."""
+        return self.domain.center
+
+    @property
+    def radius(self):
+        """The radius of ``U`` (it scales the features, which are taken in ``u``)."""
+        return self.domain.radius
+
+    def input_dim(self, dtype=None) -> int:
+        """``d_in``: the size of ``iota``'s output (by :func:`jax.eval_shape`)."""
+        dtype = jnp.zeros(()).dtype if dtype is None else dtype
+        try:
+            shape = jax.eval_shape(self.fn, jax.ShapeDtypeStruct((self.dim,), dtype)).shape
+        except Exception as exc:  # noqa: BLE001 - report the user's function failing
+            raise ValueError(f"Parameterization: fn failed on an input of shape ({self.dim},): "
+                             f"{exc}") from exc
+        if len(shape) != 1:
+            raise ValueError(f"Parameterization: fn maps ({self.dim},) to {shape}; expected a "
+                             "vector (d_in,)")
+        return int(shape[0])
+
+    def nodes(self, n: int, kind: str = "sobol", dtype=None) -> jax.Array:
+        """``iota`` of ``U``'s collocation nodes: ``n`` points of ``Omega``, shape ``(n, d_in)``."""
+        return jax.vmap(self.fn)(self.domain.nodes(n, kind, dtype))
+
+    def sobol(self, n: int, *, skip: int = 0, dtype=None) -> jax.Array:
+        """``iota`` of ``U``'s Sobol points ``skip .. skip + n - 1``."""
+        return jax.vmap(self.fn)(self.domain.sobol(n, skip=skip, dtype=dtype))
+
+
+DOMAIN_TYPES = (Ball, Box, Parameterization)
+
+
+def check_domain(domain, d_in: int, where: str, dtype=None) -> None:
+    """Refuse anything but a :class:`Ball`, :class:`Box` or :class:`Parameterization` of inputs of
+    size ``d_in`` (the one place that decides what a domain is)."""
+    if not isinstance(domain, DOMAIN_TYPES):
+        raise TypeError(f"{where}: domain must be a jaxcompress.Ball, jaxcompress.Box or "
+                        f"jaxcompress.Parameterization, got {type(domain).__name__}")
+    size = domain.input_dim(dtype) if isinstance(domain, Parameterization) else domain.dim
+    if size != d_in:
+        what = "maps to inputs of size" if isinstance(domain, Parameterization) else "has dim"
+        raise ValueError(f"{where}: the domain {what} {size}; the network takes inputs of size "
+                         f"{d_in}")

@@ -19,7 +19,6 @@ import jax
 import jax.numpy as jnp
 
 from jaxcompress.activations import get_activation
-from jaxcompress.domains import Parameterization
 from jaxcompress.mlp import Params, apply, validate_params
 
 __all__ = ["ERROR_POINTS", "ERROR_SKIP", "error_estimate", "error_points", "sup_error"]
@@ -41,9 +40,6 @@ def error_points(domain, n: int = ERROR_POINTS, dtype=None) -> jax.Array:
     ``(iota, U)`` the images ``iota(u)`` of those points of ``U``. Deterministic; the domain's
     numbers may be traced.
     """
-    if isinstance(domain, Parameterization):
-        u = domain.domain.sobol(int(n), skip=ERROR_SKIP, dtype=dtype)
-        return jax.vmap(domain.fn)(u)
     return domain.sobol(int(n), skip=ERROR_SKIP, dtype=dtype)
 
 

@@ -1,12 +1,13 @@
-"""Derivative features of every hidden neuron: three interchangeable backends.
+"""Features of every hidden neuron: derivative backends, point features, and feature maps.
 
-For hidden layer ``l`` the feature matrix is ``Z_l in R^{D_k x d_l}``,
+For hidden layer ``l`` the derivative feature matrix is ``Z_l in R^{D_k x d_l}``,
 
 .. math:: (Z_l)_{\\alpha i} = \\frac{1}{\\alpha!}\\,\\partial_x^{\\alpha} h^{(l)}_i(x_0),
           \\qquad |\\alpha| \\le k,
 
-rows ordered as :func:`jaxcompress.monomials` (DESIGN section 1: ``Phi(w_i)`` stacked over the
-neurons, written with Taylor coefficients). Backends:
+rows ordered as :func:`jaxcompress.monomials`: the paper's ``Phi(w_i)`` (Eq. 18) stacked over the
+neurons (Eq. 19), written with Taylor coefficients (divided by ``alpha!``). Backends of
+:func:`derivative_features`:
 
 ``"taylor"`` (default)
     Multivariate truncated-Taylor propagation (:mod:`jaxcompress.taylor`): one forward pass for
@@ -20,28 +21,40 @@ neurons, written with Taylor coefficients). Backends:
 ``"jacfwd"``
     Nested :func:`jax.jacfwd`, ``k`` deep. Obviously right, slow to compile: the reference.
 
-Beyond derivatives at one point (the feature kinds of ``compress(features=...)``,
-:data:`FEATURE_KINDS`):
+:func:`point_features` are activations at points, ``Z[p, i] = h_i^(l)(x_p)``.
 
-``"taylor_multi"`` (:func:`multi_center_features`)
-    Taylor coefficients at several expansion centres ``c_1..c_J`` stacked, ``J D_k`` rows:
-    ``Z[(j, alpha), i] = d^alpha h_i(c_j) / alpha!``. Matching them by least squares is a
-    Hermite-type fit that does not need holomorphy on a ball around a single centre.
-``"collocation"`` / ``"data"`` (:func:`point_features`)
-    Activations at points: ``Z[p, i] = h_i^(l)(x_p)``, one row per point. ``"collocation"`` uses
-    ``N = oversample * D_k`` quasi-random nodes of the (known) domain, no data needed;
-    ``"data"`` uses user inputs (the interpolative decomposition of Chee et al. 2022). Selecting
-    columns of ``Z`` and solving ``Z_K C ~= Z`` by least squares minimises the discrete
-    ``L^2`` error of the next layer's pre-activation over the points, which stays meaningful
-    when the network is not holomorphic on a ball around the domain (trained teachers,
-    DESIGN section 3).
+**Feature maps** are what :func:`jaxcompress.compress` uses: small frozen objects that validate
+their own fields, registered as pytrees (arrays such as centres or data traced, settings static),
+called as ``feature_map(params, layers, activation=, domain=) -> {l: LayerFeatures}``:
+
+:class:`DerivativeFeatures`
+    derivative features at the domain's centre (the paper's derivative matching), rows scaled by
+    ``R^|alpha|`` for selection; optionally at several centres (``J D_k`` rows, a Hermite-type
+    least-squares fit, ours) and in bottleneck coordinates (the paper's architectural bottleneck
+    corollary).
+:class:`CollocationFeatures` (ours, data-free)
+    activations at ``N = oversample * D_k`` quasi-random nodes of the (known) domain. Selecting
+    columns and solving ``Z_K C ~= Z`` by least squares minimises the discrete ``L^2`` error of
+    the next layer's pre-activation over the nodes, which stays meaningful when the network is
+    not holomorphic on a ball around the domain (trained teachers, DESIGN section 3).
+:class:`DataFeatures`
+    the same on user inputs (the interpolative decomposition of Chee et al. 2022).
+
+A user-written feature map is any hashable object (or registered pytree) with a ``name``, a
+``num_features(sizes, domain)`` giving ``D_k`` per hidden layer (the default widths are
+``min(D_k, d_l)``) and ``__call__(params, layers, *, activation, domain)`` returning a
+:class:`LayerFeatures` per requested layer; optional are ``refit`` (``True``: forward order
+re-fits each layer to the teacher's next pre-activation at the same rows) and
+``check(sizes, dtype, domain, where)`` (eager validation).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -49,6 +62,7 @@ import numpy as np
 from jax.experimental import jet as _jet
 
 from jaxcompress.activations import Activation, get_activation
+from jaxcompress.domains import NODE_KINDS, Box, Parameterization, domain_center
 from jaxcompress.mlp import (
     HIGHEST,
     Params,
@@ -58,32 +72,34 @@ from jaxcompress.mlp import (
     validate_params,
 )
 from jaxcompress.taylor import (
+    MAX_FEATURE_BYTES,
     check_feature_budget,
-    compose,
+    input_polynomial,
     monomials,
     num_monomials,
+    propagate_polynomial,
     taylor_features,
 )
 
 __all__ = [
     "BACKENDS",
-    "FEATURE_KINDS",
-    "POINT_FEATURES",
+    "CollocationFeatures",
+    "DataFeatures",
+    "DerivativeFeatures",
+    "LayerFeatures",
     "bottleneck_sources",
     "default_centers",
     "derivative_features",
-    "multi_center_features",
     "parameterization_polynomial",
     "point_features",
     "propagate_polynomial",
 ]
 
 BACKENDS = ("taylor", "jet", "jacfwd")
-#: Feature kinds evaluated at points (one row per point; no radius row scaling).
-POINT_FEATURES = ("collocation", "data")
-#: Everything ``compress(features=...)`` accepts: derivative backends, multi-centre Taylor
-#: features, and point features.
-FEATURE_KINDS = BACKENDS + ("taylor_multi",) + POINT_FEATURES
+COORDINATES = ("input", "bottleneck")
+
+#: Points used to estimate the radius of an earlier layer's image (the bottleneck corollary).
+BOTTLENECK_RADIUS_POINTS = 1024
 
 
 def _hidden_map(params: Params, act: Activation, n_hidden: int, *, use_jet_fn: bool = False):
@@ -95,7 +111,7 @@ def _hidden_map(params: Params, act: Activation, n_hidden: int, *, use_jet_fn: b
         for layer in params[:n_hidden]:
             h = fn(_dense(h, layer))
             outs.append(h)
-        return tuple(outs)
+        return jnp.concatenate(outs, axis=-1)
 
     return f
 
@@ -130,32 +146,38 @@ def _directions(d: int, k: int) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     return v, tuple(solvers)
 
 
-def _jet_features(params: Params, act: Activation, order: int, center: jax.Array) -> list:
-    n_hidden = len(params) - 1
-    d = center.shape[0]
-    f = _hidden_map(params, act, n_hidden, use_jet_fn=True)
-    v_np, solvers = _directions(d, order)
+def _monomial_taylor_of(fn, center: jax.Array, order: int) -> jax.Array:
+    """Taylor coefficients ``(D_k, n_out)`` of ``fn: (m,) -> (n_out,)`` at ``center`` by jet.
+
+    The univariate series along the fixed directions of :func:`_directions` come from
+    :func:`jax.experimental.jet.jet` under :func:`jax.vmap`; the multivariate coefficients of
+    each degree are recovered by least squares.
+    """
+    m = center.shape[0]
+    v_np, solvers = _directions(m, order)
     v = jnp.asarray(v_np, center.dtype)
+    y0 = fn(center)
 
     def along(direction):
-        y0 = f(center)
         if order == 0:
-            return [y[None] for y in y0]
+            return y0[None]
         terms = (direction,) + (jnp.zeros_like(direction),) * (order - 1)
-        y, ys = _jet.jet(f, (center,), (terms,))
-        # jet returns derivatives in t; the Taylor coefficient of t^j is the j-th term / j!.
-        return [
-            jnp.stack([y[i]] + [ys[i][j] / math.factorial(j + 1) for j in range(order)])
-            for i in range(n_hidden)
-        ]
+        _, ys = _jet.jet(fn, (center,), (terms,))
+        # jet returns derivatives in t; the Taylor coefficient of t^j is the j-th term / j!
+        return jnp.stack([y0] + [ys[j] / math.factorial(j + 1) for j in range(order)])
 
-    series = jax.vmap(along)(v)  # per layer: (n_dir, k + 1, d_l)
-    feats = []
-    for s in series:
-        rows = [jnp.matmul(jnp.asarray(solvers[j], s.dtype), s[:, j, :],
-                           precision=jax.lax.Precision.HIGHEST) for j in range(order + 1)]
-        feats.append(jnp.concatenate(rows, axis=0))
-    return feats
+    series = jax.vmap(along)(v)  # (n_dir, k + 1, n_out)
+    rows = [jnp.matmul(jnp.asarray(solvers[j], series.dtype), series[:, j, :], precision=HIGHEST)
+            for j in range(order + 1)]
+    return jnp.concatenate(rows, axis=0)
+
+
+def _jet_features(params: Params, act: Activation, order: int, center: jax.Array) -> list:
+    n_hidden = len(params) - 1
+    widths = [layer["kernel"].shape[1] for layer in params[:n_hidden]]
+    feats = _monomial_taylor_of(_hidden_map(params, act, n_hidden, use_jet_fn=True), center,
+                                order)
+    return list(jnp.split(feats, np.cumsum(widths)[:-1], axis=1))
 
 
 def _jacfwd_features(params: Params, act: Activation, order: int, center: jax.Array) -> list:
@@ -164,7 +186,12 @@ def _jacfwd_features(params: Params, act: Activation, order: int, center: jax.Ar
     mons = monomials(d, order)
     deg = mons.sum(axis=1)
     fact = np.prod([[math.factorial(int(a)) for a in m] for m in mons], axis=1)
-    g = _hidden_map(params, act, n_hidden)
+    widths = [layer["kernel"].shape[1] for layer in params[:n_hidden]]
+    cat = _hidden_map(params, act, n_hidden)
+
+    def g(x):
+        return tuple(jnp.split(cat(x), np.cumsum(widths)[:-1], axis=-1))
+
     derivs = [g(center)]
     h = g
     for _ in range(order):
@@ -260,84 +287,16 @@ def point_features(
     return hidden_activations(sub, x, activation=act)
 
 
-def propagate_polynomial(
-    p: jax.Array, layers: Params, *, activation: str | Activation, order: int, num_vars: int
-) -> list[jax.Array]:
-    """Push the coefficient array ``p`` through hidden ``layers`` (each ``dense -> activation``).
-
-    ``p`` is ``(C(m + k, m), width)``: a polynomial in ``m = num_vars`` variables truncated at
-    order ``k``, e.g. the input expansion ``x0 + t`` (derivative features), an earlier narrow
-    layer's activations in their own coordinates (the bottleneck corollary) or an analytic
-    parameterisation ``iota(u0 + t)``. Returns every layer's coefficient array: the
-    generalisation of :func:`jaxcompress.taylor.taylor_features` to any starting polynomial.
-    """
-    act = get_activation(activation)
-    feats = []
-    for layer in layers:
-        u = jnp.matmul(p, layer["kernel"], precision=HIGHEST).at[0].add(layer["bias"])
-        p = compose(act.series(u[0], order), u, num_vars, order)
-        feats.append(p)
-    return feats
-
-
-def _monomial_taylor_of(fn, center: jax.Array, order: int) -> jax.Array:
-    """Taylor coefficients ``(D_k, n_out)`` of ``fn: (m,) -> (n_out,)`` at ``center`` (jet)."""
-    m = center.shape[0]
-    v_np, solvers = _directions(m, order)
-    v = jnp.asarray(v_np, center.dtype)
-    y0 = fn(center)
-
-    def along(direction):
-        if order == 0:
-            return y0[None]
-        terms = (direction,) + (jnp.zeros_like(direction),) * (order - 1)
-        _, ys = _jet.jet(fn, (center,), (terms,))
-        return jnp.stack([y0] + [ys[j] / math.factorial(j + 1) for j in range(order)])
-
-    series = jax.vmap(along)(v)  # (n_dir, k + 1, n_out)
-    rows = [jnp.matmul(jnp.asarray(solvers[j], series.dtype), series[:, j, :], precision=HIGHEST)
-            for j in range(order + 1)]
-    return jnp.concatenate(rows, axis=0)
-
-
 def parameterization_polynomial(fn, center: jax.Array, order: int) -> jax.Array:
     """Coefficient array ``(C(m + k, m), d_in)`` of ``u -> iota(u0 + u)`` truncated at order k.
 
-    ``iota = fn`` maps ``(m,)`` to ``(d_in,)``; its univariate Taylor series along fixed
-    directions come from :func:`jax.experimental.jet.jet` and the multivariate coefficients are
-    recovered per degree by least squares (as in the ``"jet"`` backend). Feeding this array to
-    the network's Taylor pass gives the derivative features of ``h^(l)(iota(u))`` in ``u``: the
-    paper's effective-input-dimension corollary (``D_k = C(m + k, m)`` instead of
-    ``C(d_in + k, d_in)``).
+    ``iota = fn`` maps ``(m,)`` to ``(d_in,)``; its multivariate Taylor coefficients come from
+    :func:`jax.experimental.jet.jet` along fixed directions, recovered per degree by least squares
+    (as in the ``"jet"`` backend). Feeding this array to the network's Taylor pass gives the
+    derivative features of ``h^(l)(iota(u))`` in ``u``: the paper's effective-input-dimension
+    corollary (``D_k = C(m + k, m)`` instead of ``C(d_in + k, d_in)``).
     """
     return _monomial_taylor_of(fn, center, order)
-
-
-def multi_center_features(
-    params: Params,
-    *,
-    activation: str | Activation,
-    order: int,
-    centers: jax.Array,
-) -> list[jax.Array]:
-    """Taylor-coefficient features at several centres, stacked: ``(J D_k, d_l)`` per layer.
-
-    Row ``j D_k + a`` of ``Z_l`` is ``d^alpha h^(l)(c_j) / alpha!`` with
-    ``alpha = monomials(d_in, k)[a]``. Centres are ``(J, d_in)``; the Taylor pass is vmapped
-    over them.
-    """
-    act = get_activation(activation)
-    params = validate_params(params, where="multi_center_features")
-    order = _check_order(order, "multi_center_features")
-    centers = jnp.asarray(centers, jnp.result_type(params[0]["kernel"]))
-    d = params[0]["kernel"].shape[0]
-    if centers.ndim != 2 or centers.shape[1] != d:
-        raise ValueError(
-            f"multi_center_features: centers has shape {centers.shape}; expected (J, {d})"
-        )
-    feats = jax.vmap(lambda c: taylor_features(params, activation=act, order=order, center=c))(
-        centers)
-    return [z.reshape(-1, z.shape[-1]) for z in feats]
 
 
 def default_centers(center: jax.Array, half_width: jax.Array) -> jax.Array:
@@ -370,3 +329,373 @@ def bottleneck_sources(sizes) -> tuple[int, ...]:
         if sizes[l] < sizes[best] or (best != 0 and sizes[l] == sizes[best]):
             best = l
     return tuple(out)
+
+
+# ------------------------------------------------------------------------------------------------
+# Feature maps: what compress uses
+# ------------------------------------------------------------------------------------------------
+
+
+class LayerFeatures(NamedTuple):
+    """One hidden layer's feature matrix and its description (what a feature map returns).
+
+    Attributes:
+      z: ``(rows, d_l)`` features, one column per neuron.
+      scale: ``(rows,)`` row weights applied before selection (``R^|alpha|`` for derivative
+        features), or ``None``.
+      layer: the hidden layer, 1-based as in the paper.
+      order: the truncation order ``k``.
+      num_features: ``D_k = C(m + k, m)``.
+      coord_dim: ``m``, the number of coordinates the features are taken in.
+    """
+
+    z: jax.Array
+    scale: jax.Array | None
+    layer: int
+    order: int
+    num_features: int
+    coord_dim: int
+
+
+def _orders(order, n_hidden: int, where: str, *, prefix: bool = False) -> tuple[int, ...]:
+    """Per-layer orders of a network with ``n_hidden`` hidden layers (``prefix``: of its first
+    ``n_hidden`` layers, as the forward driver asks for a truncated network)."""
+    if isinstance(order, tuple):
+        if len(order) != n_hidden and not (prefix and len(order) > n_hidden):
+            raise ValueError(f"{where}: order has {len(order)} entries; expected one per hidden "
+                             f"layer ({n_hidden})")
+        return order[:n_hidden]
+    return (order,) * n_hidden
+
+
+def _as_order(order, where: str):
+    """An int, or a tuple of ints for per-layer orders (hashable: part of the configuration)."""
+    if isinstance(order, (list, tuple)):
+        if not order:
+            raise ValueError(f"{where}: order is an empty sequence")
+        return tuple(_check_order(o, where) for o in order)
+    return _check_order(order, where)
+
+
+def _check_coordinates(coordinates, where: str) -> str:
+    coordinates = "input" if coordinates is None else coordinates
+    if coordinates not in COORDINATES:
+        raise ValueError(f"{where}: coordinates must be None, 'input' or 'bottleneck' (an "
+                         "analytic parameterisation of the input is a domain: "
+                         f"domain=jc.Parameterization(iota, U)), got {coordinates!r}")
+    return coordinates
+
+
+def _sources(coordinates: str, sizes, domain) -> tuple[int, ...]:
+    """Per hidden layer: 0 the input, j >= 1 hidden layer j (bottleneck), -1 ``iota(u)``."""
+    n_hidden = len(sizes) - 2
+    if isinstance(domain, Parameterization):
+        return (-1,) * n_hidden
+    if coordinates == "bottleneck":
+        return bottleneck_sources(sizes)
+    return (0,) * n_hidden
+
+
+def _coord_dims(sources, sizes, domain) -> tuple[int, ...]:
+    return tuple(domain.dim if src == -1 else sizes[src] for src in sources)
+
+
+class _FeatureMap:
+    """Shared by the feature maps: orders, coordinates and ``D_k`` per hidden layer."""
+
+    refit: bool = False
+
+    def orders(self, n_hidden: int, where: str = "compress", *, prefix: bool = False
+               ) -> tuple[int, ...]:
+        return _orders(self.order, n_hidden, where, prefix=prefix)
+
+    def num_features(self, sizes, domain) -> tuple[int, ...]:
+        """``D_k = C(m + k, m)`` per hidden layer (``m``: the coordinates' dimension)."""
+        dims = _coord_dims(_sources(self.coordinates, sizes, domain), sizes, domain)
+        return tuple(num_monomials(m, k) for m, k in
+                     zip(dims, self.orders(len(sizes) - 2, prefix=True), strict=True))
+
+    def _check_common(self, sizes, where: str) -> None:
+        self.orders(len(sizes) - 2, where)
+
+
+def _expansion(domain, dtype):
+    """``(centre, radius)`` the features are expanded at and scaled by, in their coordinates."""
+    inner = domain.domain if isinstance(domain, Parameterization) else domain
+    return domain_center(inner, dtype), jnp.asarray(inner.radius, dtype)
+
+
+def _bottleneck_image(params, src: int, act, domain, center, dtype):
+    """``(to_z, radius of the image of the domain)`` for coordinates ``z = h^(src)(x)``."""
+
+    def to_z(x):
+        return hidden_activations(params[:src] + [params[src]], x, activation=act)[-1]
+
+    z0 = to_z(center[None])[0]
+    zr = to_z(domain.nodes(BOTTLENECK_RADIUS_POINTS, "sobol", dtype))
+    return to_z, jnp.max(jnp.sqrt(jnp.sum((zr - z0[None]) ** 2, axis=1)))
+
+
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["centers"],
+                   meta_fields=["order", "backend", "auto_centers", "coordinates"])
+@dataclasses.dataclass(frozen=True)
+class DerivativeFeatures(_FeatureMap):
+    """Taylor-coefficient features ``d^alpha h_i(x0) / alpha!`` (the paper's Eqs. 18-19).
+
+    The expansion point ``x0`` is the domain's centre (``u0``, the centre of ``U``, for a
+    :class:`~jaxcompress.Parameterization`); row ``alpha`` is scaled by ``R^|alpha|`` for
+    selection (``R``: the domain's radius), so rows measure each Taylor term on the domain.
+
+    Args:
+      order: ``k``, one int or one per hidden layer.
+      backend: ``"taylor"``, ``"jet"`` or ``"jacfwd"`` (the same numbers; see the module
+        docstring). Bottleneck coordinates take every backend, a parameterisation only
+        ``"taylor"``.
+      centers: ``(J, m)`` expansion points whose features are stacked (``J D_k`` rows; ours):
+        matching them by least squares is a Hermite-type fit that does not need holomorphy on
+        one ball around the centre. Rows are then scaled by ``(R J^(-1/m))^|alpha|``.
+      auto_centers: with ``centers=None``, use the centre and ``+-`` half-way to the boundary
+        along each axis (``J = 2 m + 1``, :func:`default_centers`).
+      coordinates: ``"input"`` or ``"bottleneck"``: each hidden layer takes the activations of
+        the narrowest earlier layer ``j`` (if narrower than ``d_in``) as coordinates, so
+        ``m = d_j`` (the paper's architectural-bottleneck corollary); features are expanded at
+        ``h^(j)(x0)`` and scaled by the radius of the image of the domain (from its Sobol
+        points).
+    """
+
+    order: Any
+    backend: str = "taylor"
+    centers: jax.Array | None = None
+    auto_centers: bool = False
+    coordinates: str = "input"
+
+    def __post_init__(self):
+        where = "DerivativeFeatures"
+        object.__setattr__(self, "order", _as_order(self.order, where))
+        object.__setattr__(self, "coordinates", _check_coordinates(self.coordinates, where))
+        if self.backend not in BACKENDS:
+            raise ValueError(f"{where}: backend must be one of {BACKENDS}, got {self.backend!r}")
+        multi = self.centers is not None or self.auto_centers
+        if multi and self.backend != "taylor":
+            raise ValueError(f"{where}: several centres need backend='taylor', got "
+                             f"{self.backend!r}")
+
+    @property
+    def name(self) -> str:
+        if self.centers is not None or self.auto_centers:
+            return "taylor_multi"
+        return self.backend
+
+    def check(self, sizes, dtype, domain, where: str) -> None:
+        self._check_common(sizes, where)
+        param = isinstance(domain, Parameterization)
+        if param and self.backend != "taylor":
+            raise ValueError(f"{where}: with a Parameterization domain derivative features need "
+                             f"backend='taylor', got {self.backend!r}")
+        if param and self.coordinates == "bottleneck":
+            raise ValueError(f"{where}: coordinates='bottleneck' and a Parameterization domain "
+                             "are two different coordinate changes; use one")
+        itemsize = jnp.dtype(dtype).itemsize
+        sources = _sources(self.coordinates, sizes, domain)
+        dims = _coord_dims(sources, sizes, domain)
+        orders = self.orders(len(sizes) - 2, where)
+        for m in sorted(set(dims)):
+            ks = [k for k, mm in zip(orders, dims, strict=True) if mm == m]
+            check_feature_budget(m, max(ks), max(sizes[1:-1]), itemsize, where=where)
+        if self.centers is not None:
+            shape = np.shape(self.centers)
+            m = dims[0]
+            if len(shape) != 2 or shape[1] != m or shape[0] < 1:
+                raise ValueError(f"{where}: centers has shape {shape}; expected (J, {m}) "
+                                 "expansion points" + (" of the parameter domain U"
+                                                       if param else ""))
+
+    def __call__(self, params, layers, *, activation, domain) -> dict[int, LayerFeatures]:
+        act = get_activation(activation)
+        dtype = jnp.result_type(params[0]["kernel"])
+        sizes = [params[0]["kernel"].shape[0]] + [p["kernel"].shape[1] for p in params]
+        sources = _sources(self.coordinates, sizes, domain)
+        dims = _coord_dims(sources, sizes, domain)
+        orders = self.orders(len(params) - 1, prefix=True)
+        center, radius = _expansion(domain, dtype)
+        multi = self.centers is not None or self.auto_centers
+        if multi:
+            if self.centers is not None:
+                pts = jnp.asarray(self.centers, dtype)
+            else:
+                inner = domain.domain if isinstance(domain, Parameterization) else domain
+                half = (inner.half_width if isinstance(inner, Box)
+                        else jnp.full((inner.dim,), 1.0, dtype) * jnp.asarray(inner.radius, dtype))
+                pts = default_centers(center, jnp.asarray(half, dtype))
+        else:
+            pts = center[None]
+        out = {}
+        groups: dict[int, list[int]] = {}
+        for l in layers:
+            groups.setdefault(sources[l - 1], []).append(l)
+        for src, group in groups.items():
+            k = max(orders[l - 1] for l in group)
+            top = max(group)
+            m = dims[group[0] - 1]
+            if src == 0 and not multi:
+                # plain derivative matching at the domain's centre, any backend
+                feats = derivative_features(list(params[:top]) + [params[top]], activation=act,
+                                            order=k, backend=self.backend, center=center)
+                feats = [f[None] for f in feats]
+                r_src, first = radius, 0
+            else:
+                if src > 0:
+                    to_z, r_src = _bottleneck_image(params, src, act, domain, center, dtype)
+                    pts_c, body = to_z(pts), params[src:top]
+                else:
+                    r_src, pts_c, body = radius, pts, params[:top]
+                first = max(src, 0)
+                if self.backend != "taylor":  # only src > 0 reaches here (checked eagerly)
+                    feats = derivative_features(list(params[src:top]) + [params[top]],
+                                                activation=act, order=k, backend=self.backend,
+                                                center=pts_c[0])
+                    feats = [f[None] for f in feats]
+                else:
+                    def start(c, src=src, k=k):
+                        if src == -1:
+                            return parameterization_polynomial(domain.fn, c, k)
+                        return input_polynomial(c, k)
+
+                    feats = jax.vmap(lambda c, start=start, body=body, k=k, m=m:
+                                     propagate_polynomial(start(c), body, activation=act,
+                                                          order=k, num_vars=m))(pts_c)
+            n_c = pts.shape[0]
+            # J well-spread centres each cover a region of radius ~ r J^(-1/m): scale rows to it
+            r_eff = r_src * (float(n_c) ** (-1.0 / m) if multi else 1.0)
+            for l in group:
+                d_k = num_monomials(m, orders[l - 1])
+                z = feats[l - first - 1][:, :d_k]
+                deg = np.tile(monomials(m, orders[l - 1]).sum(axis=1), z.shape[0])
+                out[l] = LayerFeatures(
+                    z=z.reshape(-1, z.shape[-1]),
+                    scale=jnp.asarray(r_eff, dtype) ** jnp.asarray(deg, dtype),
+                    layer=l, order=orders[l - 1], num_features=d_k, coord_dim=m)
+        return out
+
+
+def _point_layer_features(params, layers, x, orders, dims, n_points, act, trim: bool):
+    hs = point_features(params, x, activation=act, upto=max(layers))
+    out = {}
+    for l in layers:
+        z = hs[l - 1]
+        if trim:
+            z = z[: n_points[l - 1]]  # Sobol prefixes are the smaller point sets
+        out[l] = LayerFeatures(z=z, scale=None, layer=l, order=orders[l - 1],
+                               num_features=num_monomials(dims[l - 1], orders[l - 1]),
+                               coord_dim=dims[l - 1])
+    return out
+
+
+@functools.partial(jax.tree_util.register_dataclass, data_fields=[],
+                   meta_fields=["order", "oversample", "nodes", "coordinates"])
+@dataclasses.dataclass(frozen=True)
+class CollocationFeatures(_FeatureMap):
+    """Activations at ``N = oversample * D_k`` nodes of the domain (data-free; ours).
+
+    ``Z[p, i] = h_i^(l)(x_p)``; every layer uses a prefix of one node sequence (Sobol nodes of a
+    ball or box, or ``iota`` of ``U``'s nodes for a :class:`~jaxcompress.Parameterization`).
+
+    Args:
+      order: ``k``, one int or one per hidden layer: it sets ``D_k`` (the default widths) and the
+        number of nodes.
+      oversample: nodes per feature, ``N = oversample * D_k``.
+      nodes: ``"sobol"`` (every domain), ``"chebyshev"`` or ``"chebyshev_grid"`` (boxes only; see
+        :meth:`jaxcompress.Box.nodes`).
+      coordinates: ``"input"`` or ``"bottleneck"`` (only ``D_k``, hence ``N`` and the widths,
+        change).
+    """
+
+    order: Any
+    oversample: int = 4
+    nodes: str = "sobol"
+    coordinates: str = "input"
+    refit = True
+    name = "collocation"
+
+    def __post_init__(self):
+        where = "CollocationFeatures"
+        object.__setattr__(self, "order", _as_order(self.order, where))
+        object.__setattr__(self, "coordinates", _check_coordinates(self.coordinates, where))
+        if isinstance(self.oversample, bool) or not isinstance(self.oversample,
+                                                               (int, np.integer)) \
+                or self.oversample < 1:
+            raise ValueError(f"{where}: oversample must be a positive int, got "
+                             f"{self.oversample!r}")
+        if self.nodes not in NODE_KINDS:
+            raise ValueError(f"{where}: nodes must be one of {NODE_KINDS}, got {self.nodes!r}")
+
+    def n_points(self, sizes, domain) -> tuple[int, ...]:
+        return tuple(self.oversample * dk for dk in self.num_features(sizes, domain))
+
+    def check(self, sizes, dtype, domain, where: str) -> None:
+        self._check_common(sizes, where)
+        inner = domain.domain if isinstance(domain, Parameterization) else domain
+        if self.nodes != "sobol" and not isinstance(inner, Box):
+            raise ValueError(f"{where}: nodes={self.nodes!r} needs a Box domain (a ball only has "
+                             "Sobol nodes)")
+        n = max(self.n_points(sizes, domain))
+        need = n * (sum(sizes[1:-1]) + sizes[0]) * jnp.dtype(dtype).itemsize
+        if need > MAX_FEATURE_BYTES:
+            raise ValueError(
+                f"{where}: collocation with {n:,} points (oversample {self.oversample} x D_k "
+                f"{n // self.oversample:,}) would need about {need / 2**30:.1f} GiB (limit "
+                "jaxcompress.taylor.MAX_FEATURE_BYTES). Lower the order or the oversampling.")
+
+    def __call__(self, params, layers, *, activation, domain) -> dict[int, LayerFeatures]:
+        act = get_activation(activation)
+        dtype = jnp.result_type(params[0]["kernel"])
+        sizes = [params[0]["kernel"].shape[0]] + [p["kernel"].shape[1] for p in params]
+        dims = _coord_dims(_sources(self.coordinates, sizes, domain), sizes, domain)
+        n_points = self.n_points(sizes, domain)
+        x = domain.nodes(max(n_points[l - 1] for l in layers), self.nodes, dtype)
+        orders = self.orders(len(params) - 1, prefix=True)
+        return _point_layer_features(params, layers, x, orders, dims, n_points, act,
+                                     trim=self.nodes != "chebyshev_grid")
+
+
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["x"],
+                   meta_fields=["order", "coordinates"])
+@dataclasses.dataclass(frozen=True)
+class DataFeatures(_FeatureMap):
+    """Activations at user inputs ``x`` (``(N, d_in)``; Chee et al. 2022).
+
+    Args:
+      x: the inputs (traced).
+      order: ``k``: sets ``D_k`` and so the default widths ``min(D_k, d_l)``.
+      coordinates: ``"input"`` or ``"bottleneck"`` (changes ``D_k`` only).
+    """
+
+    x: jax.Array
+    order: Any
+    coordinates: str = "input"
+    refit = True
+    name = "data"
+
+    def __post_init__(self):
+        where = "DataFeatures"
+        object.__setattr__(self, "order", _as_order(self.order, where))
+        object.__setattr__(self, "coordinates", _check_coordinates(self.coordinates, where))
+
+    def check(self, sizes, dtype, domain, where: str) -> None:
+        self._check_common(sizes, where)
+        d = sizes[0]
+        shape = np.shape(self.x)
+        if len(shape) != 2 or shape[1] != d or shape[0] < 1:
+            raise ValueError(f"{where}: data has shape {shape}; expected (N, {d}) with N >= 1 "
+                             f"(the network takes inputs of size {d})")
+
+    def __call__(self, params, layers, *, activation, domain) -> dict[int, LayerFeatures]:
+        act = get_activation(activation)
+        dtype = jnp.result_type(params[0]["kernel"])
+        sizes = [params[0]["kernel"].shape[0]] + [p["kernel"].shape[1] for p in params]
+        dims = _coord_dims(_sources(self.coordinates, sizes, domain), sizes, domain)
+        x = jnp.asarray(self.x, dtype)
+        orders = self.orders(len(params) - 1, prefix=True)
+        return _point_layer_features(params, layers, x, orders, dims, None, act, trim=False)
+
+

@@ -45,9 +45,10 @@ except ImportError as e:  # pragma: no cover - flax is a declared dependency
     ) from e
 
 from jaxcompress.activations import get_activation
-from jaxcompress.compress import compress
+from jaxcompress.compression import check_method, compress
+from jaxcompress.domains import Ball, check_domain
+from jaxcompress.methods import best_of, collocation, derivative_matching
 from jaxcompress.mlp import Params, apply, layer_sizes, num_params, validate_params
-from jaxcompress.taylor import num_monomials
 
 __all__ = [
     "Compressed",
@@ -124,20 +125,15 @@ class LinenMLP(nn.Module):
 # ----------------------------------------------------------------------------- helpers
 
 
-def rounded_widths(params: Params, order, round_to: int | None) -> tuple[int, ...] | None:
-    """Hidden widths ``min(D_k, d_l)`` rounded up to a multiple of ``round_to`` (capped at d_l)."""
+def rounded_widths(widths: Sequence[int], hidden: Sequence[int], round_to: int | None
+                   ) -> tuple[int, ...] | None:
+    """``widths`` rounded up to a multiple of ``round_to``, capped at the layers' widths."""
     if round_to is None:
         return None
-    if not isinstance(round_to, int) or round_to < 1:
+    if isinstance(round_to, bool) or not isinstance(round_to, int) or round_to < 1:
         raise ValueError(f"round_to must be a positive int, got {round_to!r}")
-    d = params[0]["kernel"].shape[0]
-    hidden = [layer["kernel"].shape[1] for layer in params[:-1]]
-    orders = order if isinstance(order, (list, tuple)) else [order] * len(hidden)
-    out = []
-    for k, h in zip(orders, hidden, strict=True):
-        w = min(num_monomials(d, int(k)), h)
-        out.append(min(h, -(-w // round_to) * round_to))
-    return tuple(out)
+    return tuple(min(h, -(-w // round_to) * round_to)
+                 for w, h in zip(widths, hidden, strict=True))
 
 
 def _check_matches(fn: Callable, params: Params, act: str, where: str) -> None:
@@ -372,27 +368,30 @@ def _compute_dtype(params: Params, dtype, where: str):
 
 def compress_model(
     model_or_params,
+    method=None,
     *,
-    order,
+    order=None,
     module: nn.Module | None = None,
     activation=None,
+    domain=None,
     radius: float | None = None,
     round_to: int | None = None,
     dtype=None,
     verbose: bool = False,
-    **compress_kwargs,
 ) -> Compressed:
     """Compress a Flax MLP and return a model of the same kind with the new widths.
 
     Args:
       model_or_params: an ``nnx.Module`` (see the module docstring for the convention), or linen
         ``variables`` (then pass ``module=``).
-      order: Taylor order ``k`` (int or one per hidden layer), as in :func:`jaxcompress.compress`.
+      method: a :class:`~jaxcompress.Method` or :func:`~jaxcompress.best_of`. Default, with
+        ``order=k``: ``best_of(derivative_matching(k), collocation(k))``, the one with the smaller
+        error on fixed Sobol points of the domain (``Compressed.summary()`` says which won).
+      order: the Taylor order ``k`` for the default method.
       module: the linen module the variables belong to.
       activation: the activation, when the model does not declare one.
-      radius: radius of the input ball centred at the origin (default 1 when no ``domain=`` is
-        given); ``domain=``, ``coordinates=`` and every other option of
-        :func:`jaxcompress.compress` pass through ``**compress_kwargs``.
+      domain: the input domain (default: the ball of radius ``radius``, 1 when not given).
+      radius: shorthand for ``domain=jc.Ball(d_in, radius)``.
       round_to: round each hidden width up to a multiple of this (hardware-friendly shapes). The
         extra slots hold the selector's next-best neurons; the matching is unchanged, so
         rounding never increases the error.
@@ -400,9 +399,7 @@ def compress_model(
         a float32 model in float64 (needs ``jax_enable_x64``) and casts the result back to the
         model's parameter dtype; with x64 enabled and no ``dtype``, a float32 model is compressed
         in float32 and a warning says so.
-      verbose: print :meth:`Compressed.summary` (per-layer record and error estimate).
-      **compress_kwargs: passed to :func:`jaxcompress.compress` (``domain``, ``coordinates``,
-        ``layer_order``, ``selector``, ``features``, ...).
+      verbose: print :meth:`Compressed.summary` (per-layer record, error estimate, the winner).
 
     Returns:
       :class:`Compressed` ``(model, variables, info, params)``: for nnx a new module of the same
@@ -411,10 +408,6 @@ def compress_model(
       domain, in the compression dtype.
     """
     where = "jaxcompress.flax.compress_model"
-    if "widths" in compress_kwargs and round_to is not None:
-        raise ValueError(f"{where}: pass widths= or round_to=, not both")
-    if radius is not None:
-        compress_kwargs["radius"] = radius
     if isinstance(model_or_params, nnx.Module):
         if module is not None:
             raise ValueError(f"{where}: module= is for linen variables; got an nnx model")
@@ -427,11 +420,28 @@ def compress_model(
     else:
         raise TypeError(f"{where}: expected an nnx.Module or linen variables, got "
                         f"{type(model_or_params).__name__}")
+    if method is None:
+        if order is None:
+            raise TypeError(f"{where}: give a method (e.g. jc.derivative_matching(k)) or order=k")
+        method = best_of(derivative_matching(order), collocation(order))
+    elif order is not None:
+        raise ValueError(f"{where}: order= chooses the default method; with a method, the order "
+                         "is the method's")
+    d = int(params[0]["kernel"].shape[0])
+    if radius is not None:
+        if domain is not None:
+            raise ValueError(f"{where}: pass either radius or domain, not both")
+        domain = Ball(d, radius)
+    domain = Ball(d, 1.0) if domain is None else domain
     own = jnp.result_type(params[0]["kernel"])
     work = _compute_dtype(params, dtype, where)
-    widths = rounded_widths(params, order, round_to) or compress_kwargs.pop("widths", None)
-    new_params, info = compress(_cast(params, work), activation=act, order=order,
-                                widths=widths, **compress_kwargs)
+    if round_to is not None:
+        work_params = _cast(params, work)
+        check_domain(domain, d, where, work)
+        widths = check_method(method, work_params, domain, where)
+        hidden = [int(p["kernel"].shape[1]) for p in params[:-1]]
+        method = method.with_widths(rounded_widths(widths, hidden, round_to))
+    new_params, info = compress(_cast(params, work), method, activation=act, domain=domain)
     new_params = _cast(new_params, own)
     if isinstance(model_or_params, nnx.Module):
         out = Compressed(_nnx_rebuild(model_or_params, new_params), None, info, new_params)

@@ -85,30 +85,8 @@ def _plain(obj: Any) -> Any:
 
 
 def info_to_dict(info) -> dict[str, Any]:
-    """A :class:`~jaxcompress.CompressInfo` as plain values (kept indices, ranks, orders...)."""
-    return {
-        "activation": info.activation,
-        "layer_order": info.layer_order,
-        "features": info.features,
-        "selector": info.selector,
-        "coordinates": info.coordinates,
-        "error_estimate": (None if info.error_estimate is None
-                           else float(np.max(np.asarray(info.error_estimate)))),
-        "layers": [
-            {
-                "layer": li.layer,
-                "order": li.order,
-                "num_features": li.num_features,
-                "width_in": li.width_in,
-                "width_out": li.width_out,
-                "kept": np.asarray(li.kept).tolist(),
-                "rank": int(np.asarray(li.rank)),
-                "residual": float(np.asarray(li.residual)),
-                "max_coef": float(np.asarray(li.max_coef)),
-            }
-            for li in info.layers
-        ],
-    }
+    """A :class:`~jaxcompress.CompressInfo` as plain values (``info.to_dict()``)."""
+    return info.to_dict()
 
 
 def save(

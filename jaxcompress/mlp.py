@@ -26,7 +26,8 @@ import numpy as np
 
 from jaxcompress.activations import Activation, get_activation
 
-__all__ = ["apply", "init_mlp", "layer_sizes", "num_params", "validate_params"]
+__all__ = ["apply", "init_mlp", "layer_sizes", "num_params", "param_count",
+           "validate_params"]
 
 Params = list[dict[str, jax.Array]]
 HIGHEST = jax.lax.Precision.HIGHEST
@@ -121,10 +122,14 @@ def layer_sizes(params: Params) -> list[int]:
     return sizes
 
 
+def param_count(sizes: Sequence[int]) -> int:
+    """Kernels plus biases of a dense MLP with layer sizes ``[d_0, ..., d_{L+1}]``."""
+    return int(sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:], strict=True)))
+
+
 def num_params(params: Params) -> int:
     """Number of scalar parameters of one network (kernels and biases)."""
-    return int(sum(np.prod(layer["kernel"].shape[-2:]) + layer["bias"].shape[-1]
-                   for layer in params))
+    return param_count(layer_sizes(params))
 
 
 def _is_concrete(x: Any) -> bool:

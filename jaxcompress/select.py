@@ -1,65 +1,79 @@
 """Column selection and interpolation coefficients (Algorithm 1 of Wang, Wang & Ziyin 2026).
 
-Given a feature matrix ``Z in R^{D x n}`` (rows: monomials, columns: neurons) choose ``m`` columns
-``K`` and coefficients ``C in R^{m x n}`` with ``Z_K C = Z`` (exactly when ``rank Z <= m``), so
-that ``sum_i v_i Z_i = sum_{j in K} (C v)_j Z_j``: the next layer's kernel becomes ``C @ kernel``.
+Given a feature matrix ``Z in R^{D x n}`` (rows: monomials or points, columns: neurons) a
+*selector* chooses ``m`` columns ``K`` and coefficients ``C in R^{m x n}`` with ``Z_K C = Z``
+(exactly when ``rank Z <= m``), so that ``sum_i v_i Z_i = sum_{j in K} (C v)_j Z_j``: the next
+layer's kernel becomes ``C @ kernel`` (Algorithm 1, lines 8-12).
 
-Rows are scaled by ``r^{|alpha|}`` before selecting (``r`` = domain radius): row ``alpha`` of
-``Z`` multiplies ``x^alpha``, whose size on the ball of radius ``r`` is ``r^{|alpha|}``, so the
-scaled rows measure each Taylor term on the domain. The selection depends on this scaling;
-``C`` does not (``Z_K C = Z`` is invariant under row scaling).
+A selector is a small frozen object (lineax's solver objects are the model: ``lx.SVD(rcond=)``)
+that validates its own fields and is called as
 
-Every selector returns a :class:`Selection` in *pivot order*: ``perm`` is a permutation of the
-``n`` columns whose first ``m`` entries are kept, ``rank`` of them form the basis, and
-``coef`` (``m x n``, columns in pivot order) has ``coef[:, :rank] = I`` and zero rows past
-``rank`` (surplus kept neurons get zero outgoing weight: static shapes, unchanged function).
+.. code-block:: python
+
+    selection = selector(z, m, out_kernel=K_next, target=None, layer=l)
+
+on the row-scaled features ``z`` (``D x n``), returning a :class:`Selection` in *pivot order*:
+``perm`` is a permutation of the ``n`` columns whose first ``m`` entries are kept, ``rank`` of them
+form the basis, and ``coef`` (``m x n``, columns in pivot order) has ``coef[:, :rank] = I`` and
+zero rows past ``rank`` (surplus kept neurons get zero outgoing weight: static shapes, unchanged
+function). The library's selectors are registered pytrees (settings static, arrays such as a
+PRNG key traced); any hashable object with this call signature works too (see
+:class:`Selector`).
+
+Rows are scaled before selecting (by the caller): row ``alpha`` of derivative features by
+``r^{|alpha|}`` (``r`` = domain radius) so the scaled rows measure each Taylor term on the domain.
+The selection depends on this scaling; ``C`` does not (``Z_K C = Z`` is invariant under row
+scaling).
 
 Selectors:
 
-``"pivoted_qr"``
+:class:`PivotedQR`
     Businger-Golub column-pivoted QR (``jax.lax.linalg.qr(pivoting=True)``: LAPACK ``geqp3``).
-    On TPU, where it is unavailable, the pure-JAX ``"greedy_gs"`` is used automatically.
-``"greedy_gs"``
+    On TPU, where it is unavailable, the pure-JAX greedy Gram-Schmidt of :class:`GreedyGS`.
+:class:`GreedyGS`
     The same greedy rule (largest remaining column norm) as a pure-JAX modified Gram-Schmidt with
     re-orthogonalisation, jit-able on every backend.
-``"maxvol"``
+:class:`MaxVol`
     Pivoted-QR start, then Goreinov-Tyrtyshnikov swaps ``K_i <-> j`` while
     ``|C_ij| > 1 + delta``; each swap multiplies ``|det Z_K|`` by ``|C_ij|``, so it terminates
-    with every ``|C_ij| <= 1 + delta`` (Lemma 10's bound for a (1+delta)-quasi maximal volume).
-``"exhaustive"``
-    The true maximum-volume subset by enumeration, for tiny problems only.
-
-``"omp"``
-    Output-aware greedy forward selection (simultaneous orthogonal matching pursuit): with
-    ``T = Z W`` the next layer's pre-activation features (``W`` = ``out_kernel``, the next
-    layer's kernel), step ``i`` keeps the column whose residual ``r_j`` (orthogonalised against
-    the kept ones) removes the most of the residual ``R_T`` of ``T``, i.e. maximises
-    ``||r_j^T R_T||^2 / ||r_j||^2``. It spends the width on what the next layer actually uses,
-    where ``"pivoted_qr"`` tries to reproduce every column of ``Z`` alike; when ``T`` is fitted
-    to rounding it continues with the pivoted-QR rule. Exact whenever ``rank Z <= m``, like the
-    others.
+    with every ``|C_ij| <= 1 + delta``: a (1 + delta)-quasi maximal volume, Lemma 10's bound
+    ``|C_ij| <= 1`` up to ``delta``, in polynomial time.
+:class:`Exhaustive`
+    The true maximum-volume subset by enumeration (Algorithm 1, line 8), for tiny problems only.
+:class:`OMP`
+    Output-aware greedy forward selection (simultaneous orthogonal matching pursuit; ours, not the
+    paper's): with ``T = Z W`` the next layer's pre-activation features (``W`` = ``out_kernel``),
+    step ``i`` keeps the column whose residual ``r_j`` (orthogonalised against the kept ones)
+    removes the most of the residual ``R_T`` of ``T``, i.e. maximises
+    ``||r_j^T R_T||^2 / ||r_j||^2``. It spends the width on what the next layer actually uses;
+    once ``T`` is fitted to rounding it continues with the pivoted-QR rule. Exact whenever
+    ``rank Z <= m``, like the others.
 
 Baselines (for honest comparisons; both re-weight by least squares on the selected columns):
 
-``"weight_norm"``
-    Keep the ``m`` columns with the largest ``scores`` (in :func:`jaxcompress.compress`: the
-    outgoing-weight norm ``||K_{l+1}[i, :]||`` of each neuron, i.e. magnitude pruning).
-``"random"``
-    Keep ``m`` columns chosen uniformly at random with a PRNG ``key``.
+:class:`WeightNorm`
+    Keep the ``m`` columns with the largest outgoing-weight norms ``||K_{l+1}[i, :]||``
+    (magnitude pruning).
+:class:`RandomChoice`
+    Keep ``m`` columns chosen uniformly at random (``fold_in(key, layer)`` per layer).
 
-Re-weighting is least squares in every case: with ``K`` the kept columns,
-``C = argmin ||Z_K C - Z||_F = Z_K^+ Z`` (rows scaled as above). For the QR selectors this is read
-off the pivoted R factor: with ``Z[:, perm] = Q [R11 R12; 0 R22]``, ``C = R11^{-1} [R11 R12]``,
-exact when ``rank Z <= m`` (derivative features, ``D_k <= m``) and the least-squares fit when the
-rows outnumber the kept columns (point features: one row per collocation or data point). The
-baselines use the SVD of ``Z_K`` (robust to rank-deficient random or magnitude picks).
+Re-weighting is least squares in every case: ``C = argmin ||Z_K C - Z||_F = Z_K^+ Z``. For the QR
+selectors it is read off the pivoted R factor: with ``Z[:, perm] = Q [R11 R12; 0 R22]``,
+``C = R11^{-1} [R11 R12]``, exact when ``rank Z <= m`` (derivative features, ``D_k <= m``) and the
+least-squares fit when the rows outnumber the kept columns (point features). The baselines use the
+SVD of ``Z_K`` (robust to rank-deficient random or magnitude picks).
+
+Pivots below ``rtol |R_00|`` count as rank deficient; the default is :func:`default_rtol`,
+``10 eps`` of the dtype, whatever the matrix size.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import itertools
 import math
-from typing import NamedTuple
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -68,10 +82,19 @@ import numpy as np
 from jaxcompress.mlp import HIGHEST
 
 __all__ = [
-    "BASELINE_SELECTORS",
+    "MAX_EXHAUSTIVE_SUBSETS",
     "RTOL_EPS",
     "SELECTORS",
+    "Exhaustive",
+    "GreedyGS",
+    "MaxVol",
+    "OMP",
+    "PivotedQR",
+    "RandomChoice",
     "Selection",
+    "Selector",
+    "WeightNorm",
+    "as_selector",
     "coefficients_from_r",
     "default_rtol",
     "greedy_pivoted_qr",
@@ -80,12 +103,11 @@ __all__ = [
     "select_columns",
 ]
 
-#: Selectors that ignore the features when choosing (they still re-weight by least squares).
-BASELINE_SELECTORS = ("weight_norm", "random")
-SELECTORS = ("pivoted_qr", "greedy_gs", "maxvol", "exhaustive", "omp") + BASELINE_SELECTORS
-
-#: Largest number of subsets the ``"exhaustive"`` selector will enumerate.
+#: Largest number of subsets the ``Exhaustive`` selector will enumerate.
 MAX_EXHAUSTIVE_SUBSETS = 200_000
+
+#: The default relative rank threshold, in units of the dtype's machine epsilon.
+RTOL_EPS = 10.0
 
 
 class Selection(NamedTuple):
@@ -94,10 +116,7 @@ class Selection(NamedTuple):
     perm: jax.Array  # (n,) int32: columns in pivot order; perm[:m] are kept
     coef: jax.Array  # (m, n): Z[:, perm[:m]] @ coef ~= Z[:, perm]
     rank: jax.Array  # () int32: numerical rank used (<= m)
-
-
-#: The default relative rank threshold, in units of the dtype's machine epsilon.
-RTOL_EPS = 10.0
+    swaps: jax.Array  # () int32: maxvol swaps (0 for the other selectors)
 
 
 def default_rtol(dtype) -> float:
@@ -198,12 +217,6 @@ def _rows(r_mat: jax.Array, m: int) -> jax.Array:
     return jnp.concatenate([r_mat, jnp.zeros((m - r_mat.shape[0], r_mat.shape[1]), r_mat.dtype)])
 
 
-def _pivoted_qr(z: jax.Array, m: int, method: str) -> tuple[jax.Array, jax.Array]:
-    if method == "pivoted_qr" and jax.default_backend() not in ("tpu",):
-        return _lapack_pivoted_qr(z, m)
-    return greedy_pivoted_qr(z, m)
-
-
 def _r_of(z_perm: jax.Array, m: int) -> jax.Array:
     """R factor (m, n) of the unpivoted QR of ``z_perm``."""
     _, r_mat = jnp.linalg.qr(z_perm, mode="reduced")
@@ -295,9 +308,9 @@ def _exhaustive(z: jax.Array, m: int) -> jax.Array:
     n_sub = math.comb(n, m)
     if n_sub > MAX_EXHAUSTIVE_SUBSETS:
         raise ValueError(
-            f"selector='exhaustive': choosing {m} of {n} neurons means {n_sub:,} subsets "
+            f"Exhaustive: choosing {m} of {n} neurons means {n_sub:,} subsets "
             f"(limit {MAX_EXHAUSTIVE_SUBSETS:,}); it is for tiny test problems only. Use "
-            "selector='maxvol' for a (1 + delta)-quasi maximal volume in polynomial time."
+            "jc.MaxVol() for a (1 + delta)-quasi maximal volume in polynomial time."
         )
     subsets = jnp.asarray(np.array(list(itertools.combinations(range(n), m)), dtype=np.int32))
 
@@ -340,102 +353,336 @@ def lstsq_coefficients(
     return coef, jnp.sum(keep).astype(jnp.int32)
 
 
+# ------------------------------------------------------------------------------------------------
+# Selector objects
+# ------------------------------------------------------------------------------------------------
+
+
+class Selector(Protocol):
+    """What :func:`jaxcompress.compress` needs of a selector (a structural protocol).
+
+    A selector has a ``name`` (shown in ``CompressInfo``) and is called as
+    ``selector(z, m, *, out_kernel, target, layer) -> Selection`` on the row-scaled features
+    ``z`` (``rows x n``) with ``1 <= m <= n`` static; ``out_kernel`` (``n x t``) is the next
+    layer's kernel, ``target`` (``rows x t``, or ``None``) what the kept columns must reproduce
+    when it is not ``z @ out_kernel`` (forward order with point features), ``layer`` the 1-based
+    hidden layer. The result must satisfy the :class:`Selection` contract (pivot order,
+    ``coef[:, :rank] = I``, zero rows past ``rank``); :func:`coefficients_from_r` and
+    :func:`lstsq_coefficients` build ``coef`` from a pivoted R factor or from any column order.
+    Optionally ``check(n, m, where)`` refuses a size eagerly, before compilation.
+
+    The selector must be hashable (it is part of the compiled configuration) or a registered
+    pytree (its arrays traced): a frozen :mod:`dataclasses` dataclass works, and
+    :func:`selector_dataclass` registers one with its array fields traced.
+    """
+
+    name: str
+
+    def __call__(self, z: jax.Array, m: int, *, out_kernel: jax.Array,
+                 target: jax.Array | None = None, layer: int = 0) -> Selection: ...
+
+
+def selector_dataclass(cls=None, *, data_fields: tuple[str, ...] = ()):
+    """Make ``cls`` a frozen dataclass registered as a pytree (``data_fields`` traced).
+
+    Every other field is static configuration (hashed into the compilation cache key).
+    """
+
+    def wrap(cls):
+        cls = dataclasses.dataclass(frozen=True)(cls)
+        meta = [f.name for f in dataclasses.fields(cls) if f.name not in data_fields]
+        return jax.tree_util.register_dataclass(cls, data_fields=list(data_fields),
+                                                meta_fields=meta)
+
+    return wrap if cls is None else wrap(cls)
+
+
+def _check_rtol(rtol, where: str) -> None:
+    if rtol is None:
+        return
+    if isinstance(rtol, bool) or np.ndim(rtol) != 0 or not 0 <= float(rtol) < 1:
+        raise ValueError(f"{where}: rtol must be a number in [0, 1) (a relative rank threshold; "
+                         f"default 10 eps of the dtype), got {rtol!r}")
+
+
+def _rtol(rtol, dtype) -> float:
+    return default_rtol(dtype) if rtol is None else float(rtol)
+
+
+def _qr_selection(r_mat, perm, m, rtol) -> Selection:
+    # rank is judged on the full pivoted R (its diagonal is non-increasing in magnitude)
+    rank = _numerical_rank(jnp.diagonal(r_mat[:, :m]), rtol)
+    return Selection(perm=perm, coef=coefficients_from_r(r_mat, rank), rank=rank,
+                     swaps=jnp.int32(0))
+
+
+@selector_dataclass
+class PivotedQR:
+    """Column-pivoted QR (Businger-Golub; LAPACK ``geqp3``, greedy Gram-Schmidt on TPU).
+
+    Args:
+      rtol: relative rank threshold on ``|R_ii| / |R_00|`` (default :func:`default_rtol`).
+    """
+
+    rtol: float | None = None
+    name: ClassVar[str] = "pivoted_qr"
+
+    def __post_init__(self):
+        _check_rtol(self.rtol, "PivotedQR")
+
+    def __call__(self, z, m, *, out_kernel=None, target=None, layer=0) -> Selection:
+        if jax.default_backend() == "tpu":
+            perm, r_mat = greedy_pivoted_qr(z, m)
+        else:
+            perm, r_mat = _lapack_pivoted_qr(z, m)
+        return _qr_selection(r_mat, perm, m, _rtol(self.rtol, z.dtype))
+
+
+@selector_dataclass
+class GreedyGS:
+    """Greedy pivoted Gram-Schmidt (:func:`greedy_pivoted_qr`): pivoted QR in pure JAX.
+
+    Args:
+      rtol: relative rank threshold (default :func:`default_rtol`).
+    """
+
+    rtol: float | None = None
+    name: ClassVar[str] = "greedy_gs"
+
+    def __post_init__(self):
+        _check_rtol(self.rtol, "GreedyGS")
+
+    def __call__(self, z, m, *, out_kernel=None, target=None, layer=0) -> Selection:
+        perm, r_mat = greedy_pivoted_qr(z, m)
+        return _qr_selection(r_mat, perm, m, _rtol(self.rtol, z.dtype))
+
+
+@selector_dataclass
+class MaxVol:
+    """Pivoted QR, then maxvol swaps until every ``|C_ij| <= 1 + delta`` (Lemma 10).
+
+    Args:
+      delta: the tolerance ``delta >= 0`` of the coefficient bound ``|C_ij| <= 1 + delta``.
+      max_swaps: cap on the swaps (default ``50 m``); each swap multiplies the volume by more
+        than ``1 + delta``, so the cap is rarely reached.
+      rtol: relative rank threshold (default :func:`default_rtol`).
+    """
+
+    delta: float = 1e-2
+    max_swaps: int | None = None
+    rtol: float | None = None
+    name: ClassVar[str] = "maxvol"
+
+    def __post_init__(self):
+        _check_rtol(self.rtol, "MaxVol")
+        if isinstance(self.delta, bool) or not (np.ndim(self.delta) == 0
+                                                and 0 <= float(self.delta) < math.inf):
+            raise ValueError(f"MaxVol: delta must be a finite number >= 0, got {self.delta!r}")
+        if self.max_swaps is not None and (isinstance(self.max_swaps, bool)
+                                           or not isinstance(self.max_swaps, int)
+                                           or self.max_swaps < 0):
+            raise ValueError(f"MaxVol: max_swaps must be an int >= 0, got {self.max_swaps!r}")
+
+    def __call__(self, z, m, *, out_kernel=None, target=None, layer=0) -> Selection:
+        rtol = _rtol(self.rtol, z.dtype)
+        start = PivotedQR(rtol=rtol)(z, m)
+        max_swaps = 50 * m if self.max_swaps is None else self.max_swaps
+        perm, swaps = _maxvol(start.coef, start.perm, start.rank, self.delta, max_swaps)
+        r_mat = _r_of(z[:, perm], m)
+        return Selection(perm=perm, coef=coefficients_from_r(r_mat, start.rank),
+                         rank=start.rank, swaps=swaps)
+
+
+@selector_dataclass
+class Exhaustive:
+    """The maximum-volume subset by enumeration (Algorithm 1, line 8): tiny problems only.
+
+    Args:
+      rtol: relative rank threshold (default :func:`default_rtol`).
+    """
+
+    rtol: float | None = None
+    name: ClassVar[str] = "exhaustive"
+
+    def __post_init__(self):
+        _check_rtol(self.rtol, "Exhaustive")
+
+    def check(self, n: int, m: int, where: str) -> None:
+        if math.comb(n, m) > MAX_EXHAUSTIVE_SUBSETS:
+            raise ValueError(
+                f"{where}: the exhaustive selector would enumerate C({n}, {m}) = "
+                f"{math.comb(n, m):,} subsets (limit {MAX_EXHAUSTIVE_SUBSETS:,}); it is for tiny "
+                "problems only. Use jc.MaxVol() for a (1 + delta)-quasi maximal volume in "
+                "polynomial time."
+            )
+
+    def __call__(self, z, m, *, out_kernel=None, target=None, layer=0) -> Selection:
+        self.check(z.shape[1], m, "Exhaustive")
+        perm = _exhaustive(z, m)
+        return _qr_selection(_r_of(z[:, perm], m), perm, m, _rtol(self.rtol, z.dtype))
+
+
+@selector_dataclass
+class OMP:
+    """Output-aware greedy selection (see the module docstring; ours, not the paper's).
+
+    Args:
+      rtol: relative threshold: columns whose residual norm falls below ``rtol`` times the
+        largest column norm count as dependent, and the target counts as fitted once its
+        residual is below ``rtol`` times its norm (default :func:`default_rtol`).
+    """
+
+    rtol: float | None = None
+    name: ClassVar[str] = "omp"
+
+    def __post_init__(self):
+        _check_rtol(self.rtol, "OMP")
+
+    def __call__(self, z, m, *, out_kernel=None, target=None, layer=0) -> Selection:
+        rtol = _rtol(self.rtol, z.dtype)
+        if target is None:
+            if out_kernel is None or np.shape(out_kernel)[:1] != (z.shape[1],):
+                raise ValueError(
+                    f"OMP: needs out_kernel of shape ({z.shape[1]}, t) (the next layer's "
+                    f"kernel), got {None if out_kernel is None else np.shape(out_kernel)}")
+            target = jnp.matmul(z, jnp.asarray(out_kernel, z.dtype), precision=HIGHEST)
+        perm = output_greedy(z, jnp.asarray(target, z.dtype), m, rtol)
+        return _qr_selection(_r_of(z[:, perm], m), perm, m, rtol)
+
+
+def _lstsq_selection(z, perm, m, rtol) -> Selection:
+    coef, rank = lstsq_coefficients(z, perm, m, rtol)
+    return Selection(perm=perm, coef=coef, rank=rank, swaps=jnp.int32(0))
+
+
+@selector_dataclass
+class WeightNorm:
+    """Baseline: keep the largest outgoing-weight norms ``||K_{l+1}[i, :]||`` (magnitude pruning).
+
+    Args:
+      rtol: singular values of ``Z_K`` below ``rtol s_max`` are dropped in the least-squares
+        re-weighting (default :func:`default_rtol`).
+    """
+
+    rtol: float | None = None
+    name: ClassVar[str] = "weight_norm"
+    baseline: ClassVar[bool] = True
+
+    def __post_init__(self):
+        _check_rtol(self.rtol, "WeightNorm")
+
+    def __call__(self, z, m, *, out_kernel=None, target=None, layer=0) -> Selection:
+        if out_kernel is None or np.shape(out_kernel)[:1] != (z.shape[1],):
+            raise ValueError(f"WeightNorm: needs out_kernel of shape ({z.shape[1]}, t), got "
+                             f"{None if out_kernel is None else np.shape(out_kernel)}")
+        out_kernel = jnp.asarray(out_kernel, z.dtype)
+        scores = jnp.sqrt(jnp.sum(out_kernel * out_kernel, axis=1))
+        perm = jnp.argsort(-scores, stable=True).astype(jnp.int32)
+        return _lstsq_selection(z, perm, m, _rtol(self.rtol, z.dtype))
+
+
+@functools.partial(selector_dataclass, data_fields=("key",))
+class RandomChoice:
+    """Baseline: keep ``m`` columns chosen uniformly at random.
+
+    Args:
+      key: a PRNG key (traced); hidden layer ``l`` uses ``jax.random.fold_in(key, l)``.
+      rtol: as for :class:`WeightNorm`.
+    """
+
+    key: jax.Array
+    rtol: float | None = None
+    name: ClassVar[str] = "random"
+    baseline: ClassVar[bool] = True
+
+    def __post_init__(self):
+        _check_rtol(self.rtol, "RandomChoice")
+
+    def check(self, n: int, m: int, where: str) -> None:
+        if self.key is None:
+            raise ValueError(f"{where}: RandomChoice needs a PRNG key, e.g. "
+                             "jc.RandomChoice(jax.random.PRNGKey(0))")
+
+    def __call__(self, z, m, *, out_kernel=None, target=None, layer=0) -> Selection:
+        key = jax.random.fold_in(self.key, layer)
+        perm = jax.random.permutation(key, z.shape[1]).astype(jnp.int32)
+        return _lstsq_selection(z, perm, m, _rtol(self.rtol, z.dtype))
+
+
+#: Selector names accepted wherever a selector is (``"omp"`` means ``OMP()``), for convenience.
+SELECTORS: dict[str, Any] = {cls.name: cls for cls in (
+    PivotedQR, GreedyGS, MaxVol, Exhaustive, OMP, WeightNorm)}
+
+
+def as_selector(selector, where: str = "select") -> Selector:
+    """A selector object: ``selector`` itself, or the default object of a selector name."""
+    if isinstance(selector, str):
+        if selector == "random":
+            raise ValueError(f"{where}: the random baseline needs a key: pass "
+                             "jc.RandomChoice(jax.random.PRNGKey(0))")
+        if selector not in SELECTORS:
+            raise ValueError(f"{where}: selector must be one of {sorted(SELECTORS)} or a "
+                             f"selector object (e.g. jc.MaxVol(delta=0.01)), got {selector!r}")
+        return SELECTORS[selector]()
+    if not callable(selector) or not isinstance(getattr(selector, "name", None), str):
+        raise TypeError(f"{where}: a selector is a name or an object with a 'name' and "
+                        "__call__(z, m, *, out_kernel, target, layer) -> Selection (see "
+                        f"jaxcompress.select.Selector), got {type(selector).__name__}")
+    return selector
+
+
+def reduce_rows(z: jax.Array, target: jax.Array | None = None):
+    """``(R, Q^T target)`` for ``z = Q R`` when ``z`` has more than twice as many rows as columns.
+
+    Point features have one row per point: ``Z = Q R`` with ``R`` (``n x n``) has the same column
+    inner products, so every selector gives the same pivots and coefficients on ``R`` (and
+    ``Z_K^+ Z = R_K^+ R``), at a fraction of the cost. Otherwise returns the inputs.
+    """
+    dsz, n = z.shape
+    if dsz <= 2 * n:
+        return z, target
+    if target is None:
+        return jnp.linalg.qr(z, mode="r"), None
+    q, r = jnp.linalg.qr(z, mode="reduced")
+    return r, jnp.matmul(q.T, jnp.asarray(target, z.dtype), precision=HIGHEST)
+
+
 def select_columns(
     z: jax.Array,
     m: int,
+    selector="pivoted_qr",
     *,
-    selector: str = "pivoted_qr",
-    radius=1.0,
-    degrees: np.ndarray | None = None,
-    rtol: float | None = None,
-    delta: float = 1e-2,
-    max_swaps: int | None = None,
-    scores: jax.Array | None = None,
-    key: jax.Array | None = None,
+    scale: jax.Array | None = None,
     out_kernel: jax.Array | None = None,
     target: jax.Array | None = None,
-) -> tuple[Selection, dict[str, jax.Array]]:
+    layer: int = 0,
+) -> Selection:
     """Choose ``m`` of the ``n`` columns of ``z`` and the coefficients reproducing all columns.
 
     Args:
       z: features ``(D, n)``.
       m: number of columns to keep (static), ``1 <= m <= n``.
-      selector: one of :data:`SELECTORS`.
-      radius: the row scaling ``r`` (may be traced); rows are multiplied by ``r^{degrees}``.
-      degrees: ``(D,)`` total degree of each row (default: no scaling).
-      rtol: relative rank threshold on ``|R_ii| / |R_00|`` (default
-        :func:`default_rtol`: ``10 eps`` of ``z``'s dtype, whatever its size).
-      delta: maxvol tolerance, ``|C_ij| <= 1 + delta`` at exit.
-      max_swaps: cap on maxvol swaps (default ``50 * m``).
-      scores: ``(n,)`` column scores for ``"weight_norm"`` (the largest ``m`` are kept).
-      key: a PRNG key for ``"random"``.
-      out_kernel: ``(n, t)`` the next layer's kernel, for ``"omp"`` (it fits ``z @ out_kernel``).
-      target: ``(D, t)`` for ``"omp"``: fit this instead of ``z @ out_kernel`` (rows already
+      selector: a selector object (:class:`PivotedQR`, :class:`MaxVol`, ...) or its name.
+      scale: ``(D,)`` row weights applied before selecting (e.g. ``r^{|alpha|}``; default none).
+      out_kernel: ``(n, t)`` the next layer's kernel (for :class:`OMP` and :class:`WeightNorm`).
+      target: ``(D, t)`` what the kept columns must reproduce instead of ``z @ out_kernel`` (rows
         scaled like ``z``'s).
+      layer: the hidden layer (seeds :class:`RandomChoice`).
 
     Returns:
-      The :class:`Selection` and a dict of diagnostics (``swaps`` for maxvol).
+      The :class:`Selection`; ``coef`` reproduces the *unscaled* ``z`` as well (row scaling does
+      not change ``Z_K C = Z``).
     """
-    if selector not in SELECTORS:
-        raise ValueError(f"selector must be one of {SELECTORS}, got {selector!r}")
-    dsz, n = z.shape
+    sel = as_selector(selector, "select_columns")
+    n = z.shape[1]
     if not 1 <= m <= n:
         raise ValueError(f"select_columns: m must be in [1, {n}], got {m}")
-    if degrees is not None:
-        scale = jnp.asarray(radius, z.dtype) ** jnp.asarray(degrees, z.dtype)
-        zs = z * scale[:, None]
-    else:
-        zs = z
-    rtol = default_rtol(z.dtype) if rtol is None else rtol
-    diag: dict[str, jax.Array] = {}
-    if dsz > 2 * n and selector not in BASELINE_SELECTORS:
-        # Many more rows than columns (point features): Z = Q R with R (n x n) has the same
-        # column inner products, so every selector gives the same pivots and coefficients on R,
-        # at a fraction of the cost (one BLAS-3 QR instead of a column-pivoted one on Z).
-        if target is None:
-            zs = jnp.linalg.qr(zs, mode="r")
-        else:
-            q, zs = jnp.linalg.qr(zs, mode="reduced")
-            target = jnp.matmul(q.T, jnp.asarray(target, zs.dtype), precision=HIGHEST)
-    if selector in BASELINE_SELECTORS:
-        if selector == "weight_norm":
-            if scores is None or np.shape(scores) != (n,):
-                raise ValueError(
-                    f"select_columns: selector='weight_norm' needs scores of shape ({n},) (one "
-                    f"per column, e.g. outgoing-weight norms), got "
-                    f"{None if scores is None else np.shape(scores)}"
-                )
-            perm = jnp.argsort(-jnp.asarray(scores), stable=True).astype(jnp.int32)
-        else:
-            if key is None:
-                raise ValueError("select_columns: selector='random' needs a PRNG key (key=...)")
-            perm = jax.random.permutation(key, n).astype(jnp.int32)
-        coef, rank = lstsq_coefficients(zs, perm, m, rtol)
-        return Selection(perm=perm, coef=coef, rank=rank), diag
-    if selector in ("exhaustive", "omp"):
-        if selector == "exhaustive":
-            perm = _exhaustive(zs, m)
-        elif target is not None:
-            perm = output_greedy(zs, jnp.asarray(target, zs.dtype), m, rtol)
-        else:
-            if out_kernel is None or np.shape(out_kernel)[:1] != (n,):
-                raise ValueError(
-                    f"select_columns: selector='omp' needs out_kernel of shape ({n}, t) (the "
-                    f"next layer's kernel), got "
-                    f"{None if out_kernel is None else np.shape(out_kernel)}"
-                )
-            target = jnp.matmul(zs, jnp.asarray(out_kernel, zs.dtype), precision=HIGHEST)
-            perm = output_greedy(zs, target, m, rtol)
-        r_mat = _r_of(zs[:, perm], m)
-    else:
-        perm, r_mat = _pivoted_qr(zs, m, "greedy_gs" if selector == "greedy_gs" else "pivoted_qr")
-    # rank is judged on the full pivoted R (its diagonal is non-increasing in magnitude)
-    rank = _numerical_rank(jnp.diagonal(r_mat[:, :m]), rtol)
-    coef = coefficients_from_r(r_mat, rank)
-    if selector == "maxvol":
-        max_swaps = 50 * m if max_swaps is None else max_swaps
-        perm, swaps = _maxvol(coef, perm, rank, delta, max_swaps)
-        r_mat = _r_of(zs[:, perm], m)
-        coef = coefficients_from_r(r_mat, rank)
-        diag["swaps"] = swaps
-    return Selection(perm=perm, coef=coef, rank=rank), diag
+    check = getattr(sel, "check", None)
+    if check is not None:
+        check(n, m, "select_columns")
+    if scale is not None:
+        z = z * jnp.asarray(scale, z.dtype)[:, None]
+        if target is not None:
+            target = jnp.asarray(target, z.dtype) * jnp.asarray(scale, z.dtype)[:, None]
+    z, target = reduce_rows(z, target)
+    return sel(z, m, out_kernel=out_kernel, target=target, layer=layer)

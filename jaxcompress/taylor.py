@@ -30,7 +30,15 @@ import numpy as np
 from jaxcompress.activations import Activation, get_activation
 from jaxcompress.mlp import HIGHEST, Params
 
-__all__ = ["MAX_FEATURE_BYTES", "check_feature_budget", "monomials", "num_monomials"]
+__all__ = [
+    "MAX_FEATURE_BYTES",
+    "check_feature_budget",
+    "input_polynomial",
+    "monomials",
+    "num_monomials",
+    "propagate_polynomial",
+    "taylor_features",
+]
 
 #: Refuse feature computations whose working set would exceed this many bytes (DESIGN sec. 4).
 MAX_FEATURE_BYTES = 8 * 2**30
@@ -146,6 +154,26 @@ def input_polynomial(center: jax.Array, k: int) -> jax.Array:
     return x
 
 
+def propagate_polynomial(
+    p: jax.Array, layers: Params, *, activation: str | Activation, order: int, num_vars: int
+) -> list[jax.Array]:
+    """Push the coefficient array ``p`` through hidden ``layers`` (each ``dense -> activation``).
+
+    ``p`` is ``(C(m + k, m), width)``: a polynomial in ``m = num_vars`` variables truncated at
+    order ``k``, e.g. the input expansion ``x0 + t`` (:func:`input_polynomial`: derivative
+    features), an earlier narrow layer's activations in their own coordinates (the bottleneck
+    corollary) or an analytic parameterisation ``iota(u0 + t)``. Returns every layer's
+    coefficient array.
+    """
+    act = get_activation(activation)
+    feats = []
+    for layer in layers:
+        u = jnp.matmul(p, layer["kernel"], precision=HIGHEST).at[0].add(layer["bias"])
+        p = compose(act.series(u[0], order), u, num_vars, order)
+        feats.append(p)
+    return feats
+
+
 def taylor_features(
     params: Params,
     *,
@@ -158,15 +186,9 @@ def taylor_features(
 
     See the module docstring. ``center`` is the expansion point ``x_0`` (default: the origin).
     """
-    act = get_activation(activation)
     d = params[0]["kernel"].shape[0]
     dtype = jnp.result_type(params[0]["kernel"])
     center = jnp.zeros((d,), dtype) if center is None else jnp.asarray(center, dtype)
     n_hidden = len(params) - 1 if upto is None else upto
-    p = input_polynomial(center, order)
-    feats = []
-    for layer in params[:n_hidden]:
-        u = jnp.matmul(p, layer["kernel"], precision=HIGHEST).at[0].add(layer["bias"])
-        p = compose(act.series(u[0], order), u, d, order)
-        feats.append(p)
-    return feats
+    return propagate_polynomial(input_polynomial(center, order), params[:n_hidden],
+                                activation=activation, order=order, num_vars=d)

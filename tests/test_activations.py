@@ -188,8 +188,8 @@ def test_compress_with_width_above_num_features(selector: str) -> None:
     # explicit widths may exceed D_k (they only have to be <= d_l): the surplus neurons get zero
     # outgoing weight and value and gradient at the centre are still matched
     teacher = jc.init_mlp(jax.random.PRNGKey(7), [1, 6, 6, 1])
-    small, info = jc.compress(teacher, activation="tanh", order=1, widths=[4, 4],
-                              selector=selector)  # D_1 = 2
+    method = jc.derivative_matching(1, widths=[4, 4], selector=selector)  # D_1 = 2
+    small, info = jc.compress(teacher, method, activation="tanh")
     assert jc.layer_sizes(small) == [1, 4, 4, 1]
     assert all(int(li.rank) == 2 for li in info.layers)
     np.testing.assert_array_equal(np.asarray(small[1]["kernel"][2:]), 0.0)

@@ -116,8 +116,8 @@ def test_certificate_validity():
             radius = 0.5 if seed % 2 else 1.0
             domain = jc.Ball(sizes[0], radius)
             for k in (1, 3):
-                small, info = jc.compress(params, activation="sigmoid", order=k, radius=radius,
-                                          selector="maxvol")
+                small, info = jc.compress(params, jc.derivative_matching(k, selector="maxvol"),
+                                          activation="sigmoid", domain=domain)
                 rep = jc.certify(params, activation="sigmoid", domain=domain, eps=1e-3,
                                  compressed=small, info=info, extra_orders=12 - k,
                                  n_samples=8)
@@ -139,7 +139,8 @@ def test_a_posteriori_centred_ball_and_any_selector():
     # the a posteriori bound holds for a non-centred ball and for pivoted QR too
     params = _scaled(7, [2, 12, 12, 1], 0.5)
     domain = jc.Ball(2, 0.5, center=jnp.array([0.3, -0.2]))
-    small, info = jc.compress(params, activation="tanh", order=2, domain=domain)
+    small, info = jc.compress(params, jc.derivative_matching(2), activation="tanh",
+                              domain=domain)
     rep = jc.certify(params, activation="tanh", domain=domain, eps=1e-3, compressed=small,
                      info=info)
     err = float(jc.sup_error(params, small, activation="tanh", domain=domain,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import jaxcompress as jc
-from jaxcompress.compress import _compress_jit
+from jaxcompress.compression import _compress_jit
 
 POLY = "test_poly2"
 if POLY not in jc.registered_activations():
@@ -154,7 +154,8 @@ def test_radius_may_be_traced():
 def test_vmap_over_teachers_equals_loop(selector):
     teachers = [jc.init_mlp(jax.random.PRNGKey(20 + i), [2, 24, 24, 1]) for i in range(3)]
     stacked = jax.tree.map(lambda *x: jnp.stack(x), *teachers)
-    fn = functools.partial(jc.compress, activation="tanh", order=3, selector=selector)
+    fn = functools.partial(jc.compress, method=jc.derivative_matching(3, selector=selector),
+                           activation="tanh")
     batched, binfo = jax.vmap(fn)(stacked)
     assert binfo.layers[0].kept.shape == (3, 10)
     for i, t in enumerate(teachers):
@@ -182,8 +183,9 @@ def test_orders_and_backends_converge(layer_order, features):
     dom = jc.Ball(2, 1.0)
     errs = []
     for k in (1, 3, 5):
-        small, _ = jc.compress(params, activation="sigmoid", order=k, layer_order=layer_order,
-                               features=features)
+        small, _ = jc.compress(params, jc.derivative_matching(k, layer_order=layer_order,
+                                                              backend=features),
+                               activation="sigmoid")
         errs.append(float(jc.sup_error(params, small, activation="sigmoid", domain=dom,
                                        key=jax.random.PRNGKey(0), n_samples=2048,
                                        local_search_steps=20)))
@@ -193,8 +195,9 @@ def test_orders_and_backends_converge(layer_order, features):
 
 def test_forward_equals_backward_for_one_hidden_layer():
     params = jc.init_mlp(jax.random.PRNGKey(9), [2, 40, 1])
-    a, _ = jc.compress(params, activation="silu", order=4, layer_order="forward")
-    b, _ = jc.compress(params, activation="silu", order=4, layer_order="backward")
+    a, _ = jc.compress(params, jc.derivative_matching(4, layer_order="forward"),
+                       activation="silu")
+    b, _ = jc.compress(params, jc.derivative_matching(4), activation="silu")
     for la, lb in zip(a, b, strict=True):
         np.testing.assert_allclose(la["kernel"], lb["kernel"], rtol=1e-12, atol=1e-15)
 
@@ -205,7 +208,8 @@ def test_per_layer_orders_and_widths():
     assert jc.layer_sizes(small) == [2, 6, 15, 10, 1]
     assert [li.order for li in info.layers] == [2, 4, 3]
     assert [li.num_features for li in info.layers] == [6, 15, 10]
-    small, info = jc.compress(params, activation="sigmoid", order=4, widths=(20, 15, 12))
+    small, info = jc.compress(params, jc.derivative_matching(4, widths=(20, 15, 12)),
+                              activation="sigmoid")
     assert jc.layer_sizes(small) == [2, 20, 15, 12, 1]
     assert "D_k" in info.summary()
 
@@ -222,19 +226,22 @@ def test_float32_compression():
 
 def test_maxvol_meets_coefficient_bound_in_compress():
     params = jc.init_mlp(jax.random.PRNGKey(12), [2, 80, 80, 1])
-    _, info = jc.compress(params, activation="tanh", order=5, selector="maxvol", delta=1e-2)
+    _, info = jc.compress(params, jc.derivative_matching(5, selector=jc.MaxVol(delta=1e-2)),
+                          activation="tanh")
     for li in info.layers:
         assert float(li.max_coef) <= 1 + 1e-2 + 1e-9
 
 
 def test_exhaustive_tiny_and_refused_when_large():
     params = jc.init_mlp(jax.random.PRNGKey(13), [1, 8, 1])
-    small, info = jc.compress(params, activation="sigmoid", order=2, selector="exhaustive")
+    small, info = jc.compress(params, jc.derivative_matching(2, selector="exhaustive"),
+                              activation="sigmoid")
     assert jc.layer_sizes(small) == [1, 3, 1]
     assert float(info.layers[0].max_coef) <= 1 + 1e-9  # a true max-volume basis has |C| <= 1
     big = jc.init_mlp(jax.random.PRNGKey(13), [2, 200, 1])
     with pytest.raises(ValueError, match="exhaustive"):
-        jc.compress(big, activation="sigmoid", order=4, selector="exhaustive")
+        jc.compress(big, jc.derivative_matching(4, selector=jc.Exhaustive()),
+                    activation="sigmoid")
 
 
 def test_trim_is_identity_on_full_rank():

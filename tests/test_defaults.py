@@ -95,8 +95,7 @@ def test_error_estimate_is_recorded_and_is_a_lower_bound():
     assert "error estimate" in info.summary()
     # other domains: the estimate is taken on the domain's own points
     box = jc.Box(jnp.array([0.0, -0.5]), jnp.array([1.0, 0.5]))
-    _, info_box = jc.compress(teacher, activation="tanh", order=4, domain=box,
-                              features="collocation")
+    _, info_box = jc.compress(teacher, jc.collocation(4), activation="tanh", domain=box)
     xb = error_points(box, ERROR_POINTS, jnp.float64)
     assert bool(jnp.all((xb >= box.lo[None]) & (xb <= box.hi[None])))
     assert float(info_box.error_estimate) > 0

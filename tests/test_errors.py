@@ -173,7 +173,10 @@ _BAD_ORDERS = [(-1, ValueError), (2.5, TypeError), (2.0, TypeError), (True, Type
 @pytest.mark.parametrize(("order", "error"), _BAD_ORDERS)
 @pytest.mark.parametrize("fn", ["compress", "derivative_features"])
 def test_bad_order(params, order, error, fn: str) -> None:
-    with pytest.raises(error, match=r"order must be (>= 0|a non-negative int)"):
+    # compress without an order has no method: the error says to give one
+    match = (r"give a method" if order is None and fn == "compress"
+             else r"order must be (>= 0|a non-negative int)")
+    with pytest.raises(error, match=match):
         getattr(jc, fn)(params, activation="sigmoid", order=order)
 
 
@@ -186,8 +189,9 @@ def test_bad_entry_in_order_list(params, order, error) -> None:
 
 @pytest.mark.parametrize("order", [[2], [2, 2, 2], ()])
 def test_order_list_of_wrong_length(params, order) -> None:
-    with pytest.raises(ValueError, match=rf"order has {len(order)} entries; expected one per "
-                                         r"hidden layer \(2\)"):
+    match = (r"order is an empty sequence" if not order else
+             rf"order has {len(order)} entries; expected one per hidden layer \(2\)")
+    with pytest.raises(ValueError, match=match):
         jc.compress(params, activation="sigmoid", order=order)
 
 
@@ -214,33 +218,33 @@ def test_memory_guard_counts_the_width() -> None:
 # --- widths and configuration names --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("widths", [[7, 3], [3, 0], [3, -1]])
-def test_width_out_of_range(params, widths) -> None:
-    l = 1 if widths[0] == 7 else 2
-    with pytest.raises(ValueError, match=rf"target width {widths[l - 1]} for hidden layer {l} "
-                                         r"must be in \[1, 6\]"):
-        jc.compress(params, activation="sigmoid", order=2, widths=widths)
+def test_width_out_of_range(params) -> None:
+    with pytest.raises(ValueError, match=r"target width 7 for hidden layer 1 must be in \[1, 6\]"):
+        jc.compress(params, jc.derivative_matching(2, widths=[7, 3]), activation="sigmoid")
+    for widths in ([3, 0], [3, -1], [3, 2.5]):
+        with pytest.raises(ValueError, match=r"widths must be positive ints"):
+            jc.derivative_matching(2, widths=widths)
 
 
 def test_widths_of_wrong_length(params) -> None:
-    with pytest.raises(ValueError, match=r"widths has 3 entries; expected 2"):
-        jc.compress(params, activation="sigmoid", order=2, widths=[2, 2, 2])
+    with pytest.raises(ValueError, match=r"widths has 3 entries; expected one per hidden layer"):
+        jc.compress(params, jc.derivative_matching(2, widths=[2, 2, 2]), activation="sigmoid")
 
 
 @pytest.mark.parametrize(
     ("kwarg", "pattern"),
-    [("layer_order", "layer_order must be one of"), ("features", "features must be one of"),
+    [("layer_order", "layer_order must be one of"), ("backend", "backend must be one of"),
      ("selector", "selector must be one of")],
 )
-def test_unknown_configuration_names(params, kwarg: str, pattern: str) -> None:
+def test_unknown_configuration_names(kwarg: str, pattern: str) -> None:
     with pytest.raises(ValueError, match=rf"{pattern} .*'bogus'"):
-        jc.compress(params, activation="sigmoid", order=2, **{kwarg: "bogus"})
+        jc.derivative_matching(2, **{kwarg: "bogus"})
 
 
 def test_exhaustive_refused_eagerly_on_a_large_layer() -> None:
     wide = jc.init_mlp(jax.random.PRNGKey(2), [2, 40, 1])
-    with pytest.raises(ValueError, match=r"exhaustive.*C\(40, 15\).*subsets in hidden layer 1"):
-        jc.compress(wide, activation="sigmoid", order=4, selector="exhaustive")
+    with pytest.raises(ValueError, match=r"hidden layer 1: the exhaustive.*C\(40, 15\).*subsets"):
+        jc.compress(wide, jc.derivative_matching(4, selector="exhaustive"), activation="sigmoid")
 
 
 # --- derivative_features -------------------------------------------------------------------------
@@ -319,20 +323,29 @@ def test_bad_ball(kwargs, pattern: str) -> None:
         jc.Ball(**kwargs)
 
 
-@pytest.mark.parametrize("radius", [0.0, -1.0, float("inf"), float("nan"), None, [1.0, 2.0]])
+@pytest.mark.parametrize("radius", [0.0, -1.0, float("inf"), float("nan"), [1.0, 2.0]])
 def test_radius_must_be_finite_and_positive(params, radius) -> None:
     # inf / nan used to return a network with error 0.23 (R = 1 gives 1e-6) without a word
     with pytest.raises(ValueError, match="radius must be one finite positive number"):
         jc.compress(params, activation="sigmoid", order=2, radius=radius)
-    if radius is not None and np.ndim(radius) == 0:
+    if np.ndim(radius) == 0:
         with pytest.raises(ValueError, match="radius must be one finite positive number"):
             jc.Ball(2, radius)
 
 
+def test_radius_none_is_the_default_unit_ball(params) -> None:
+    # radius=None used to raise a raw JAX error; it now means "not given": the unit ball
+    a, _ = jc.compress(params, activation="sigmoid", order=2, radius=None)
+    b, _ = jc.compress(params, activation="sigmoid", order=2, radius=1.0)
+    for la, lb in zip(a, b, strict=True):
+        np.testing.assert_array_equal(la["kernel"], lb["kernel"])
+
+
 @pytest.mark.parametrize("rtol", [-1e-3, 1.0, float("nan"), True])
-def test_bad_rtol(params, rtol) -> None:
-    with pytest.raises(ValueError, match="rtol must be a number in"):
-        jc.compress(params, activation="sigmoid", order=2, rtol=rtol)
+def test_bad_rtol(rtol) -> None:
+    for selector in (jc.PivotedQR, jc.MaxVol, jc.OMP, jc.GreedyGS, jc.WeightNorm):
+        with pytest.raises(ValueError, match="rtol must be a number in"):
+            selector(rtol=rtol)
 
 
 def test_apply_names_the_input_size(params) -> None:
@@ -391,13 +404,15 @@ def test_cli_order_search_reports_the_true_best_and_sound_advice(params) -> None
     domain = jc.Ball(2, 1.0)
     growing = iter([0.5, 0.1, 0.05, 0.2, 0.4, 0.8])  # best at k = 2, then growing with k
     with pytest.raises(ValueError) as exc:
-        cli._order_search(params, "sigmoid", domain, 1e-3, 5, {}, lambda p: next(growing))
+        cli._order_search(params, "sigmoid", domain, 1e-3, 5, "derivative",
+                          lambda p: next(growing))
     msg = str(exc.value)
     assert "the best is 5.000e-02 at k = 2" in msg and "grows with k" in msg
     assert "--method collocation" in msg and "raise --max-order" not in msg
     falling = iter([0.5, 0.1, 0.05, 0.02])
     with pytest.raises(ValueError, match=r"best is 2.000e-02 at k = 3; raise --max-order"):
-        cli._order_search(params, "sigmoid", domain, 1e-3, 3, {}, lambda p: next(falling))
+        cli._order_search(params, "sigmoid", domain, 1e-3, 3, "derivative",
+                          lambda p: next(falling))
 
 
 def test_cli_before_row_is_the_rounding_floor_and_help_shows_defaults(tmp_path, capsys) -> None:
@@ -432,7 +447,8 @@ def test_flax_adapter_takes_domain_coordinates_and_dtype() -> None:
     with pytest.warns(UserWarning, match="pass dtype=jnp.float64"):
         res = jf.compress_model(model, order=3, domain=box)
     assert res.info.error_estimate is not None
-    res = jf.compress_model(model, order=3, coordinates="bottleneck", dtype=jnp.float64)
+    res = jf.compress_model(model, jc.derivative_matching(3, coordinates="bottleneck"),
+                            dtype=jnp.float64)
     assert res.model.layers[0].kernel.dtype == jnp.float32  # the model keeps its dtype
     assert "error estimate" in res.summary()
     with pytest.raises(ValueError, match="either radius or domain"):

@@ -15,7 +15,7 @@ X = jc.Ball(2, 1.0).sample(jax.random.PRNGKey(1), 200)
 
 
 def _assert_same_as_core(result, params, act, order, **kw):
-    core, _ = jc.compress(params, activation=act, order=order, **kw)
+    core, _ = jc.compress(params, jc.derivative_matching(order), activation=act, **kw)
     for a, b in zip(result.params, core, strict=True):
         np.testing.assert_array_equal(a["kernel"], b["kernel"])
         np.testing.assert_array_equal(a["bias"], b["bias"])
@@ -26,7 +26,7 @@ def test_nnx_round_trip():
     model = jf.MLP([2, 48, 48, 1], activation="sigmoid", rngs=nnx.Rngs(0),
                    param_dtype=jnp.float64)
     params, act = jf.nnx_params(model)
-    res = jf.compress_model(model, order=4)
+    res = jf.compress_model(model, jc.derivative_matching(4))
     assert type(res.model) is jf.MLP and res.variables is None
     core = _assert_same_as_core(res, params, act, 4)
     np.testing.assert_allclose(res.model(X), jc.apply(core, X, activation="sigmoid"),
@@ -72,7 +72,7 @@ def test_linen_round_trip():
     variables = jax.tree.map(lambda a: a.astype(jnp.float64),
                              module.init(jax.random.PRNGKey(0), x64))
     params, act = jf.linen_params(variables, module)
-    res = jf.compress_model(variables, module=module, order=3)
+    res = jf.compress_model(variables, jc.derivative_matching(3), module=module)
     _assert_same_as_core(res, params, act, 3)
     assert res.model.features == (10, 10, 2)
     np.testing.assert_allclose(res.model.apply(res.variables, X),
@@ -84,8 +84,8 @@ def test_round_to_never_increases_the_error():
                    param_dtype=jnp.float64)
     teacher = model(X)
     for order in (2, 3, 5):
-        plain = jf.compress_model(model, order=order)
-        rounded = jf.compress_model(model, order=order, round_to=8)
+        plain = jf.compress_model(model, jc.derivative_matching(order))
+        rounded = jf.compress_model(model, jc.derivative_matching(order), round_to=8)
         widths = [lin.out_features for lin in rounded.model.layers[:-1]]
         assert all(w % 8 == 0 for w in widths)
         e_plain = float(jnp.max(jnp.abs(plain.model(X) - teacher)))
@@ -162,3 +162,15 @@ def test_from_params_builds_models_for_loaded_files(tmp_path):
     np.testing.assert_allclose(module.apply(variables, x3), jc.apply(params, x3,
                                                                      activation="silu"),
                                rtol=1e-13)
+
+
+def test_default_method_is_the_best_of_both_and_says_which_won(capsys):
+    model = jf.MLP([2, 32, 32, 1], activation="tanh", rngs=nnx.Rngs(2), param_dtype=jnp.float64)
+    res = jf.compress_model(model, order=3, verbose=True)
+    assert res.info.choice is not None and len(res.info.candidates) == 2
+    out = capsys.readouterr().out
+    assert "best of: derivative_matching" in out and "[won 1]" in out
+    params, act = jf.nnx_params(model)
+    estimates = [float(jc.compress(params, m, activation=act)[1].error_estimate)
+                 for m in (jc.derivative_matching(3), jc.collocation(3))]
+    assert float(res.info.error_estimate) == min(estimates)

@@ -1,5 +1,7 @@
-"""Feature kinds beyond derivatives, baseline selectors, boxes and effective input dimension."""
+"""Methods as values: feature maps beyond derivatives, selectors, best_of, boxes, effective
+input dimension, user-written feature maps and selectors."""
 
+import dataclasses
 import functools
 
 import jax
@@ -8,7 +10,7 @@ import numpy as np
 import pytest
 
 import jaxcompress as jc
-from jaxcompress.compress import _compress_jit
+from jaxcompress.compression import _compress_jit
 
 POLY = "test_poly2_methods"
 if POLY not in jc.registered_activations():
@@ -32,8 +34,8 @@ def _points(d, n=256, seed=7, radius=1.0):
 def test_collocation_with_dk_points_is_exact_on_polynomial_networks(layer_order):
     # degree 4 in x (two POLY layers), k = 4: N = D_4 = 15 unisolvent Sobol points of the disk
     params = jc.init_mlp(jax.random.PRNGKey(0), [2, 30, 30, 1])
-    small, info = jc.compress(params, activation=POLY, order=4, features="collocation",
-                              oversample=1, layer_order=layer_order)
+    method = jc.collocation(4, oversample=1, layer_order=layer_order)
+    small, info = jc.compress(params, method, activation=POLY)
     assert jc.layer_sizes(small) == [2, 15, 15, 1]
     assert [li.num_rows for li in info.layers] == [15, 15]
     assert info.features == "collocation"
@@ -44,7 +46,9 @@ def test_collocation_with_dk_points_is_exact_on_polynomial_networks(layer_order)
 def test_data_features_reproduce_the_teacher_on_the_data():
     params = jc.init_mlp(jax.random.PRNGKey(1), [2, 40, 40, 1])
     x = jc.Ball(2, 1.0).sample(jax.random.PRNGKey(2), 10)  # 10 inputs, width D_3 = 10
-    small, info = jc.compress(params, activation="sigmoid", order=3, features="data", data=x)
+    small, info = jc.compress(params, jc.data_matching(x, order=3, selector="pivoted_qr",
+                                                       layer_order="backward"),
+                              activation="sigmoid")
     assert jc.layer_sizes(small) == [2, 10, 10, 1]
     assert info.features == "data" and [li.num_rows for li in info.layers] == [10, 10]
     assert _max_diff(params, small, "sigmoid", x) < 1e-12
@@ -54,16 +58,23 @@ def test_data_features_reproduce_the_teacher_on_the_data():
 
 @functools.partial(jax.jit, static_argnames=("act", "k"))
 def _reference_backward(params, act, k, center, radius):
-    """Algorithm 1 by hand: derivative features at ``center``, rows scaled by ``radius``."""
+    """Algorithm 1 by hand with the per-layer step: derivative features at ``center``, rows
+    scaled by ``radius^|alpha|``."""
+    from jaxcompress.compression import rewire
+
     feats = jc.derivative_features(params, activation=act, order=k, center=center)
-    degrees = jc.monomials(params[0]["kernel"].shape[0], k).sum(axis=1)
+    d = params[0]["kernel"].shape[0]
+    scale = radius ** jnp.asarray(jc.monomials(d, k).sum(axis=1), jnp.float64)
     params = list(params)
     kept = {}
     for l in range(len(params) - 1, 0, -1):
         z = feats[l - 1]
-        m = min(z.shape)
-        params, info = jc.compress_layer(params, l, z, width=m, radius=radius, degrees=degrees)
-        kept[l] = info.kept
+        lf = jc.LayerFeatures(z=z, scale=scale, layer=l, order=k, num_features=z.shape[0],
+                              coord_dim=d)
+        kept[l], kernel, info = jc.compress_layer(lf, params[l]["kernel"], min(z.shape),
+                                                  jc.PivotedQR())
+        assert info.layer == l and info.num_rows == z.shape[0]
+        params = rewire(params, l, kept[l], kernel)
     return params, kept
 
 
@@ -79,7 +90,8 @@ def test_derivative_features_are_expanded_at_the_domain_centre(domain):
     if isinstance(domain, jc.Box):
         np.testing.assert_allclose(center, [1.5, -1.5])
         np.testing.assert_allclose(radius, np.hypot(1.0, 0.5))
-    small, info = jc.compress(params, activation="tanh", order=3, domain=domain)
+    small, info = jc.compress(params, jc.derivative_matching(3), activation="tanh",
+                              domain=domain)
     ref, kept = _reference_backward(params, "tanh", 3, jnp.asarray(center), radius)
     for a, b in zip(small, ref, strict=True):
         np.testing.assert_allclose(a["kernel"], b["kernel"], rtol=1e-9, atol=1e-12)
@@ -95,7 +107,8 @@ def test_bottleneck_gives_dk_from_the_narrow_layer_and_stays_exact():
     # d_in = 4 but layer 2 has width 1: layers 3 and 4 are polynomials in the scalar h^(2)
     params = jc.init_mlp(jax.random.PRNGKey(4), [4, 30, 1, 30, 30, 1])
     assert jc.features.bottleneck_sources([4, 30, 1, 30, 30, 1]) == (0, 0, 2, 2)
-    small, info = jc.compress(params, activation=POLY, order=4, coordinates="bottleneck")
+    small, info = jc.compress(params, jc.derivative_matching(4, coordinates="bottleneck"),
+                              activation=POLY)
     assert jc.layer_sizes(small) == [4, 30, 1, 5, 5, 1]  # D_4 = C(1 + 4, 1) = 5
     assert [li.num_features for li in info.layers] == [70, 70, 5, 5]  # plain: D_4 = C(8, 4)
     assert [li.coord_dim for li in info.layers] == [4, 4, 1, 1]
@@ -105,7 +118,8 @@ def test_bottleneck_gives_dk_from_the_narrow_layer_and_stays_exact():
 
 def test_bottleneck_on_an_analytic_network():
     params = jc.init_mlp(jax.random.PRNGKey(5), [3, 40, 2, 40, 40, 1])
-    small, info = jc.compress(params, activation="sigmoid", order=4, coordinates="bottleneck")
+    small, info = jc.compress(params, jc.derivative_matching(4, coordinates="bottleneck"),
+                              activation="sigmoid")
     # layer 1: D_4 = C(3 + 4, 3) = 35; after the width-2 layer: D_4 = C(2 + 4, 2) = 15
     assert jc.layer_sizes(small) == [3, 35, 2, 15, 15, 1]
     assert _max_diff(params, small, "sigmoid", _points(3)) < 1e-7
@@ -117,14 +131,15 @@ def test_parameterization_is_exact_on_a_polynomial_curve():
         return jnp.concatenate([u, u * u, 1.0 - u])
 
     params = jc.init_mlp(jax.random.PRNGKey(6), [3, 30, 1])
-    coords = jc.Parameterization(iota, jc.Box([-1.0], [1.0]))
-    small, info = jc.compress(params, activation=POLY, order=4, coordinates=coords)
+    curve = jc.Parameterization(iota, jc.Box([-1.0], [1.0]))
+    small, info = jc.compress(params, jc.derivative_matching(4), activation=POLY, domain=curve)
     assert jc.layer_sizes(small) == [3, 5, 1] and info.layers[0].num_features == 5
+    assert info.coordinates == "parameterization"
     x = jax.vmap(iota)(jnp.linspace(-2.0, 2.0, 101)[:, None])
     assert _max_diff(params, small, POLY, x) < 1e-10
     # collocation on iota of the nodes of U is exact as well
-    small, _ = jc.compress(params, activation=POLY, order=4, coordinates=coords,
-                           features="collocation", oversample=2)
+    small, _ = jc.compress(params, jc.collocation(4, oversample=2), activation=POLY,
+                           domain=curve)
     assert _max_diff(params, small, POLY, x) < 1e-9
 
 
@@ -133,7 +148,8 @@ def test_parameterization_is_exact_on_a_polynomial_curve():
 
 def test_weight_norm_keeps_the_largest_outgoing_weights():
     params = jc.init_mlp(jax.random.PRNGKey(7), [2, 30, 1])
-    small, info = jc.compress(params, activation="sigmoid", order=2, selector="weight_norm")
+    small, info = jc.compress(params, jc.derivative_matching(2, selector=jc.WeightNorm()),
+                              activation="sigmoid")
     norms = np.linalg.norm(np.asarray(params[1]["kernel"]), axis=1)
     np.testing.assert_array_equal(np.sort(np.asarray(info.layers[0].kept)),
                                   np.sort(np.argsort(-norms)[:6]))
@@ -147,12 +163,11 @@ def test_weight_norm_keeps_the_largest_outgoing_weights():
 
 def test_random_selector_depends_on_the_key_and_reweights():
     params = jc.init_mlp(jax.random.PRNGKey(8), [2, 40, 1])
-    a, ia = jc.compress(params, activation="tanh", order=3, selector="random",
-                        key=jax.random.PRNGKey(0))
-    b, ib = jc.compress(params, activation="tanh", order=3, selector="random",
-                        key=jax.random.PRNGKey(0))
-    c, ic = jc.compress(params, activation="tanh", order=3, selector="random",
-                        key=jax.random.PRNGKey(1))
+    def run(seed):
+        method = jc.derivative_matching(3, selector=jc.RandomChoice(jax.random.PRNGKey(seed)))
+        return jc.compress(params, method, activation="tanh")
+
+    (a, ia), (b, ib), (c, ic) = run(0), run(0), run(1)
     np.testing.assert_array_equal(ia.layers[0].kept, ib.layers[0].kept)
     assert not np.array_equal(np.sort(ia.layers[0].kept), np.sort(ic.layers[0].kept))
     assert float(ia.layers[0].residual) < 1e-10  # D_3 = 10 kept: exact derivative matching
@@ -165,12 +180,12 @@ def test_omp_keeps_the_columns_the_next_layer_uses():
     z[:, [3, 7, 11]] *= 0.01  # small columns: pivoted QR would take them last
     out_kernel = np.zeros((30, 2))
     out_kernel[[3, 7, 11]] = rng.standard_normal((3, 2))
-    sel, _ = jc.select_columns(jnp.asarray(z), 3, selector="omp", out_kernel=out_kernel)
+    sel = jc.select_columns(jnp.asarray(z), 3, jc.OMP(), out_kernel=out_kernel)
     assert sorted(np.asarray(sel.perm[:3]).tolist()) == [3, 7, 11]
-    kept_qr = jc.select_columns(jnp.asarray(z), 3, selector="pivoted_qr")[0].perm[:3]
+    kept_qr = jc.select_columns(jnp.asarray(z), 3, "pivoted_qr").perm[:3]
     assert not set(np.asarray(kept_qr).tolist()) & {3, 7, 11}
-    with pytest.raises(ValueError, match=r"selector='omp' needs out_kernel"):
-        jc.select_columns(jnp.asarray(z), 3, selector="omp")
+    with pytest.raises(ValueError, match=r"OMP: needs out_kernel"):
+        jc.select_columns(jnp.asarray(z), 3, "omp")
 
 
 def test_forward_point_features_refit_to_the_teacher():
@@ -178,8 +193,7 @@ def test_forward_point_features_refit_to_the_teacher():
     # residual is orthogonal to the kept neurons' activations there
     params = jc.init_mlp(jax.random.PRNGKey(12), [2, 30, 30, 1])
     x = jc.Ball(2, 1.0).sobol(200)
-    small, info = jc.compress(params, activation="tanh", order=2, features="data", data=x,
-                              layer_order="forward", selector="omp")
+    small, info = jc.compress(params, jc.data_matching(x, order=2), activation="tanh")
     resid = jc.apply(small, x, activation="tanh") - jc.apply(params, x, activation="tanh")
     h_last = jc.features.point_features(small, x, activation="tanh")[-1]  # (200, 6)
     gram = np.asarray(h_last.T @ resid)
@@ -190,53 +204,49 @@ def test_forward_point_features_refit_to_the_teacher():
 
 # --- jit, vmap, one compilation per shape --------------------------------------------------------
 
-_CASES = [
-    ("taylor_multi", "pivoted_qr", {}),
-    ("collocation", "pivoted_qr", {}),
-    ("collocation", "maxvol", {}),
-    ("collocation", "omp", {}),
-    ("taylor", "omp", {}),
-    ("data", "pivoted_qr", {"data": "x"}),
-    ("taylor", "weight_norm", {}),
-    ("collocation", "random", {"key": "key"}),
-    ("taylor", "pivoted_qr", {"domain": "box"}),
-]
+_X = _points(2, 40, seed=3)
+_CASES = {
+    "taylor_multi": jc.derivative_matching(3, centers="auto"),
+    "collocation+qr/bwd": jc.collocation(3, selector="pivoted_qr", layer_order="backward"),
+    "collocation+maxvol": jc.collocation(3, selector=jc.MaxVol()),
+    "collocation+omp": jc.collocation(3),
+    "derivative+omp": jc.derivative_matching(3, selector="omp"),
+    "data": jc.data_matching(_X, order=3, selector="pivoted_qr"),
+    "derivative+weight_norm": jc.derivative_matching(3, selector=jc.WeightNorm()),
+    "collocation+random": jc.collocation(3, selector=jc.RandomChoice(jax.random.PRNGKey(4))),
+    "best_of": jc.best_of(jc.derivative_matching(3), jc.collocation(3)),
+}
 
 
-def _kwargs(extra):
-    out = {}
-    for name, what in extra.items():
-        out[name] = {"x": _points(2, 40, seed=3), "key": jax.random.PRNGKey(4),
-                     "box": jc.Box([-1.0, 0.0], [1.0, 0.5])}[what]
-    return out
-
-
-@pytest.mark.parametrize("features,selector,extra", _CASES)
-def test_every_option_runs_under_jit(features, selector, extra):
+@pytest.mark.parametrize("name", list(_CASES))
+def test_every_method_runs_under_jit(name):
     params = jc.init_mlp(jax.random.PRNGKey(9), [2, 24, 24, 1])
-    kwargs = _kwargs(extra)
-    fn = functools.partial(jc.compress, activation="sigmoid", order=3, features=features,
-                           selector=selector)
-    ref, info = fn(params, **kwargs)
-    assert (info.features, info.selector) == (features, selector)
-    jitted, jinfo = jax.jit(fn)(params, **kwargs)
+    method = _CASES[name]
+    domain = jc.Box([-1.0, 0.0], [1.0, 0.5]) if name == "derivative+omp" else jc.Ball(2, 1.0)
+    ref, info = jc.compress(params, method, activation="sigmoid", domain=domain)
+    # the method and the domain are traced pytrees: jit the call with them as arguments
+    jitted, jinfo = jax.jit(functools.partial(jc.compress, activation="sigmoid"))(
+        params, method, domain=domain)
     assert jc.layer_sizes(ref) == jc.layer_sizes(jitted) == [2, 10, 10, 1]
     for a, b in zip(ref, jitted, strict=True):
         np.testing.assert_allclose(a["kernel"], b["kernel"], rtol=1e-9, atol=1e-12)
     np.testing.assert_array_equal(info.layers[0].kept, jinfo.layers[0].kept)
+    assert float(info.error_estimate) > 0
 
 
-def test_collocation_one_compilation_per_shape_and_vmap():
-    fn = functools.partial(jc.compress, activation="tanh", order=3, features="collocation")
+def test_one_compilation_per_shape_and_vmap():
+    fn = functools.partial(jc.compress, method=jc.collocation(3), activation="tanh")
     teachers = [jc.init_mlp(jax.random.PRNGKey(30 + i), [2, 24, 24, 1]) for i in range(3)]
     fn(teachers[0])
     before = _compress_jit._cache_size()
     for t in teachers[1:]:
         fn(t)
+    # an equal method built anew hashes the same: no new compilation either
+    jc.compress(teachers[0], jc.collocation(3), activation="tanh")
     assert _compress_jit._cache_size() == before
     stacked = jax.tree.map(lambda *x: jnp.stack(x), *teachers)
     batched, binfo = jax.vmap(fn)(stacked)
-    assert binfo.layers[0].kept.shape == (3, 10)
+    assert binfo.layers[0].kept.shape == (3, 10) and binfo.error_estimate.shape == (3,)
     for i, t in enumerate(teachers):
         single, _ = fn(t)
         np.testing.assert_allclose(single[1]["kernel"], batched[1]["kernel"][i], rtol=1e-9,
@@ -245,50 +255,110 @@ def test_collocation_one_compilation_per_shape_and_vmap():
 
 def test_traced_box_and_data():
     params = jc.init_mlp(jax.random.PRNGKey(10), [2, 24, 1])
-    f = jax.jit(lambda lo, hi: jc.compress(params, activation="tanh", order=2,
-                                           features="collocation",
+    f = jax.jit(lambda lo, hi: jc.compress(params, jc.collocation(2), activation="tanh",
                                            domain=jc.Box(lo, hi))[0][1]["kernel"])
     a = f(jnp.array([-1.0, -1.0]), jnp.array([1.0, 0.0]))
-    b = jc.compress(params, activation="tanh", order=2, features="collocation",
+    b = jc.compress(params, jc.collocation(2), activation="tanh",
                     domain=jc.Box([-1.0, -1.0], [1.0, 0.0]))[0][1]["kernel"]
     np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-13)
+    g = jax.jit(lambda x: jc.compress(params, jc.data_matching(x, order=2),
+                                      activation="tanh")[0][1]["kernel"])
+    np.testing.assert_allclose(g(_X), jc.compress(params, jc.data_matching(_X, order=2),
+                                                  activation="tanh")[0][1]["kernel"], rtol=1e-10)
+
+
+# --- best_of -------------------------------------------------------------------------------------
+
+
+def test_best_of_keeps_the_smaller_error_estimate_per_teacher():
+    dm, co = jc.derivative_matching(2), jc.collocation(2)
+    teachers = [jc.init_mlp(jax.random.PRNGKey(40 + i), [2, 20, 20, 1]) for i in range(2)]
+    # a teacher with large weights: not analytic enough on the disk for derivative matching
+    teachers.append([{"kernel": 6.0 * p["kernel"], "bias": p["bias"]} for p in teachers[0]])
+    stacked = jax.tree.map(lambda *x: jnp.stack(x), *teachers)
+    both = functools.partial(jc.compress, method=jc.best_of(dm, co), activation="tanh")
+    small, info = jax.vmap(both)(stacked)
+    for i, t in enumerate(teachers):
+        (a, ia), (b, ib) = (jc.compress(t, m, activation="tanh") for m in (dm, co))
+        want = 0 if float(ia.error_estimate) <= float(ib.error_estimate) else 1
+        assert int(info.choice[i]) == want
+        winner = (a, b)[want]
+        np.testing.assert_allclose(small[1]["kernel"][i], winner[1]["kernel"], rtol=1e-9,
+                                   atol=1e-12)
+        assert float(info.error_estimate[i]) == min(float(ia.error_estimate),
+                                                    float(ib.error_estimate))
+    assert "best of" in info.summary() and len(info.candidates) == 2
+    with pytest.raises(ValueError, match="best_of needs methods of equal widths"):
+        jc.compress(teachers[0], jc.best_of(jc.derivative_matching(2), jc.collocation(3)),
+                    activation="tanh")
+
+
+# --- your own feature map and selector ------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class LargestColumn:
+    """A user-written selector: keep the m largest columns, least-squares re-weighting."""
+
+    name: str = "largest_column"
+
+    def __call__(self, z, m, *, out_kernel=None, target=None, layer=0):
+        from jaxcompress.select import Selection, lstsq_coefficients
+
+        perm = jnp.argsort(-jnp.sum(z * z, axis=0), stable=True).astype(jnp.int32)
+        coef, rank = lstsq_coefficients(z, perm, m, 1e-12)
+        return Selection(perm=perm, coef=coef, rank=rank, swaps=jnp.int32(0))
+
+
+@dataclasses.dataclass(frozen=True)
+class ValuesAndSlopes:
+    """A user-written feature map: activations and their x_1-slopes at a grid of points."""
+
+    order: int
+    n: int = 12
+    name: str = "values_and_slopes"
+
+    def num_features(self, sizes, domain):
+        return (jc.num_monomials(sizes[0], self.order),) * (len(sizes) - 2)
+
+    def __call__(self, params, layers, *, activation, domain):
+        x = domain.sobol(self.n, dtype=params[0]["kernel"].dtype)
+        sub = params[: max(layers)] + [params[max(layers)]]
+        vals = jc.point_features(sub, x, activation=activation)
+        slopes = jax.vmap(jax.jacfwd(
+            lambda p: jnp.concatenate(jc.point_features(sub, p[None], activation=activation),
+                                      axis=1)[0]))(x)[..., 0]
+        out, start = {}, 0
+        for l in range(1, max(layers) + 1):
+            w = vals[l - 1].shape[1]
+            z = jnp.concatenate([vals[l - 1], slopes[:, start:start + w]])
+            start += w
+            if l in layers:
+                d = params[0]["kernel"].shape[0]
+                out[l] = jc.LayerFeatures(z=z, scale=None, layer=l, order=self.order,
+                                          num_features=jc.num_monomials(d, self.order),
+                                          coord_dim=d)
+        return out
+
+
+def test_user_feature_map_and_selector_plug_in():
+    params = jc.init_mlp(jax.random.PRNGKey(13), [2, 30, 30, 1])
+    method = jc.Method(ValuesAndSlopes(3), LargestColumn(), name="mine")
+    small, info = jc.compress(params, method, activation="tanh")
+    assert jc.layer_sizes(small) == [2, 10, 10, 1]
+    assert (info.features, info.selector) == ("values_and_slopes", "largest_column")
+    assert [li.num_rows for li in info.layers] == [24, 24]
+    assert float(info.error_estimate) < 0.1
+    # a plain dataclass is static configuration: it works under jit and vmap as well
+    stacked = jax.tree.map(lambda *x: jnp.stack(x), params, params)
+    batched, _ = jax.vmap(lambda p: jc.compress(p, method, activation="tanh"))(stacked)
+    np.testing.assert_allclose(batched[1]["kernel"][1], small[1]["kernel"], rtol=1e-9,
+                               atol=1e-12)
+    with pytest.raises(TypeError, match="features must provide"):
+        jc.Method(object(), LargestColumn())
 
 
 # --- collocation nodes and the Box domain ---------------------------------------------------------
-
-
-def test_box_sampling_nodes_and_projection():
-    box = jc.Box([-1.0, 2.0, 0.0], [1.0, 3.0, 0.1])
-    assert box.dim == 3
-    lo, hi = np.array([-1.0, 2.0, 0.0]), np.array([1.0, 3.0, 0.1])
-    for pts in (box.sample(jax.random.PRNGKey(0), 500), box.sobol(100),
-                box.nodes(64, "chebyshev"), box.nodes(30, "chebyshev_grid")):
-        pts = np.asarray(pts)
-        assert np.all(pts >= lo) and np.all(pts <= hi)
-    assert box.nodes(30, "chebyshev_grid").shape == (64, 3)  # 4^3 >= 30
-    assert box.nodes(50, "chebyshev").shape == (50, 3)
-    x = jnp.array([[5.0, 0.0, 0.05], [0.0, 2.5, -3.0]])
-    np.testing.assert_allclose(box.project(x), [[1.0, 2.0, 0.05], [0.0, 2.5, 0.0]])
-    # sup_error accepts a box: a linear function's maximum sits in a corner
-    lin = [{"kernel": jnp.ones((3, 1)), "bias": jnp.zeros((1,))},
-           {"kernel": jnp.ones((1, 1)), "bias": jnp.zeros((1,))}]
-    zero = jax.tree.map(jnp.zeros_like, lin)
-    err = jc.sup_error(lin, zero, activation="identity", domain=box, key=jax.random.PRNGKey(0),
-                       n_samples=256, local_search_steps=50)
-    assert abs(float(err) - 4.1) < 1e-6
-
-
-@pytest.mark.parametrize(
-    "lo,hi,match",
-    [([0.0, 1.0], [1.0, 1.0], r"lo < hi.*coordinate 1"),
-     ([0.0, 2.0], [1.0, 1.0], r"lo < hi.*coordinate 1"),
-     ([0.0, 0.0], [1.0, 1.0, 1.0], r"same length"),
-     ([[0.0, 0.0]], [[1.0, 1.0]], r"1-D"),
-     ([0.0, np.nan], [1.0, 1.0], r"finite")],
-)
-def test_box_validation(lo, hi, match):
-    with pytest.raises(ValueError, match=match):
-        jc.Box(lo, hi)
 
 
 # --- errors ---------------------------------------------------------------------------------------
@@ -299,39 +369,76 @@ def net():
     return jc.init_mlp(jax.random.PRNGKey(11), [2, 12, 12, 1])
 
 
+def _curve(out=2):
+    return jc.Parameterization(lambda u: jnp.concatenate([u] * out), jc.Ball(1, 1.0))
+
+
 @pytest.mark.parametrize(
-    "kwargs,match",
+    "make,kwargs,match",
     [
-        ({"features": "data"}, r"features='data' needs data="),
-        ({"features": "data", "data": np.zeros((5, 3))}, r"data has shape \(5, 3\); expected "
-                                                         r"\(N, 2\)"),
-        ({"data": np.zeros((5, 2))}, r"data= is only used by features='data'"),
-        ({"radius": 2.0, "domain": jc.Ball(2, 1.0)}, r"either radius or domain"),
-        ({"domain": jc.Ball(3, 1.0)}, r"domain has dim 3; the network takes inputs of size 2"),
-        ({"features": "colocation"}, r"features must be one of .*'colocation'"),
-        ({"selector": "magnitude"}, r"selector must be one of .*'magnitude'"),
-        ({"features": "collocation", "nodes": "halton"}, r"nodes must be one of .*'halton'"),
-        ({"features": "collocation", "nodes": "chebyshev"}, r"needs a Box domain"),
-        ({"features": "collocation", "oversample": 0}, r"oversample must be a positive int"),
-        ({"selector": "random"}, r"selector='random' needs key="),
-        ({"key": jax.random.PRNGKey(0)}, r"key= is only used by selector='random'"),
-        ({"features": "taylor_multi", "centers": np.zeros((3, 3))},
+        (lambda: jc.data_matching(np.zeros((5, 3)), order=2), {},
+         r"data has shape \(5, 3\); expected \(N, 2\)"),
+        (lambda: jc.derivative_matching(2), {"domain": jc.Ball(3, 1.0)},
+         r"the domain has dim 3; the network takes inputs of size 2"),
+        (lambda: jc.derivative_matching(2), {"domain": _curve(1)},
+         r"the domain maps to inputs of size 1; the network takes inputs of size 2"),
+        (lambda: jc.derivative_matching(2, backend="jet"), {"domain": _curve()},
+         r"Parameterization domain derivative features need backend='taylor'"),
+        (lambda: jc.collocation(2, nodes="chebyshev"), {}, r"needs a Box domain"),
+        (lambda: jc.derivative_matching(2, centers=np.zeros((3, 3))), {},
          r"centers has shape \(3, 3\); expected \(J, 2\)"),
-        ({"centers": np.zeros((3, 2))}, r"centers= is only used by features='taylor_multi'"),
-        ({"coordinates": "narrowest"}, r"coordinates must be None, 'bottleneck' or"),
-        ({"coordinates": jc.Parameterization(lambda u: u, jc.Ball(1, 1.0))},
-         r"parameterization maps \(1,\) to \(1,\); expected \(2,\)"),
-        ({"coordinates": jc.Parameterization(lambda u: jnp.concatenate([u, u]), jc.Ball(1, 1.0)),
-          "domain": jc.Ball(2, 1.0)}, r"leave domain and radius unset"),
-        ({"coordinates": jc.Parameterization(lambda u: jnp.concatenate([u, u]), jc.Ball(1, 1.0)),
-          "features": "jet"}, r"Parameterization supports features"),
+        (lambda: jc.derivative_matching(2, widths=(5, 20)), {},
+         r"target width 20 for hidden layer 2 must be in \[1, 12\]"),
+        (lambda: jc.derivative_matching(2, widths=(5,)), {},
+         r"widths has 1 entries; expected one per hidden layer \(2\)"),
+        (lambda: jc.derivative_matching((2, 3, 4)), {},
+         r"order has 3 entries; expected one per hidden layer \(2\)"),
+        (lambda: jc.derivative_matching(2), {"order": 2}, r"order= and radius= are the"),
+        (lambda: jc.derivative_matching(2), {"radius": 2.0}, r"order= and radius= are the"),
     ],
 )
-def test_bad_combinations_raise_clear_errors(net, kwargs, match):
+def test_bad_combinations_raise_clear_errors(net, make, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        jc.compress(net, activation="sigmoid", order=2, **kwargs)
+        jc.compress(net, make(), activation="sigmoid", **kwargs)
+
+
+@pytest.mark.parametrize(
+    "make,error,match",
+    [
+        (lambda: jc.collocation(2, nodes="halton"), ValueError, r"nodes must be one of .*'halton'"),
+        (lambda: jc.collocation(2, oversample=0), ValueError, r"oversample must be a positive int"),
+        (lambda: jc.derivative_matching(2, selector="magnitude"), ValueError,
+         r"selector must be one of .*'magnitude'"),
+        (lambda: jc.derivative_matching(2, selector="random"), ValueError, r"needs a key"),
+        (lambda: jc.derivative_matching(2, coordinates="narrowest"), ValueError,
+         r"coordinates must be None, 'input' or 'bottleneck'"),
+        (lambda: jc.derivative_matching(2, backend="grad"), ValueError, r"backend must be one of"),
+        (lambda: jc.derivative_matching(2, centers="many"), ValueError, r"centers must be None"),
+        (lambda: jc.derivative_matching(2, layer_order="sideways"), ValueError,
+         r"layer_order must be one of"),
+        (lambda: jc.derivative_matching(-1), ValueError, r"order must be >= 0"),
+        (lambda: jc.MaxVol(delta=-0.1), ValueError, r"delta must be a finite number >= 0"),
+        (lambda: jc.PivotedQR(rtol=2.0), ValueError, r"rtol must be a number in \[0, 1\)"),
+        (lambda: jc.best_of(jc.derivative_matching(2)), ValueError, r"at least two methods"),
+        (lambda: jc.best_of(jc.derivative_matching(2), "collocation"), TypeError,
+         r"expected Method objects"),
+    ],
+)
+def test_methods_validate_their_own_fields(make, error, match):
+    with pytest.raises(error, match=match):
+        make()
+
+
+@pytest.mark.parametrize("kwarg", ["features", "selector", "rtol", "data", "widths", "key"])
+def test_old_keywords_say_where_they_moved(net, kwarg):
+    with pytest.raises(TypeError, match=rf"{kwarg}= is now part of"):
+        jc.compress(net, activation="sigmoid", order=2, **{kwarg: None})
 
 
 def test_domain_must_be_a_domain(net):
-    with pytest.raises(TypeError, match=r"domain must be a jaxcompress.Ball or jaxcompress.Box"):
+    with pytest.raises(TypeError, match=r"domain must be a jaxcompress.Ball, jaxcompress.Box or"):
         jc.compress(net, activation="sigmoid", order=2, domain=(0.0, 1.0))
+    with pytest.raises(TypeError, match=r"give a method"):
+        jc.compress(net, activation="sigmoid")
+    with pytest.raises(TypeError, match=r"method must be a jc.Method"):
+        jc.compress(net, "collocation", activation="sigmoid")

@@ -33,13 +33,23 @@ def _scipy_pivots(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return piv, r_mat
 
 
-_select_jit = jax.jit(jc.select_columns, static_argnames=("m", "selector", "max_swaps"))
+_select_jit = jax.jit(jc.select_columns, static_argnames=("m", "selector"))
 
 
-def _select(z: np.ndarray, m: int, **kwargs) -> tuple[np.ndarray, np.ndarray, int, dict]:
-    """``select_columns`` on a NumPy matrix, jit-compiled (one compilation per shape/setting)."""
-    sel, diag = _select_jit(jnp.asarray(z), m=m, **kwargs)
-    return np.asarray(sel.perm), np.asarray(sel.coef), int(sel.rank), diag
+def _selector(name: str, rtol=None, delta=None, max_swaps=None):
+    if name == "maxvol":
+        return jc.MaxVol(delta=1e-2 if delta is None else delta, max_swaps=max_swaps, rtol=rtol)
+    return {"pivoted_qr": jc.PivotedQR, "greedy_gs": jc.GreedyGS, "exhaustive": jc.Exhaustive,
+            "omp": jc.OMP}[name](rtol=rtol)
+
+
+def _select(z: np.ndarray, m: int, *, selector: str = "pivoted_qr", radius=None, degrees=None,
+            **kwargs) -> tuple[np.ndarray, np.ndarray, int, dict]:
+    """``select_columns`` on a NumPy matrix, jit-compiled (one compilation per shape/setting);
+    rows scaled by ``radius ** degrees`` when given."""
+    scale = None if degrees is None else jnp.asarray(radius ** np.asarray(degrees, float))
+    sel = _select_jit(jnp.asarray(z), m=m, selector=_selector(selector, **kwargs), scale=scale)
+    return np.asarray(sel.perm), np.asarray(sel.coef), int(sel.rank), {"swaps": sel.swaps}
 
 
 def _assert_is_permutation(perm: np.ndarray, n: int) -> None:
@@ -281,8 +291,8 @@ def test_exhaustive_is_brute_force_max_volume(seed: int) -> None:
 
 def test_exhaustive_refuses_large_problem() -> None:
     z = jnp.zeros((20, 200))
-    with pytest.raises(ValueError, match=r"exhaustive.*subsets.*maxvol"):
-        jc.select_columns(z, 20, selector="exhaustive")
+    with pytest.raises(ValueError, match=r"exhaustive.*subsets.*MaxVol"):
+        jc.select_columns(z, 20, "exhaustive")
 
 
 # --- jit / vmap ----------------------------------------------------------------------------------
@@ -292,8 +302,8 @@ def test_exhaustive_refuses_large_problem() -> None:
 def test_select_under_jit_matches_eager(selector: str) -> None:
     z = jnp.asarray(_qr_violating_matrix((6, 30), 1.1))
     jitted = jax.jit(jc.select_columns, static_argnames=("m", "selector"))
-    got, _ = jitted(z, m=6, selector=selector)
-    want, _ = jc.select_columns(z, 6, selector=selector)
+    got = jitted(z, m=6, selector=_selector(selector))
+    want = jc.select_columns(z, 6, _selector(selector))
     np.testing.assert_array_equal(np.asarray(got.perm), np.asarray(want.perm))
     np.testing.assert_allclose(np.asarray(got.coef), np.asarray(want.coef), rtol=0, atol=ATOL)
     assert int(got.rank) == int(want.rank) == 6
@@ -304,7 +314,7 @@ def test_select_under_vmap_matches_loop(selector: str) -> None:
     batch = np.stack([_gauss((6, 30), 6), _low_rank((6, 30), 4, seed=9), _gauss((6, 30), 46)])
 
     def one(z):
-        return jc.select_columns(z, 6, selector=selector)[0]
+        return jc.select_columns(z, 6, _selector(selector))
 
     got = jax.vmap(one)(jnp.asarray(batch))
     assert got.perm.shape == (3, 30) and got.coef.shape == (3, 6, 30) and got.rank.shape == (3,)
@@ -321,7 +331,7 @@ def test_select_under_vmap_matches_loop(selector: str) -> None:
 
 def test_bad_selector_name() -> None:
     with pytest.raises(ValueError, match=r"selector must be one of .*'nope'"):
-        jc.select_columns(jnp.ones((3, 4)), 2, selector="nope")
+        jc.select_columns(jnp.ones((3, 4)), 2, "nope")
 
 
 @pytest.mark.parametrize("m", [0, 5])

@@ -1,0 +1,541 @@
+"""Compression: a pure per-layer step, the backward / forward drivers, and ``compress``.
+
+For hidden layer ``l`` with features ``Z_l`` (one column per neuron; a feature map of
+:mod:`jaxcompress.features`) a selector (:mod:`jaxcompress.select`) keeps ``n_l`` neurons ``K``
+with coefficients ``C = Z_K^+ Z`` (Algorithm 1), and the layer is rewired as
+
+.. math::
+   \\tilde K_l = K_l[:, K], \\quad \\tilde b_l = b_l[K], \\quad \\tilde K_{l+1} = C\\,K_{l+1},
+
+(Flax layout; in the paper's ``(out, in)`` layout ``W~^{(l+1)} = W^{(l+1)} C^T``, Algorithm 1
+line 12), so every feature of the next layer's pre-activation is unchanged:
+``Z_K \\tilde K_{l+1} = Z K_{l+1}`` (Eq. 41). With derivative features the error is the Taylor
+tail (Theorems 5 and 6).
+
+:func:`compress_layer` is that step as a pure function of ``(features, outgoing kernel, width,
+selector)``; :func:`compress` runs it over every hidden layer, in backward order (deepest first:
+every layer's upstream map is still the original one, so all features come from one pass of the
+original network; Proposition 17) or forward order (features of the partially compressed
+network), inside one ``jax.jit``. Hidden widths depend only on static configuration, so
+:func:`compress` composes with ``jax.jit`` and ``jax.vmap`` (e.g. over a stack of teachers);
+neurons beyond the numerical rank get zero outgoing weight and :func:`trim` removes them on the
+host.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxcompress.activations import get_activation
+from jaxcompress.domains import Ball, check_domain, check_radius
+from jaxcompress.evaluate import ERROR_POINTS, error_estimate
+from jaxcompress.features import LayerFeatures
+from jaxcompress.methods import BestOf, Method, derivative_matching
+from jaxcompress.mlp import HIGHEST, Params, require_single_network, validate_params
+from jaxcompress.select import default_rtol, lstsq_coefficients, reduce_rows
+
+__all__ = ["CompressInfo", "LayerInfo", "compress", "compress_layer", "rewire", "trim"]
+
+
+@functools.partial(
+    jax.tree_util.register_dataclass,
+    data_fields=["kept", "rank", "residual", "max_coef", "swaps"],
+    meta_fields=["layer", "order", "num_features", "width_in", "width_out", "num_rows",
+                 "coord_dim"],
+)
+@dataclasses.dataclass(frozen=True)
+class LayerInfo:
+    """What happened to one hidden layer.
+
+    Attributes:
+      kept: indices (into the original layer) of the kept neurons, in pivot order.
+      rank: numerical rank of the (row-scaled) feature matrix; kept neurons past it get zero
+        outgoing weight.
+      residual: the matching residual of Eq. (41), ``max |Z_K K~_{l+1} - Z K_{l+1}|`` (zero in
+        exact arithmetic when ``rank <= width_out``; for point features, the largest change of
+        the next layer's pre-activation over the points, against the teacher's in forward
+        order).
+      max_coef: ``max |C_ij|`` over the basis rows (Lemma 10: ``<= 1 + delta`` for maxvol).
+      swaps: number of maxvol swaps (0 for other selectors).
+      layer: hidden-layer index (1-based, as in the paper).
+      order: the truncation order k of this layer.
+      num_features: ``D_k = C(m + k, m)`` with ``m = coord_dim``.
+      width_in, width_out: the width before and after.
+      num_rows: rows of the feature matrix (``D_k``, ``J D_k`` with ``J`` centres, or the number
+        of points); ``-1`` for a :func:`best_of <jaxcompress.best_of>` result whose candidates
+        differ in it.
+      coord_dim: ``m``, the number of coordinates the features are taken in.
+    """
+
+    kept: jax.Array
+    rank: jax.Array
+    residual: jax.Array
+    max_coef: jax.Array
+    swaps: jax.Array
+    layer: int
+    order: int
+    num_features: int
+    width_in: int
+    width_out: int
+    num_rows: int
+    coord_dim: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values (lists, numbers); batched fields become nested lists."""
+        out = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = np.asarray(v).tolist() if isinstance(v, (jax.Array, np.ndarray)) else v
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LayerInfo:
+        arrays = {"kept": np.int32, "rank": np.int32, "swaps": np.int32, "residual": None,
+                  "max_coef": None}
+        kw = {k: (np.asarray(d[k], arrays[k]) if k in arrays else d[k])
+              for k in (f.name for f in dataclasses.fields(cls)) if k in d}
+        kw.setdefault("swaps", np.int32(0))
+        kw.setdefault("num_rows", -1)
+        kw.setdefault("coord_dim", -1)
+        return cls(**kw)
+
+
+@functools.partial(
+    jax.tree_util.register_dataclass,
+    data_fields=["layers", "error_estimate", "choice"],
+    meta_fields=["activation", "layer_order", "features", "selector", "coordinates", "method",
+                 "candidates"],
+)
+@dataclasses.dataclass(frozen=True)
+class CompressInfo:
+    """Per-layer :class:`LayerInfo` (``layers[l - 1]`` is hidden layer ``l``) and the settings.
+
+    Attributes:
+      layers: the per-layer records.
+      activation, layer_order: as used.
+      features, selector: the feature map's and selector's names (``"a|b"`` for a best-of).
+      coordinates: ``"input"``, ``"bottleneck"`` or ``"parameterization"``.
+      method: a description of the method.
+      error_estimate: ``max |F - F~|`` over the :data:`~jaxcompress.evaluate.ERROR_POINTS` fixed
+        Sobol points of the domain (:func:`jaxcompress.evaluate.error_points`), computed inside
+        the compression's jit (one value per teacher under ``jax.vmap``): a lower bound on the
+        sup error, measured on points no method was fitted on (ours, not the paper's).
+      choice: for :func:`~jaxcompress.best_of`, the index of the winning candidate (per teacher
+        under ``vmap``), else ``None``.
+      candidates: for :func:`~jaxcompress.best_of`, the candidates' descriptions.
+
+    Under ``jax.vmap`` every array field gains a leading batch axis; :meth:`summary` then shows
+    the range over the batch.
+    """
+
+    layers: tuple[LayerInfo, ...]
+    activation: str
+    layer_order: str
+    features: str
+    selector: str
+    coordinates: str = "input"
+    method: str = ""
+    error_estimate: jax.Array | None = None
+    choice: jax.Array | None = None
+    candidates: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        """A table of the per-layer record and the error estimate (host side).
+
+        For a batch of teachers (``jax.vmap``) the rank column shows ``min..max`` over the batch
+        (a rank-deficient teacher is not hidden behind the others), the residual and ``max|C|``
+        their maxima, and the error estimate its range.
+        """
+        head = f"{'layer':>5} {'k':>3} {'D_k':>6} {'width':>13} {'rank':>9} {'residual':>10} "
+        head += f"{'max|C|':>8}"
+        lines = [head]
+        for li in self.layers:
+            lines.append(
+                f"{li.layer:>5} {li.order:>3} {li.num_features:>6} "
+                f"{f'{li.width_in} -> {li.width_out}':>13} {_span(li.rank, 'd'):>9} "
+                f"{float(np.max(li.residual)):>10.2e} {float(np.max(li.max_coef)):>8.3f}"
+            )
+        if self.error_estimate is not None:
+            est = np.asarray(self.error_estimate)
+            batch = f" ({est.size} teachers)" if est.ndim else ""
+            lines.append(f"error estimate {_span(est, '.2e')}{batch}: max |F - F~| on "
+                         f"{ERROR_POINTS} Sobol points of the domain (a lower bound on the sup "
+                         "error)")
+        if self.choice is not None:
+            wins = np.bincount(np.asarray(self.choice).reshape(-1),
+                               minlength=len(self.candidates))
+            lines.append("best of: " + "; ".join(
+                f"{c} [won {w}]" for c, w in zip(self.candidates, wins, strict=True)))
+        elif self.method:
+            lines.append(f"method: {self.method}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values: the settings, the error estimate and every layer's record."""
+        def plain(v):
+            return None if v is None else np.asarray(v).tolist()
+
+        return {"activation": self.activation, "layer_order": self.layer_order,
+                "features": self.features, "selector": self.selector,
+                "coordinates": self.coordinates, "method": self.method,
+                "error_estimate": plain(self.error_estimate), "choice": plain(self.choice),
+                "candidates": list(self.candidates),
+                "layers": [li.to_dict() for li in self.layers]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CompressInfo:
+        """The inverse of :meth:`to_dict` (arrays as NumPy arrays)."""
+        def arr(v):
+            return None if v is None else np.asarray(v)
+
+        return cls(layers=tuple(LayerInfo.from_dict(li) for li in d["layers"]),
+                   activation=d["activation"], layer_order=d["layer_order"],
+                   features=d["features"], selector=d["selector"],
+                   coordinates=d.get("coordinates", "input"), method=d.get("method", ""),
+                   error_estimate=arr(d.get("error_estimate")), choice=arr(d.get("choice")),
+                   candidates=tuple(d.get("candidates", ())))
+
+
+def _span(values, fmt: str) -> str:
+    """``v`` or ``lo..hi`` (a batch's range) of an array, formatted with ``fmt``."""
+    arr = np.asarray(values)
+    lo, hi = arr.min(), arr.max()
+    cast = int if fmt == "d" else float
+    if lo == hi:
+        return format(cast(lo), fmt)
+    return f"{format(cast(lo), fmt)}..{format(cast(hi), fmt)}"
+
+
+# ------------------------------------------------------------------------------------------------
+# The per-layer step
+# ------------------------------------------------------------------------------------------------
+
+
+def compress_layer(
+    features: LayerFeatures,
+    out_kernel: jax.Array,
+    width: int,
+    selector,
+    *,
+    target: jax.Array | None = None,
+) -> tuple[jax.Array, jax.Array, LayerInfo]:
+    """Select ``width`` neurons of one hidden layer and re-weight the next: a pure function.
+
+    Args:
+      features: the layer's :class:`~jaxcompress.features.LayerFeatures` (``z``, the row
+        scaling, the layer's description).
+      out_kernel: ``K_{l+1}`` (``d_l x d_{l+1}``), the next layer's kernel.
+      width: neurons to keep (static), ``1 <= width <= d_l``.
+      selector: a selector object (:mod:`jaxcompress.select`).
+      target: ``(rows, d_{l+1})``: what the kept neurons must reproduce instead of the layer's
+        own next pre-activation features ``z K_{l+1}``; the new kernel is then the least-squares
+        solution of ``Z_K K~ ~= target`` (forward order re-fits point features to the teacher).
+
+    Returns:
+      ``(kept, new_out_kernel, info)``: the kept indices ``(width,)`` in pivot order, the new
+      next-layer kernel ``(width, d_{l+1})`` and the complete :class:`LayerInfo`.
+    """
+    z, scale = features.z, features.scale
+    zs = z if scale is None else z * scale[:, None]
+    ts = target if (target is None or scale is None) else target * scale[:, None]
+    zr, tr = reduce_rows(zs, ts)
+    sel = selector(zr, width, out_kernel=out_kernel, target=tr, layer=features.layer)
+    kept = sel.perm[:width]
+    if target is None:
+        new_kernel = jnp.matmul(sel.coef, out_kernel[sel.perm], precision=HIGHEST)
+        before = jnp.matmul(z, out_kernel, precision=HIGHEST)
+    else:
+        rtol = getattr(selector, "rtol", None)
+        rtol = default_rtol(z.dtype) if rtol is None else rtol
+        new_kernel, _ = lstsq_coefficients(z[:, kept], jnp.arange(width), width, rtol, rhs=target)
+        before = target
+    after = jnp.matmul(z[:, kept], new_kernel, precision=HIGHEST)
+    # QR selectors: rows past the rank are zero; baselines (SVD least squares): all rows count
+    live = (jnp.arange(width) < sel.rank) | bool(getattr(selector, "baseline", False))
+    info = LayerInfo(
+        kept=kept, rank=sel.rank, residual=jnp.max(jnp.abs(after - before)),
+        max_coef=jnp.max(jnp.where(live[:, None], jnp.abs(sel.coef), 0)), swaps=sel.swaps,
+        layer=features.layer, order=features.order, num_features=features.num_features,
+        width_in=z.shape[1], width_out=width, num_rows=z.shape[0], coord_dim=features.coord_dim)
+    return kept, new_kernel, info
+
+
+def rewire(params: Params, layer: int, kept: jax.Array, out_kernel: jax.Array) -> Params:
+    """Params with hidden layer ``layer`` (1-based) cut to ``kept`` and the next kernel replaced.
+
+    ``K~_l = K_l[:, kept]``, ``b~_l = b_l[kept]``, ``K~_{l+1} = out_kernel`` (Algorithm 1,
+    lines 12-13).
+    """
+    new = list(params)
+    inc, out = params[layer - 1], params[layer]
+    new[layer - 1] = {"kernel": inc["kernel"][:, kept], "bias": inc["bias"][kept]}
+    new[layer] = {"kernel": out_kernel, "bias": out["bias"]}
+    return new
+
+
+# ------------------------------------------------------------------------------------------------
+# Drivers
+# ------------------------------------------------------------------------------------------------
+
+
+def resolve_widths(method: Method, sizes: Sequence[int], domain) -> tuple[int, ...]:
+    """The hidden widths of ``method`` on a network of ``sizes``: given, or ``min(D_k, d_l)``."""
+    if method.widths is not None:
+        return method.widths
+    d_ks = method.features.num_features(list(sizes), domain)
+    return tuple(min(dk, w) for dk, w in zip(d_ks, sizes[1:-1], strict=True))
+
+
+def _coordinates_name(method: Method, domain) -> str:
+    from jaxcompress.domains import Parameterization
+
+    if isinstance(domain, Parameterization):
+        return "parameterization"
+    return getattr(method.features, "coordinates", "input")
+
+
+def _run_method(params: Params, method: Method, domain, act: str) -> tuple[Params, CompressInfo]:
+    """One method on one network (pure; traced inside :func:`compress`'s jit)."""
+    n_hidden = len(params) - 1
+    sizes = [params[0]["kernel"].shape[0]] + [p["kernel"].shape[1] for p in params]
+    widths = resolve_widths(method, sizes, domain)
+    fmap, sel = method.features, method.selector
+    teacher = params
+    infos: list[LayerInfo] = [None] * n_hidden  # type: ignore[list-item]
+    if method.layer_order == "backward":
+        feats = fmap(params, list(range(1, n_hidden + 1)), activation=act, domain=domain)
+        for l in range(n_hidden, 0, -1):
+            kept, kernel, infos[l - 1] = compress_layer(feats[l], params[l]["kernel"],
+                                                         widths[l - 1], sel)
+            params = rewire(params, l, kept, kernel)
+    else:
+        refit = bool(getattr(fmap, "refit", False))
+        if refit:
+            # forward order re-fits each layer to the teacher at the same rows
+            ref = fmap(teacher, list(range(1, n_hidden + 1)), activation=act, domain=domain)
+        for l in range(1, n_hidden + 1):
+            # only the first l layers matter: the upstream map of layer l and the layer itself
+            feat = fmap(params[:l] + [params[l]], [l], activation=act, domain=domain)[l]
+            target = (jnp.matmul(ref[l].z, teacher[l]["kernel"], precision=HIGHEST)
+                      if refit else None)
+            kept, kernel, infos[l - 1] = compress_layer(feat, params[l]["kernel"],
+                                                        widths[l - 1], sel, target=target)
+            params = rewire(params, l, kept, kernel)
+    info = CompressInfo(
+        layers=tuple(infos), activation=act, layer_order=method.layer_order,
+        features=fmap.name, selector=getattr(sel, "name", type(sel).__name__),
+        coordinates=_coordinates_name(method, domain), method=method.describe(),
+        error_estimate=error_estimate(teacher, params, activation=act, domain=domain))
+    return params, info
+
+
+def _best(results: list[tuple[Params, CompressInfo]], method: BestOf) -> tuple[Params,
+                                                                                 CompressInfo]:
+    """Per teacher, the candidate with the smallest error estimate (same shapes throughout)."""
+    estimates = jnp.stack([info.error_estimate for _, info in results])
+    choice = jnp.argmin(estimates).astype(jnp.int32)
+
+    def pick(*xs):
+        return jnp.stack(xs)[choice]
+
+    params = jax.tree.map(pick, *[p for p, _ in results])
+    first = results[0][1]
+    layers = []
+    for i, li in enumerate(first.layers):
+        cands = [info.layers[i] for _, info in results]
+        arrays = {f: pick(*[getattr(c, f) for c in cands])
+                  for f in ("kept", "rank", "residual", "max_coef", "swaps")}
+        rows = {c.num_rows for c in cands}
+        layers.append(dataclasses.replace(li, **arrays,
+                                          num_rows=rows.pop() if len(rows) == 1 else -1))
+
+    def joined(field):
+        return "|".join(dict.fromkeys(getattr(info, field) for _, info in results))
+
+    info = CompressInfo(
+        layers=tuple(layers), activation=first.activation, layer_order=joined("layer_order"),
+        features=joined("features"), selector=joined("selector"),
+        coordinates=joined("coordinates"), method=method.describe(),
+        error_estimate=jnp.min(estimates), choice=choice,
+        candidates=tuple(m.describe() for m in method.methods))
+    return params, info
+
+
+def _compress_impl(params, method, domain, *, activation):
+    if isinstance(method, BestOf):
+        return _best([_run_method(params, m, domain, activation) for m in method.methods], method)
+    return _run_method(params, method, domain, activation)
+
+
+_compress_jit = jax.jit(_compress_impl, static_argnames=("activation",))
+
+
+# ------------------------------------------------------------------------------------------------
+# The public call
+# ------------------------------------------------------------------------------------------------
+
+#: Keyword arguments of the earlier ``compress(..., features=, selector=, ...)`` and where each
+#: lives now (for the error message of a stale call).
+_MOVED = {
+    "features": "the method: jc.derivative_matching(k) / jc.collocation(k) / "
+                "jc.data_matching(x, order=k)",
+    "selector": "the method: e.g. jc.derivative_matching(k, selector=jc.MaxVol())",
+    "layer_order": "the method: e.g. jc.derivative_matching(k, layer_order='forward')",
+    "widths": "the method: e.g. jc.derivative_matching(k, widths=(10, 10))",
+    "rtol": "the selector: e.g. jc.derivative_matching(k, selector=jc.PivotedQR(rtol=1e-6))",
+    "delta": "the selector: jc.MaxVol(delta=...)",
+    "data": "jc.data_matching(x, order=k)",
+    "oversample": "jc.collocation(k, oversample=...)",
+    "nodes": "jc.collocation(k, nodes=...)",
+    "centers": "jc.derivative_matching(k, centers=...)",
+    "coordinates": "the method: coordinates='bottleneck'; a parameterisation is a domain: "
+                   "domain=jc.Parameterization(iota, U)",
+    "key": "the selector: jc.RandomChoice(key)",
+}
+
+
+def check_method(method, params: Params, domain, where: str) -> tuple[int, ...]:
+    """Eager checks of ``method`` against a network and domain; returns the hidden widths."""
+    sizes = [int(params[0]["kernel"].shape[0])] + [int(p["kernel"].shape[1]) for p in params]
+    hidden = sizes[1:-1]
+    dtype = jnp.result_type(params[0]["kernel"])
+    candidates = method.methods if isinstance(method, BestOf) else (method,)
+    found = []
+    for m in candidates:
+        check = getattr(m.features, "check", None)
+        if check is not None:
+            check(sizes, dtype, domain, where)
+        if m.widths is not None and len(m.widths) != len(hidden):
+            raise ValueError(f"{where}: widths has {len(m.widths)} entries; expected one per "
+                             f"hidden layer ({len(hidden)})")
+        widths = resolve_widths(m, sizes, domain)
+        for l, (w, h) in enumerate(zip(widths, hidden, strict=True), start=1):
+            if not 1 <= w <= h:
+                raise ValueError(f"{where}: target width {w} for hidden layer {l} must be in "
+                                 f"[1, {h}] (the layer's width)")
+            sel_check = getattr(m.selector, "check", None)
+            if sel_check is not None:
+                sel_check(h, w, f"{where}: hidden layer {l}")
+        found.append(widths)
+    if len(set(found)) > 1:
+        raise ValueError(f"{where}: best_of needs methods of equal widths (one result is kept per "
+                         f"teacher); got {found}. Give them the same order or widths=.")
+    return found[0]
+
+
+def compress(
+    params: Params,
+    method: Method | BestOf | None = None,
+    *,
+    activation,
+    domain=None,
+    order: int | Sequence[int] | None = None,
+    radius: float | None = None,
+    **moved: Any,
+) -> tuple[Params, CompressInfo]:
+    """Compress every hidden layer of an MLP: select neurons on features, re-weight the next layer.
+
+    .. code-block:: python
+
+        small, info = jc.compress(params, jc.derivative_matching(6), activation="sigmoid",
+                                  domain=jc.Ball(2, 1.0))
+        small, info = jc.compress(params, activation="sigmoid", order=6, radius=1.0)  # the same
+
+    Args:
+      params: the teacher, a list of ``{"kernel": (fan_in, fan_out), "bias": (fan_out,)}``
+        (one network; wrap in ``jax.vmap`` for a stack).
+      method: a :class:`~jaxcompress.Method` (:func:`~jaxcompress.derivative_matching`,
+        :func:`~jaxcompress.collocation`, :func:`~jaxcompress.data_matching`) or
+        :func:`~jaxcompress.best_of`. Omitted: the paper's one-liner, ``order=`` (and ``radius=``)
+        as shorthand for ``derivative_matching(order)`` on ``Ball(d_in, radius)``.
+      activation: a registered analytic activation (``"sigmoid"``, ``"tanh"``, ``"gelu"``, ...).
+      domain: the input domain: a :class:`~jaxcompress.Ball` (any centre), a
+        :class:`~jaxcompress.Box` (its centre is the expansion point, its half-diagonal the
+        radius) or a :class:`~jaxcompress.Parameterization` (features in ``u``; the effective
+        input dimension). Default: the unit ball at the origin (``Ball(d_in, radius)`` with the
+        shorthand).
+      order: shorthand only: the Taylor order ``k`` (one int or one per hidden layer).
+      radius: shorthand only: the radius ``R`` of the ball at the origin (default 1); may be
+        traced.
+
+    Returns:
+      ``(new_params, info)``: the compressed network (same depth, hidden widths
+      ``min(D_k, d_l)`` or the method's) and a :class:`CompressInfo` with, per layer, the kept
+      indices, numerical rank, matching residual of Eq. (41), ``max |C_ij|``, and the error
+      estimate on fixed Sobol points of the domain.
+
+    Everything is checked eagerly (shapes, activation, domain, the method against the network,
+    memory) and then runs inside one ``jax.jit``: the method's and domain's settings are static
+    (one compilation per shape and setting), their arrays (radius, corners, data, centres, keys)
+    traced. ``compress`` may itself be wrapped in ``jax.jit`` or ``jax.vmap``.
+
+    References:
+      Wang, Wang & Ziyin (2026), "Width-Independent Compressibility of Deep Neural Networks",
+      Algorithm 1, Theorems 5-6 and 8, Proposition 17 and the effective-dimension corollaries.
+      Chee, Renz, Damle & De Sa (2022), "Model Preserving Compression for Neural Networks".
+    """
+    where = "compress"
+    if moved:
+        name = next(iter(moved))
+        hint = _MOVED.get(name)
+        if hint is None:
+            raise TypeError(f"{where}() got an unexpected keyword argument {name!r}")
+        raise TypeError(f"{where}: {name}= is now part of {hint} "
+                        "(methods are values; see jaxcompress.methods)")
+    params = validate_params(params, where=where)
+    act = get_activation(activation)
+    d, dtype = require_single_network(
+        params, where=where, hint="wrap compress in jax.vmap for a stack of networks")
+    if method is None:
+        if order is None:
+            raise TypeError(f"{where}: give a method (e.g. jc.derivative_matching(k), "
+                            "jc.collocation(k)) or the shorthand order=k")
+        method = derivative_matching(order if not isinstance(order, list) else tuple(order))
+        if radius is not None:
+            if domain is not None:
+                raise ValueError(f"{where}: pass either radius or domain, not both (got "
+                                 f"radius={radius!r}; the domain's own radius scales the "
+                                 "features)")
+            check_radius(radius, where)
+        domain = Ball(d, 1.0 if radius is None else radius) if domain is None else domain
+    else:
+        if order is not None or radius is not None:
+            raise ValueError(f"{where}: order= and radius= are the shorthand for "
+                             "derivative_matching; with a method, the order is the method's and "
+                             "the ball is domain=jc.Ball(d_in, R)")
+        if not isinstance(method, (Method, BestOf)):
+            raise TypeError(f"{where}: method must be a jc.Method or jc.best_of(...) (e.g. "
+                            f"jc.derivative_matching(k)), got {type(method).__name__}")
+        domain = Ball(d, 1.0) if domain is None else domain
+    check_domain(domain, d, where, dtype)
+    check_method(method, params, domain, where)
+    return _compress_jit(params, method, domain, activation=act.name)
+
+
+def trim(params: Params, info: CompressInfo | None = None, *, atol: float = 0.0) -> Params:
+    """Drop hidden neurons whose outgoing weights are all zero (host side, not jit-able).
+
+    Such neurons are the surplus ones past the numerical rank (their incoming weights are kept by
+    :func:`compress` so widths stay static). The function computed is unchanged; widths shrink.
+    ``info`` is accepted for symmetry with :func:`compress` and is not required.
+    """
+    del info
+    params = [{k: np.asarray(v) for k, v in layer.items()} for layer in
+              validate_params(params, where="trim")]
+    if params[0]["kernel"].ndim != 2:
+        raise ValueError("trim: expected one network (2-D kernels); trim each network separately")
+    out = [dict(layer) for layer in params]
+    for l in range(1, len(out)):
+        keep = np.any(np.abs(out[l]["kernel"]) > atol, axis=1)
+        if not keep.any():
+            keep[0] = True  # keep one neuron so the layer stays well-formed
+        out[l - 1] = {"kernel": out[l - 1]["kernel"][:, keep], "bias": out[l - 1]["bias"][keep]}
+        out[l] = {"kernel": out[l]["kernel"][keep], "bias": out[l]["bias"]}
+    return [{k: jnp.asarray(v) for k, v in layer.items()} for layer in out]

@@ -1,0 +1,280 @@
+"""Compression methods as values: a feature map, a selector, a layer order and widths.
+
+A method is a small frozen object, built by a factory the way ``optax.adam(...)`` builds a
+``GradientTransformation`` (or ``lx.SVD(rcond=...)`` a lineax solver), that validates its own
+fields and is registered as a pytree: arrays inside it (collocation data, expansion centres, a
+PRNG key) are traced under ``jax.jit`` / ``jax.vmap``, everything else is static configuration.
+:func:`jaxcompress.compress` takes one:
+
+.. code-block:: python
+
+    small, info = jc.compress(params, jc.derivative_matching(6), activation="sigmoid",
+                              domain=jc.Ball(2, 1.0))
+    small, info = jc.compress(params, jc.collocation(6), activation="sigmoid",
+                              domain=jc.Box([-1, -1], [1, 1]))
+    small, info = jc.compress(params, jc.best_of(jc.derivative_matching(6), jc.collocation(6)),
+                              activation="sigmoid", domain=jc.Ball(2, 1.0))
+
+Factories:
+
+:func:`derivative_matching`
+    the paper's method: derivative features at the domain's centre, R-scaled pivoted QR,
+    backward order (Algorithm 1, Theorem 8).
+:func:`collocation` (ours, data-free)
+    activations at Sobol points of the domain, output-aware greedy selection (:class:`OMP`),
+    forward order with each layer re-fitted to the teacher: the best method measured on trained
+    teachers (``benchmarks/compare_methods.py``).
+:func:`data_matching`
+    the same on user inputs (Chee et al. 2022).
+:func:`best_of`
+    runs several methods of equal widths and keeps, per teacher, the one with the smallest
+    ``error_estimate`` on the domain (data-free).
+
+A method of your own is ``Method(features=my_feature_map, selector=my_selector, ...)``; the
+protocols are :class:`jaxcompress.features.FeatureMap` (documented in
+:mod:`jaxcompress.features`) and :class:`jaxcompress.select.Selector`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxcompress.features import CollocationFeatures, DataFeatures, DerivativeFeatures
+from jaxcompress.select import PivotedQR, as_selector
+
+__all__ = [
+    "LAYER_ORDERS",
+    "BestOf",
+    "Method",
+    "best_of",
+    "collocation",
+    "data_matching",
+    "derivative_matching",
+]
+
+LAYER_ORDERS = ("backward", "forward")
+
+
+def _is_node(obj) -> bool:
+    """Whether ``obj`` is a registered pytree node (its arrays traced) rather than a leaf."""
+    return not jax.tree_util.treedef_is_leaf(jax.tree_util.tree_structure(obj))
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    """A compression method: what :func:`jaxcompress.compress` does to every hidden layer.
+
+    Args:
+      features: a feature map (:class:`~jaxcompress.features.DerivativeFeatures`,
+        :class:`~jaxcompress.features.CollocationFeatures`,
+        :class:`~jaxcompress.features.DataFeatures`, or your own).
+      selector: a selector object (:class:`~jaxcompress.PivotedQR`, :class:`~jaxcompress.MaxVol`,
+        :class:`~jaxcompress.OMP`, ...), or its name.
+      layer_order: ``"backward"`` (deepest hidden layer first: every layer's features come from
+        the original network in one pass; the paper's Proposition 17) or ``"forward"`` (features
+        of the partially compressed network; with point features each layer is re-fitted to the
+        teacher's next pre-activation at the same points, so upstream errors are corrected rather
+        than compounded).
+      widths: the hidden widths, one per hidden layer (default ``min(D_k, d_l)``).
+      name: how the method is shown in ``CompressInfo`` (the factories set it).
+
+    A registered pytree: the feature map and selector are traced parts when they are pytrees
+    themselves (their arrays traced, settings static), static parts otherwise.
+    """
+
+    features: Any
+    selector: Any = dataclasses.field(default_factory=PivotedQR)
+    layer_order: str = "backward"
+    widths: tuple[int, ...] | None = None
+    name: str = "method"
+
+    def __post_init__(self):
+        object.__setattr__(self, "selector", as_selector(self.selector, "Method"))
+        if self.layer_order not in LAYER_ORDERS:
+            raise ValueError(f"Method: layer_order must be one of {LAYER_ORDERS}, got "
+                             f"{self.layer_order!r}")
+        if self.widths is not None:
+            widths = tuple(self.widths)
+            if not widths or any(isinstance(w, bool) or not isinstance(w, (int, np.integer))
+                                 or w < 1 for w in widths):
+                raise ValueError(f"Method: widths must be positive ints, one per hidden layer, "
+                                 f"got {self.widths!r}")
+            object.__setattr__(self, "widths", tuple(int(w) for w in widths))
+        for part, needs in (("features", ("num_features", "__call__")),
+                            ("selector", ("__call__",))):
+            obj = getattr(self, part)
+            if not all(hasattr(obj, a) for a in needs):
+                raise TypeError(f"Method: {part} must provide {needs} (see "
+                                f"jaxcompress.{'features' if part == 'features' else 'select'}), "
+                                f"got {type(obj).__name__}")
+
+    def describe(self) -> str:
+        order = getattr(self.features, "order", None)
+        sel = getattr(self.selector, "name", type(self.selector).__name__)
+        return (f"{self.name}(order={order}, features={self.features.name}, selector={sel}, "
+                f"{self.layer_order})")
+
+    def with_widths(self, widths: Sequence[int] | None) -> Method:
+        """The same method with other hidden widths."""
+        return dataclasses.replace(self, widths=None if widths is None else tuple(widths))
+
+
+def _method_flatten(m: Method):
+    parts = (m.features, m.selector)
+    children = tuple(p if _is_node(p) else None for p in parts)
+    static = tuple(None if _is_node(p) else p for p in parts)
+    return children, (static, m.layer_order, m.widths, m.name)
+
+
+def _method_unflatten(aux, children):
+    static, layer_order, widths, name = aux
+    features, selector = (c if s is None else s for c, s in zip(children, static, strict=True))
+    out = object.__new__(Method)
+    for key, value in (("features", features), ("selector", selector),
+                       ("layer_order", layer_order), ("widths", widths), ("name", name)):
+        object.__setattr__(out, key, value)  # no validation: leaves may be tracers or specs
+    return out
+
+
+jax.tree_util.register_pytree_node(Method, _method_flatten, _method_unflatten)
+
+
+@dataclasses.dataclass(frozen=True)
+class BestOf:
+    """Several methods of equal widths; per teacher, the result with the smallest error estimate.
+
+    ``CompressInfo.choice`` says which won (per teacher under ``jax.vmap``); the estimate is
+    ``max |F - F~|`` on fixed Sobol points of the domain (data-free, ours).
+    """
+
+    methods: tuple[Method, ...]
+
+    def __post_init__(self):
+        methods = tuple(self.methods)
+        if len(methods) < 2:
+            raise ValueError(f"best_of: needs at least two methods, got {len(methods)}")
+        for m in methods:
+            if not isinstance(m, Method):
+                raise TypeError(f"best_of: expected Method objects (e.g. "
+                                f"jc.derivative_matching(k)), got {type(m).__name__}")
+        object.__setattr__(self, "methods", methods)
+
+    def describe(self) -> str:
+        return "best_of(" + ", ".join(m.describe() for m in self.methods) + ")"
+
+    def with_widths(self, widths: Sequence[int] | None) -> BestOf:
+        return BestOf(tuple(m.with_widths(widths) for m in self.methods))
+
+
+def _bestof_unflatten(_, children) -> BestOf:
+    out = object.__new__(BestOf)
+    object.__setattr__(out, "methods", tuple(children))
+    return out
+
+
+jax.tree_util.register_pytree_node(BestOf, lambda b: (b.methods, None), _bestof_unflatten)
+
+
+def derivative_matching(
+    order,
+    *,
+    backend: str = "taylor",
+    selector="pivoted_qr",
+    layer_order: str = "backward",
+    centers=None,
+    coordinates: str | None = None,
+    widths: Sequence[int] | None = None,
+) -> Method:
+    """The paper's derivative matching (Algorithm 1 with Theorem 8's backward order).
+
+    Every hidden layer keeps ``min(D_k, d_l)`` neurons chosen on their derivative features at
+    the domain's centre (rows scaled by ``R^|alpha|``) and the next layer is re-weighted so every
+    Taylor coefficient of order ``<= k`` of its pre-activation is unchanged (Eq. 41).
+
+    Args:
+      order: ``k``, one int or one per hidden layer.
+      backend: ``"taylor"`` (default), ``"jet"`` or ``"jacfwd"`` (the slow reference).
+      selector: :class:`~jaxcompress.PivotedQR` (default), :class:`~jaxcompress.MaxVol` (the
+        coefficient bound of Lemma 10), :class:`~jaxcompress.OMP`, ... or a name.
+      layer_order: ``"backward"`` (default) or ``"forward"``.
+      centers: ``None`` (the domain's centre), ``"auto"`` (the centre and ``+-`` half-way to the
+        boundary along each axis) or a ``(J, m)`` array: derivative features at several centres,
+        stacked (ours).
+      coordinates: ``None`` or ``"bottleneck"`` (the paper's architectural-bottleneck corollary:
+        ``D_k`` from the narrowest earlier layer). An analytic parameterisation of the input is a
+        domain: ``domain=jc.Parameterization(iota, U)``.
+      widths: hidden widths (default ``min(D_k, d_l)``).
+    """
+    auto = isinstance(centers, str)
+    if auto and centers != "auto":
+        raise ValueError(f"derivative_matching: centers must be None, 'auto' or an array, got "
+                         f"{centers!r}")
+    feats = DerivativeFeatures(order, backend=backend, centers=None if auto else centers,
+                               auto_centers=auto, coordinates=coordinates)
+    return Method(feats, selector, layer_order, widths, name="derivative_matching")
+
+
+def collocation(
+    order,
+    *,
+    oversample: int = 4,
+    nodes: str = "sobol",
+    selector="omp",
+    layer_order: str = "forward",
+    coordinates: str | None = None,
+    widths: Sequence[int] | None = None,
+) -> Method:
+    """Selection and re-weighting on activations at nodes of the domain (data-free; ours).
+
+    The feature matrix of hidden layer ``l`` is ``Z[p, i] = h_i(x_p)`` at ``N = oversample *
+    D_k`` Sobol nodes ``x_p`` of the domain; the re-weighting minimises the next layer's
+    pre-activation error over the nodes by least squares. Defaults are the best combination
+    measured on the paper's trained teachers: output-aware greedy selection (:class:`OMP`) in
+    forward order, each layer re-fitted to the teacher.
+
+    Args:
+      order: ``k``: the widths ``min(D_k, d_l)`` and ``N`` follow ``D_k = C(m + k, m)``.
+      oversample: nodes per feature.
+      nodes: ``"sobol"``; on a :class:`~jaxcompress.Box` also ``"chebyshev"``,
+        ``"chebyshev_grid"``.
+      selector: :class:`~jaxcompress.OMP` (default) or any selector.
+      layer_order: ``"forward"`` (default) or ``"backward"``.
+      coordinates: ``None`` or ``"bottleneck"``.
+      widths: hidden widths (default ``min(D_k, d_l)``).
+    """
+    feats = CollocationFeatures(order, oversample=oversample, nodes=nodes,
+                                coordinates=coordinates)
+    return Method(feats, selector, layer_order, widths, name="collocation")
+
+
+def data_matching(
+    x,
+    *,
+    order,
+    selector="omp",
+    layer_order: str = "forward",
+    coordinates: str | None = None,
+    widths: Sequence[int] | None = None,
+) -> Method:
+    """Selection and re-weighting on activations at the inputs ``x`` (``(N, d_in)``).
+
+    As :func:`collocation` with the user's points (Chee et al. 2022, "Model Preserving
+    Compression for Neural Networks"); ``order`` sets ``D_k`` and so the default widths.
+    """
+    feats = DataFeatures(x, order, coordinates=coordinates)
+    return Method(feats, selector, layer_order, widths, name="data_matching")
+
+
+def best_of(*methods: Method) -> BestOf:
+    """Run each method and keep, per teacher, the one with the smallest ``error_estimate``.
+
+    The methods must give the same hidden widths (e.g. ``derivative_matching(k)`` and
+    ``collocation(k)``: both ``min(D_k, d_l)``). Data-free: the estimate is measured on fixed
+    Sobol points of the domain that no method was fitted on.
+    """
+    return BestOf(tuple(methods))

@@ -1,0 +1,70 @@
+"""The params convention (jaxcompress.mlp): initialisation, evaluation against NumPy, sizes."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxcompress as jc
+from jaxcompress.mlp import hidden_activations, param_count
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_init_follows_the_pytorch_default(dtype):
+    sizes = [3, 400, 5]
+    params = jc.init_mlp(jax.random.PRNGKey(0), sizes, dtype=dtype)
+    assert [(p["kernel"].shape, p["bias"].shape) for p in params] == [((3, 400), (400,)),
+                                                                     ((400, 5), (5,))]
+    assert all(p["kernel"].dtype == dtype and p["bias"].dtype == dtype for p in params)
+    for p, fan_in in zip(params, sizes[:-1], strict=True):
+        bound = 1 / np.sqrt(fan_in)
+        k = np.asarray(p["kernel"])
+        assert np.all(np.abs(k) <= bound) and np.abs(k).max() > 0.9 * bound
+    normal = jc.init_mlp(jax.random.PRNGKey(0), sizes, init="normal")
+    assert not np.any(np.asarray(normal[0]["bias"]))
+    np.testing.assert_allclose(np.std(np.asarray(normal[1]["kernel"])), 1 / np.sqrt(400),
+                               rtol=0.1)
+    with pytest.raises(ValueError, match="sizes must be >= 2 positive integers"):
+        jc.init_mlp(jax.random.PRNGKey(0), [3])
+    with pytest.raises(ValueError, match="init must be 'uniform' or 'normal'"):
+        jc.init_mlp(jax.random.PRNGKey(0), [3, 4], init="xavier")
+
+
+@pytest.mark.parametrize("act,ref", [("sigmoid", lambda u: 1 / (1 + np.exp(-u))),
+                                     ("tanh", np.tanh), ("identity", lambda u: u)])
+def test_apply_matches_numpy(act, ref):
+    params = jc.init_mlp(jax.random.PRNGKey(1), [2, 9, 7, 3])
+    x = np.random.default_rng(0).standard_normal((11, 2))
+    h = x
+    for p in params[:-1]:
+        h = ref(h @ np.asarray(p["kernel"]) + np.asarray(p["bias"]))
+    want = h @ np.asarray(params[-1]["kernel"]) + np.asarray(params[-1]["bias"])
+    np.testing.assert_allclose(jc.apply(params, jnp.asarray(x), activation=act), want,
+                               rtol=1e-12, atol=1e-14)
+    # any leading shape, and one point
+    y = jc.apply(params, jnp.asarray(x).reshape(11, 1, 2), activation=act)
+    np.testing.assert_allclose(y.reshape(11, 3), want, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(jc.apply(params, jnp.asarray(x[0]), activation=act), want[0],
+                               rtol=1e-12, atol=1e-14)
+    hs = hidden_activations(params, jnp.asarray(x), activation=act)
+    assert [h.shape for h in hs] == [(11, 9), (11, 7)]
+
+
+def test_sizes_and_parameter_counts():
+    params = jc.init_mlp(jax.random.PRNGKey(2), [2, 6, 4, 1])
+    assert jc.layer_sizes(params) == [2, 6, 4, 1]
+    assert jc.num_params(params) == param_count([2, 6, 4, 1]) == 2 * 6 + 6 + 6 * 4 + 4 + 4 + 1
+    # a stack of networks (vmap): counts are per network
+    stacked = jax.tree.map(lambda *a: jnp.stack(a), params, params)
+    assert jc.layer_sizes(stacked) == [2, 6, 4, 1]
+    assert jc.num_params(stacked) == jc.num_params(params)
+
+
+def test_validate_accepts_tuples_and_stacks_and_refuses_the_rest():
+    params = jc.init_mlp(jax.random.PRNGKey(3), [2, 5, 1])
+    assert jc.validate_params(tuple(params)) == params
+    stacked = jax.tree.map(lambda *a: jnp.stack(a), params, params)
+    assert len(jc.validate_params(stacked)) == 2
+    bad = [params[0], {"kernel": params[1]["kernel"][:, :1], "bias": jnp.zeros((2,))}]
+    with pytest.raises(ValueError, match=r"layer 1 bias has shape \(2,\); expected \(1,\)"):
+        jc.validate_params(bad, where="here")

@@ -1,0 +1,94 @@
+"""Truncated multivariate Taylor arithmetic (jaxcompress.taylor) against plain-Python references."""
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxcompress as jc
+from jaxcompress import taylor
+
+
+def test_monomials_order_count_and_prefix_property():
+    mons = jc.monomials(2, 3)
+    assert mons.tolist() == [[0, 0], [1, 0], [0, 1], [2, 0], [1, 1], [0, 2],
+                             [3, 0], [2, 1], [1, 2], [0, 3]]
+    for d, k in itertools.product((1, 2, 3, 4), (0, 1, 4, 7)):
+        m = jc.monomials(d, k)
+        assert m.shape == (jc.num_monomials(d, k), d) == (math.comb(d + k, d), d)
+        assert len({tuple(r) for r in m}) == len(m) and m.sum(axis=1).max(initial=0) <= k
+        # lower orders come first: the order-j features are a prefix of the order-k ones
+        np.testing.assert_array_equal(m[: jc.num_monomials(d, k - 1)] if k else m[:1],
+                                      jc.monomials(d, max(k - 1, 0)))
+    with pytest.raises(ValueError, match="read-only"):
+        mons[0, 0] = 5
+    with pytest.raises(ValueError, match="d must be >= 1"):
+        jc.monomials(0, 2)
+
+
+def _dict_poly(coeffs, mons):
+    return {tuple(a): c for a, c in zip(mons.tolist(), coeffs, strict=True)}
+
+
+@pytest.mark.parametrize("d,k", [(1, 5), (2, 4), (3, 3)])
+def test_truncated_product_matches_a_dictionary_reference(d, k):
+    rng = np.random.default_rng(d * 10 + k)
+    mons = jc.monomials(d, k)
+    a, b = rng.standard_normal(len(mons)), rng.standard_normal(len(mons))
+    got = np.asarray(taylor.poly_mul(jnp.asarray(a), jnp.asarray(b), d, k))
+    want = dict.fromkeys(map(tuple, mons.tolist()), 0.0)
+    for (ea, ca), (eb, cb) in itertools.product(_dict_poly(a, mons).items(),
+                                                _dict_poly(b, mons).items()):
+        e = tuple(x + y for x, y in zip(ea, eb, strict=True))
+        if sum(e) <= k:
+            want[e] += ca * cb
+    np.testing.assert_allclose(got, [want[tuple(m)] for m in mons.tolist()], rtol=1e-12,
+                               atol=1e-12)
+    # the product table has one entry per pair of monomials of total degree <= k
+    assert len(taylor._product_table(d, k)[0]) == math.comb(2 * d + k, 2 * d)
+
+
+def test_compose_and_input_polynomial():
+    d, k = 2, 4
+    center = jnp.array([0.3, -0.2])
+    x = taylor.input_polynomial(center, k)
+    assert x.shape == (jc.num_monomials(d, k), d)
+    np.testing.assert_array_equal(x[0], center)
+    np.testing.assert_array_equal(x[1:3], np.eye(2))
+    assert not np.any(np.asarray(x[3:]))
+    # the identity series (u0, 1, 0, ...) composed with u gives u back
+    u = jnp.asarray(np.random.default_rng(0).standard_normal((jc.num_monomials(d, k), 3)))
+    ident = jnp.stack([u[0], jnp.ones(3)] + [jnp.zeros(3)] * (k - 1))
+    np.testing.assert_allclose(taylor.compose(ident, u, d, k), u, rtol=1e-14, atol=1e-15)
+    # exp(u0 + t x1) along x1: coefficients exp(u0) / j!
+    t = jnp.zeros((jc.num_monomials(1, k), 1)).at[0, 0].set(0.5).at[1, 0].set(1.0)
+    series = jnp.stack([jnp.full((1,), math.exp(0.5) / math.factorial(j)) for j in range(k + 1)])
+    np.testing.assert_allclose(taylor.compose(series, t, 1, k)[:, 0],
+                               [math.exp(0.5) / math.factorial(j) for j in range(k + 1)],
+                               rtol=1e-14)
+
+
+def test_propagation_is_the_taylor_expansion_of_the_network():
+    params = jc.init_mlp(jax.random.PRNGKey(0), [2, 7, 5, 1])
+    center = jnp.array([0.2, 0.1])
+    feats = taylor.taylor_features(params, activation="tanh", order=3, center=center)
+    again = taylor.propagate_polynomial(taylor.input_polynomial(center, 3), params[:2],
+                                        activation="tanh", order=3, num_vars=2)
+    for a, b in zip(feats, again, strict=True):
+        np.testing.assert_array_equal(a, b)
+    # evaluate the degree-3 Taylor polynomial of layer 2 near the centre: error O(|h|^4)
+    mons = jc.monomials(2, 3)
+    for h in (1e-1, 5e-2):
+        dx = jnp.array([h, -0.5 * h])
+        poly = jnp.prod(dx[None, :] ** mons, axis=1) @ feats[1]
+        exact = jc.point_features(params, (center + dx)[None], activation="tanh")[1][0]
+        assert float(jnp.max(jnp.abs(poly - exact))) < 5 * h**4
+
+
+def test_feature_budget_refuses_huge_tables():
+    with pytest.raises(ValueError, match=r"order k=30 with d_in=8 .* GiB"):
+        taylor.check_feature_budget(8, 30, 1024, 8, where="test")
+    taylor.check_feature_budget(2, 10, 1024, 8, where="test")  # the Fig 2 network fits

@@ -422,3 +422,131 @@ def replot(path: Path, plot: Callable[[dict, Path], None]) -> int:
 
 def fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2e}"
+
+
+def run_error_sweep(argv, *, doc: str, name: str, paper: dict, full: dict, quick: dict,
+                    activations: Sequence[str], layer_orders: Sequence[str], compare, plot,
+                    summary) -> int:
+    """The Fig 1 / Fig 2 sweep: sup error of derivative matching over activations, rank
+    thresholds, layer orders, k and radii, with the rounding floors; JSON + PNG + summary.
+
+    ``compare(rows, floors, radii, kmax, variants)`` turns the rows into the paper comparison;
+    ``plot(result, path)`` and ``summary(result)`` draw and print it. Every row records the
+    activation, threshold, layer order, radius, k, hidden sizes and per-layer ranks, residuals,
+    ``max |C|``, the error estimate, the sup error and the compression and measurement times.
+    """
+    start = time.perf_counter()
+    args, cfg = parse_error_sweep(doc, argv, full=full, quick=quick)
+    if args.replot is not None:
+        return replot(args.replot, plot)
+    configure(args.dtype)
+    import jax
+    import jax.numpy as jnp
+
+    import jaxcompress as jc
+
+    env = environment()
+    sizes, radii, kmax = cfg["sizes"], cfg["radii"], cfg["kmax"]
+    d_in = sizes[0]
+    rtols = {v: rtol_value(v, args.dtype) for v in args.rtol}
+    print_header(env, args.dtype, [
+        f"network {sizes} (seed {args.seed}), activations {tuple(activations)}, radii {radii}, "
+        f"k = 0..{kmax}, layer orders {tuple(layer_orders)}, rtol {rtols}",
+        f"sup_error: {cfg['samples']} uniform samples + {cfg['steps']} projected ascent steps "
+        f"from the {cfg['starts']} worst"])
+    teacher = jax.block_until_ready(
+        jc.init_mlp(jax.random.PRNGKey(args.seed), sizes, dtype=jnp.dtype(args.dtype)))
+    err_kw = {"n_samples": cfg["samples"], "local_search_steps": cfg["steps"],
+              "n_starts": cfg["starts"]}
+    key = jax.random.PRNGKey(1)
+    n_rows = len(activations) * len(rtols) * len(layer_orders) * (kmax + 1) * len(radii)
+    progress = Progress(n_rows + len(activations) * len(radii))
+    floors = rounding_floors(jc, teacher, activations=activations, radii=radii, key=key,
+                             n_samples=4 * cfg["samples"], progress=progress)
+    rows: list[dict] = []
+    with jax.default_matmul_precision(PRECISION):
+        for act in activations:
+            for variant, rtol in rtols.items():
+                for order in layer_orders:
+                    for k in range(kmax + 1):
+                        for r in radii:
+                            method = jc.derivative_matching(
+                                k, layer_order=order, selector=jc.PivotedQR(rtol=rtol))
+                            domain = jc.Ball(d_in, r)
+                            t0 = time.perf_counter()
+                            small, info = jax.block_until_ready(
+                                jc.compress(teacher, method, activation=act, domain=domain))
+                            t1 = time.perf_counter()
+                            err, note = sup_error(jc, teacher, small, activation=act,
+                                                  domain=domain, key=key, **err_kw)
+                            t2 = time.perf_counter()
+                            ranks = [int(layer.rank) for layer in info.layers]
+                            row = {"activation": act, "rtol_spec": variant, "rtol": rtol,
+                                   "layer_order": order, "radius": r, "k": k,
+                                   "width": jc.layer_sizes(small)[1],
+                                   "sizes": jc.layer_sizes(small), "ranks": ranks,
+                                   "residuals": [float(layer.residual) for layer in info.layers],
+                                   "max_coef": [float(layer.max_coef) for layer in info.layers],
+                                   "error_estimate": float(info.error_estimate),
+                                   "sup_error": err, "sup_error_note": note,
+                                   "compress_s": round(t1 - t0, 3),
+                                   "error_s": round(t2 - t1, 3)}
+                            rows.append(row)
+                            progress(f"{act:<8} rtol {variant:<8} {order:<8} k={k:<2} "
+                                     f"R={r:<4g} width {row['width']:>4} ranks {ranks} sup "
+                                     f"error {err:.3e}  (compress {t1 - t0:.2f} s, error "
+                                     f"{t2 - t1:.2f} s)" + (f" [{note}]" if note else ""))
+    config = {"sizes": sizes, "seed": args.seed, "activations": list(activations),
+              "layer_orders": list(layer_orders), "radii": radii, "kmax": kmax,
+              "rtol": list(rtols), "rtol_values": rtols,
+              "sup_error": {"n_samples": cfg["samples"], "local_search_steps": cfg["steps"],
+                            "n_starts": cfg["starts"], "key": 1},
+              "compress": "jc.compress(teacher, jc.derivative_matching(k, layer_order=order, "
+                          "selector=jc.PivotedQR(rtol=rtol)), activation=act, "
+                          "domain=jc.Ball(d_in, R))"}
+    comparison = compare(rows, floors, radii, kmax, list(rtols))
+    return write_error_sweep(args, env, start, name, paper, config=config, rows=rows,
+                             floors=floors, comparison=comparison, plot=plot, summary=summary)
+
+
+#: The compression methods the comparison benchmarks measure, by name: ``(factory, uses data)``
+#: where ``factory(jc, k, *, data, seed, oversample)`` returns the method (``jc`` is passed in so
+#: this module never imports JAX before :func:`configure`). Every method compresses all hidden
+#: layers to ``D_k = C(2 + k, 2)``.
+METHODS: dict[str, tuple[Callable, bool]] = {
+    "derivative": (lambda jc, k, **_: jc.derivative_matching(k), False),
+    "derivative+maxvol": (lambda jc, k, **_: jc.derivative_matching(k, selector=jc.MaxVol()),
+                          False),
+    "derivative+omp": (lambda jc, k, **_: jc.derivative_matching(k, selector=jc.OMP()), False),
+    "taylor_multi": (lambda jc, k, **_: jc.derivative_matching(k, centers="auto"), False),
+    "collocation": (lambda jc, k, *, oversample, **_: jc.collocation(
+        k, oversample=oversample, selector=jc.PivotedQR(), layer_order="backward"), False),
+    "collocation+maxvol": (lambda jc, k, *, oversample, **_: jc.collocation(
+        k, oversample=oversample, selector=jc.MaxVol(), layer_order="backward"), False),
+    "collocation+omp": (lambda jc, k, *, oversample, **_: jc.collocation(
+        k, oversample=oversample, selector=jc.OMP(), layer_order="backward"), False),
+    "collocation+omp/fwd": (lambda jc, k, *, oversample, **_: jc.collocation(
+        k, oversample=oversample), False),
+    "data": (lambda jc, k, *, data, **_: jc.data_matching(
+        data, order=k, selector=jc.PivotedQR(), layer_order="backward"), True),
+    "data+omp/fwd": (lambda jc, k, *, data, **_: jc.data_matching(data, order=k), True),
+    "weight_norm+lstsq": (lambda jc, k, *, oversample, **_: jc.collocation(
+        k, oversample=oversample, selector=jc.WeightNorm(), layer_order="backward"), False),
+    "random+lstsq": (lambda jc, k, *, oversample, seed, **_: jc.collocation(
+        k, oversample=oversample, selector=jc.RandomChoice(jax_key(1000 + seed)),
+        layer_order="backward"), False),
+}
+
+
+def jax_key(seed: int):
+    import jax
+
+    return jax.random.PRNGKey(seed)
+
+
+def make_method(jc, name: str, k: int, *, data=None, seed: int = 0, oversample: int = 4):
+    """The method ``name`` of :data:`METHODS` at order ``k``."""
+    factory, uses_data = METHODS[name]
+    if uses_data and data is None:
+        raise ValueError(f"method {name!r} needs data")
+    return factory(jc, k, data=data, seed=seed, oversample=oversample)

@@ -40,7 +40,6 @@ import functools
 import json
 import os
 import shlex
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -83,9 +82,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     quick = {"kmin": 2, "kmax": 4, "repeats": 2, "width": 64}
     full = {"kmin": 2, "kmax": 10, "repeats": 5, "width": 1024}
-    for name, value in (quick if args.quick else full).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
+    for name, value in C.mode_config(args, full, quick, tuple(full)).items():
+        setattr(args, name, value)
     if not 0 <= args.kmin <= args.kmax:
         p.error(f"need 0 <= --kmin <= --kmax, got {args.kmin}, {args.kmax}")
     if args.repeats < 1 or args.width < 1:
@@ -95,15 +93,6 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 def _block(tree):
     return jax.block_until_ready(tree)
-
-
-def _median_run(fn, repeats: int) -> tuple[float, float]:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        _block(fn())
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), min(times)
 
 
 def time_features(params, backend: str, k: int, repeats: int):
@@ -117,7 +106,8 @@ def time_features(params, backend: str, k: int, repeats: int):
         t2 = time.perf_counter()
         feats = _block(compiled(params))  # the warm-up call; its answer is the one checked
         t3 = time.perf_counter()
-        run_s, run_min_s = _median_run(lambda: compiled(params), repeats)
+        run_s, times = C.median_time(lambda: compiled(params), repeats)
+        run_min_s = min(times)
     row = {
         "kind": "features", "backend": backend, "k": k, "status": "ok",
         "trace_s": t1 - t0, "xla_compile_s": t2 - t1, "compile_s": t2 - t0,
@@ -143,7 +133,8 @@ def time_compress(params, k: int, repeats: int) -> dict:
         t0 = time.perf_counter()
         small, info = _block(call())
         first = time.perf_counter() - t0
-        warm, warm_min = _median_run(call, repeats)
+        warm, times = C.median_time(call, repeats)
+        warm_min = min(times)
     return {
         "kind": "compress", "backend": "compress", "k": k, "status": "ok",
         "first_call_s": first, "run_s": warm, "run_min_s": warm_min,

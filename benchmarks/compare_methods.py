@@ -71,22 +71,7 @@ PAPER = {"first_width_per_seed": [66, 21, 36, 28, 21], "median_first_width": 28,
          "median_sup_at_66": 2.3e-3}
 CHECK_ACT = "compare_methods_poly2"
 
-#: name -> (compress keyword arguments, uses data)
-METHODS: dict[str, tuple[dict, bool]] = {
-    "derivative": ({"features": "taylor", "selector": "pivoted_qr"}, False),
-    "derivative+maxvol": ({"features": "taylor", "selector": "maxvol"}, False),
-    "derivative+omp": ({"features": "taylor", "selector": "omp"}, False),
-    "taylor_multi": ({"features": "taylor_multi", "selector": "pivoted_qr"}, False),
-    "collocation": ({"features": "collocation", "selector": "pivoted_qr"}, False),
-    "collocation+maxvol": ({"features": "collocation", "selector": "maxvol"}, False),
-    "collocation+omp": ({"features": "collocation", "selector": "omp"}, False),
-    "collocation+omp/fwd": ({"features": "collocation", "selector": "omp",
-                             "layer_order": "forward"}, False),
-    "data": ({"features": "data", "selector": "pivoted_qr"}, True),
-    "data+omp/fwd": ({"features": "data", "selector": "omp", "layer_order": "forward"}, True),
-    "weight_norm+lstsq": ({"features": "collocation", "selector": "weight_norm"}, False),
-    "random+lstsq": ({"features": "collocation", "selector": "random"}, False),
-}
+METHODS = C.METHODS
 
 
 def _parse(argv):
@@ -115,9 +100,8 @@ def _parse(argv):
     args = p.parse_args(argv)
     quick = {"seeds": [0, 1], "kmax": 2, "sup_samples": 512, "sup_steps": 10}
     full = {"seeds": list(T.SEEDS), "kmax": 10, "sup_samples": 8192, "sup_steps": 100}
-    for name, value in (quick if args.quick else full).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
+    for name, value in C.mode_config(args, full, quick, tuple(full)).items():
+        setattr(args, name, value)
     if args.teachers_dir is None:
         args.teachers_dir = args.out / "teachers" if args.quick else T.DEFAULT_CACHE
     if not 0 <= args.kmax or args.oversample < 1:
@@ -126,17 +110,8 @@ def _parse(argv):
 
 
 def _compress(params, name, k, *, data, seed, oversample):
-    kwargs, uses_data = METHODS[name]
-    kwargs = dict(kwargs)
-    if uses_data:
-        kwargs["data"] = data
-    else:
-        kwargs["domain"] = jc.Ball(2, 1.0)
-    if kwargs["features"] == "collocation":
-        kwargs["oversample"] = oversample
-    if kwargs["selector"] == "random":
-        kwargs["key"] = jax.random.PRNGKey(1000 + seed)
-    return jc.compress(params, activation=ACTIVATION, order=k, **kwargs)
+    method = C.make_method(jc, name, k, data=data, seed=seed, oversample=oversample)
+    return jc.compress(params, method, activation=ACTIVATION, domain=jc.Ball(2, 1.0))
 
 
 def check_methods(methods, dtype, tol) -> list[str]:
@@ -150,12 +125,8 @@ def check_methods(methods, dtype, tol) -> list[str]:
     x = jc.Ball(2, 1.5).sample(jax.random.PRNGKey(1), 512, dtype)
     failures = []
     for name in methods:
-        kwargs, uses_data = METHODS[name]
-        kwargs = dict(kwargs)
-        kwargs.update({"data": data} if uses_data else {"domain": jc.Ball(2, 1.0)})
-        if kwargs["selector"] == "random":
-            kwargs["key"] = jax.random.PRNGKey(0)
-        small, _ = jc.compress(params, activation=CHECK_ACT, order=4, **kwargs)
+        method = C.make_method(jc, name, 4, data=data, seed=-1000)
+        small, _ = jc.compress(params, method, activation=CHECK_ACT, domain=jc.Ball(2, 1.0))
         ref = jc.apply(params, x, activation=CHECK_ACT)
         err = float(jnp.max(jnp.abs(jc.apply(small, x, activation=CHECK_ACT) - ref))
                     / jnp.max(jnp.abs(ref)))
@@ -496,7 +467,8 @@ def main(argv: list[str] | None = None) -> int:
         "jaxcompress_version": jc.__version__, "dtype": args.dtype, "precision": "HIGHEST",
         "quick": args.quick, "orders": ks, "oversample": args.oversample,
         "sup_error": {"n_samples": args.sup_samples, "local_search_steps": args.sup_steps},
-        "methods": {n: {"compress_kwargs": METHODS[n][0], "uses_data": METHODS[n][1]}
+        "methods": {n: {"method": C.make_method(jc, n, 1, data=np.zeros((1, 2)), seed=0)
+                        .describe(), "uses_data": METHODS[n][1]}
                     for n in args.methods},
         "protocol": {"ratio_target": RATIO_TARGET, "seeds": args.seeds,
                      "teachers": "quick" if args.quick else args.teachers,

@@ -5,7 +5,7 @@ neurons, output 2048; PyTorch-default uniform init, ``jc.init_mlp(PRNGKey(seed),
 ``sigmoid`` and ``gelu`` (exact, erf-based) activations. For every radius R in {0.5, 1, 2, 4}
 and order k = 0..9 the script compresses with
 
-    jc.compress(teacher, activation=act, order=k, radius=R)          (width D_k = C(3 + k, 3))
+    jc.compress(teacher, jc.derivative_matching(k), activation=act, domain=jc.Ball(3, R))
 
 and measures ``jc.sup_error(teacher, student, activation=act, domain=jc.Ball(3, R), key=...)``:
 the largest ``max_o |F_o - F~_o|`` over ``--samples`` uniform points of the ball plus
@@ -40,7 +40,6 @@ Run (from the repository root; the same command on CPU and GPU)::
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -66,10 +65,6 @@ FULL = {"sizes": [3, 2048, 2048], "radii": [0.5, 1.0, 2.0, 4.0], "kmax": 9,
         "samples": 4096, "steps": 100, "starts": 16}
 QUICK = {"sizes": [3, 64, 64], "radii": [0.5, 1.0], "kmax": 2,
          "samples": 256, "steps": 3, "starts": 4}
-
-
-def parse(argv):
-    return C.parse_error_sweep(__doc__, argv, full=FULL, quick=QUICK)
 
 
 def compare_with_paper(rows, floors, radii, kmax, variants):
@@ -158,69 +153,9 @@ def plot(result, path: Path) -> None:
 
 
 def main(argv=None) -> int:
-    start = time.perf_counter()
-    args, cfg = parse(argv)
-    if args.replot is not None:
-        return C.replot(args.replot, plot)
-    C.configure(args.dtype)
-    import jax
-    import jax.numpy as jnp
-
-    import jaxcompress as jc
-
-    env = C.environment()
-    sizes, radii, kmax = cfg["sizes"], cfg["radii"], cfg["kmax"]
-    rtols = {v: C.rtol_value(v, args.dtype) for v in args.rtol}
-    C.print_header(env, args.dtype, [
-        f"network {sizes} (seed {args.seed}), activations {ACTIVATIONS}, radii {radii}, "
-        f"k = 0..{kmax}, rtol {rtols}",
-        f"sup_error: {cfg['samples']} uniform samples + {cfg['steps']} projected ascent steps "
-        f"from the {cfg['starts']} worst"])
-    teacher = jax.block_until_ready(
-        jc.init_mlp(jax.random.PRNGKey(args.seed), sizes, dtype=jnp.dtype(args.dtype)))
-    err_kw = {"n_samples": cfg["samples"], "local_search_steps": cfg["steps"],
-              "n_starts": cfg["starts"]}
-    key = jax.random.PRNGKey(1)
-
-    n_rows = len(ACTIVATIONS) * len(rtols) * (kmax + 1) * len(radii)
-    progress = C.Progress(n_rows + len(ACTIVATIONS) * len(radii))
-    floors = C.rounding_floors(jc, teacher, activations=ACTIVATIONS, radii=radii, key=key,
-                               n_samples=4 * cfg["samples"], progress=progress)
-    rows: list[dict] = []
-    with jax.default_matmul_precision(C.PRECISION):
-        for act in ACTIVATIONS:
-            for variant, rtol in rtols.items():
-                for k in range(kmax + 1):
-                    for r in radii:
-                        t0 = time.perf_counter()
-                        small, info = jax.block_until_ready(
-                            jc.compress(teacher, activation=act, order=k, radius=r, rtol=rtol))
-                        t1 = time.perf_counter()
-                        err, note = C.sup_error(jc, teacher, small, activation=act,
-                                                domain=jc.Ball(3, r), key=key, **err_kw)
-                        t2 = time.perf_counter()
-                        layer = info.layers[0]
-                        row = {"activation": act, "rtol_spec": variant, "rtol": rtol,
-                               "radius": r, "k": k, "width": jc.layer_sizes(small)[1],
-                               "rank": int(layer.rank), "residual": float(layer.residual),
-                               "max_coef": float(layer.max_coef), "sup_error": err,
-                               "sup_error_note": note,
-                               "compress_s": round(t1 - t0, 3), "error_s": round(t2 - t1, 3)}
-                        rows.append(row)
-                        progress(f"{act:<8} rtol {variant:<8} k={k:<2} R={r:<4g} width "
-                                 f"{row['width']:>4} rank {row['rank']:>4} sup error "
-                                 f"{err:.3e}  (compress {t1 - t0:.2f} s, error {t2 - t1:.2f} s)"
-                                 + (f" [{note}]" if note else ""))
-    config = {"sizes": sizes, "seed": args.seed, "activations": list(ACTIVATIONS),
-              "radii": radii, "kmax": kmax, "rtol": list(rtols), "rtol_values": rtols,
-              "sup_error": {"n_samples": cfg["samples"], "local_search_steps": cfg["steps"],
-                            "n_starts": cfg["starts"], "key": 1},
-              "compress": "jc.compress(teacher, activation=act, order=k, radius=R, "
-                          "rtol=rtol) (backward order, Taylor features, pivoted QR)"}
-    comparison = compare_with_paper(rows, floors, radii, kmax, list(rtols))
-    return C.write_error_sweep(args, env, start, NAME, PAPER, config=config, rows=rows,
-                               floors=floors, comparison=comparison, plot=plot,
-                               summary=print_summary)
+    return C.run_error_sweep(argv, doc=__doc__, name=NAME, paper=PAPER, full=FULL, quick=QUICK,
+                             activations=ACTIVATIONS, layer_orders=("backward",),
+                             compare=compare_with_paper, plot=plot, summary=print_summary)
 
 
 def print_summary(result) -> None:

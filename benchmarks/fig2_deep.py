@@ -40,7 +40,6 @@ from __future__ import annotations
 import math
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -69,10 +68,6 @@ FULL = {"sizes": [2, 1024, 1024, 1024, 1024, 2], "radii": [0.3, 0.5, 1.0, 2.0], 
         "samples": 4096, "steps": 100, "starts": 16}
 QUICK = {"sizes": [2, 24, 24, 2], "radii": [0.5, 1.0], "kmax": 1,
          "samples": 256, "steps": 3, "starts": 4}
-
-
-def parse(argv):
-    return C.parse_error_sweep(__doc__, argv, full=FULL, quick=QUICK)
 
 
 def _series(rows, act, variant, order, r):
@@ -198,76 +193,9 @@ def plot(result, path: Path) -> None:
 
 
 def main(argv=None) -> int:
-    start = time.perf_counter()
-    args, cfg = parse(argv)
-    if args.replot is not None:
-        return C.replot(args.replot, plot)
-    C.configure(args.dtype)
-    import jax
-    import jax.numpy as jnp
-
-    import jaxcompress as jc
-
-    env = C.environment()
-    sizes, radii, kmax = cfg["sizes"], cfg["radii"], cfg["kmax"]
-    d_in = sizes[0]
-    rtols = {v: C.rtol_value(v, args.dtype) for v in args.rtol}
-    C.print_header(env, args.dtype, [
-        f"network {sizes} (seed {args.seed}), activations {ACTIVATIONS}, radii {radii}, "
-        f"k = 0..{kmax}, layer orders {LAYER_ORDERS}, rtol {rtols}",
-        f"sup_error: {cfg['samples']} uniform samples + {cfg['steps']} projected ascent steps "
-        f"from the {cfg['starts']} worst"])
-    teacher = jax.block_until_ready(
-        jc.init_mlp(jax.random.PRNGKey(args.seed), sizes, dtype=jnp.dtype(args.dtype)))
-    err_kw = {"n_samples": cfg["samples"], "local_search_steps": cfg["steps"],
-              "n_starts": cfg["starts"]}
-    key = jax.random.PRNGKey(1)
-
-    n_rows = len(ACTIVATIONS) * len(rtols) * len(LAYER_ORDERS) * (kmax + 1) * len(radii)
-    progress = C.Progress(n_rows + len(ACTIVATIONS) * len(radii))
-    floors = C.rounding_floors(jc, teacher, activations=ACTIVATIONS, radii=radii, key=key,
-                               n_samples=4 * cfg["samples"], progress=progress)
-    rows: list[dict] = []
-    with jax.default_matmul_precision(C.PRECISION):
-        for act in ACTIVATIONS:
-            for variant, rtol in rtols.items():
-                for order in LAYER_ORDERS:
-                    for k in range(kmax + 1):
-                        for r in radii:
-                            t0 = time.perf_counter()
-                            small, info = jax.block_until_ready(jc.compress(
-                                teacher, activation=act, order=k, radius=r, rtol=rtol,
-                                layer_order=order))
-                            t1 = time.perf_counter()
-                            err, note = C.sup_error(jc, teacher, small, activation=act,
-                                                    domain=jc.Ball(d_in, r), key=key, **err_kw)
-                            t2 = time.perf_counter()
-                            ranks = [int(layer.rank) for layer in info.layers]
-                            row = {"activation": act, "rtol_spec": variant, "rtol": rtol,
-                                   "layer_order": order, "radius": r, "k": k,
-                                   "width": jc.num_monomials(d_in, k),
-                                   "sizes": jc.layer_sizes(small), "ranks": ranks,
-                                   "residuals": [float(layer.residual) for layer in info.layers],
-                                   "max_coef": [float(layer.max_coef) for layer in info.layers],
-                                   "sup_error": err, "sup_error_note": note,
-                                   "compress_s": round(t1 - t0, 3),
-                                   "error_s": round(t2 - t1, 3)}
-                            rows.append(row)
-                            progress(f"{act:<8} rtol {variant:<8} {order:<8} k={k:<2} "
-                                     f"R={r:<4g} width {row['width']:>3} ranks {ranks} sup "
-                                     f"error {err:.3e}  (compress {t1 - t0:.2f} s, error "
-                                     f"{t2 - t1:.2f} s)" + (f" [{note}]" if note else ""))
-    config = {"sizes": sizes, "seed": args.seed, "activations": list(ACTIVATIONS),
-              "layer_orders": list(LAYER_ORDERS), "radii": radii, "kmax": kmax,
-              "rtol": list(rtols), "rtol_values": rtols,
-              "sup_error": {"n_samples": cfg["samples"], "local_search_steps": cfg["steps"],
-                            "n_starts": cfg["starts"], "key": 1},
-              "compress": "jc.compress(teacher, activation=act, order=k, radius=R, "
-                          "rtol=rtol, layer_order=order) (Taylor features, pivoted QR)"}
-    comparison = compare_with_paper(rows, floors, radii, kmax, list(rtols))
-    return C.write_error_sweep(args, env, start, NAME, PAPER, config=config, rows=rows,
-                               floors=floors, comparison=comparison, plot=plot,
-                               summary=print_summary)
+    return C.run_error_sweep(argv, doc=__doc__, name=NAME, paper=PAPER, full=FULL, quick=QUICK,
+                             activations=ACTIVATIONS, layer_orders=LAYER_ORDERS,
+                             compare=compare_with_paper, plot=plot, summary=print_summary)
 
 
 def print_summary(result) -> None:

@@ -115,9 +115,9 @@ def parse(argv):
     return args, cfg
 
 
-def mlp_param_count(sizes) -> int:
-    """Kernels plus biases of a dense MLP with these layer sizes."""
-    return sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:], strict=True))
+def _method(jc, k: int, rtol):
+    """The paper's derivative matching at order k with the rank threshold ``rtol``."""
+    return jc.derivative_matching(k, selector=jc.PivotedQR(rtol=rtol))
 
 
 def _median(values):
@@ -169,9 +169,11 @@ def build_table(teachers, rows, controls, widths):
 
 def compare_with_paper(table, kmax):
     """Our number next to each of the paper's."""
+    from jaxcompress.mlp import param_count
+
     med = table["median"]
     ours_first = [r["first_width"] for r in table["per_seed"]]
-    paper_red = [round(mlp_param_count(PAPER["sizes"]) / mlp_param_count([2, w, w, w, 1]), 1)
+    paper_red = [round(param_count(PAPER["sizes"]) / param_count([2, w, w, w, 1]), 1)
                  for w in PAPER["first_width_per_seed"]]
     return {
         "first_width_per_seed": {"paper": PAPER["first_width_per_seed"], "ours": ours_first},
@@ -314,8 +316,8 @@ def main(argv=None) -> int:
             for k in ks:
                 t0 = time.perf_counter()
                 small, info = jax.block_until_ready(
-                    jc.compress(teacher, activation=ACTIVATION, order=k, radius=RADIUS,
-                                rtol=rtol))
+                    jc.compress(teacher, _method(jc, k, rtol), activation=ACTIVATION,
+                                domain=disk))
                 t1 = time.perf_counter()
                 s_mse = float(jnp.mean((CM._predict(small, x_te) - y_te) ** 2))
                 err, note = C.sup_error(jc, teacher, small, activation=ACTIVATION, domain=disk,
@@ -340,8 +342,8 @@ def main(argv=None) -> int:
             progress(f"seed {seed}: random-init control; {_cert_line(c_cert)}")
             for k in ks:
                 small, info = jax.block_until_ready(
-                    jc.compress(control, activation=ACTIVATION, order=k, radius=RADIUS,
-                                rtol=rtol))
+                    jc.compress(control, _method(jc, k, rtol), activation=ACTIVATION,
+                                domain=disk))
                 err, note = C.sup_error(jc, control, small, activation=ACTIVATION, domain=disk,
                                         key=key, **err_kw)
                 msd = float(jnp.mean((CM._predict(small, x_te) - c_pred) ** 2))
@@ -366,8 +368,9 @@ def main(argv=None) -> int:
                    "ratio_target": CM.RATIO_TARGET, "certify_eps": CERT_EPS,
                    "sup_error": {**err_kw, "key": 1, "domain": f"Ball(2, {RADIUS})"},
                    "rtol": args.rtol, "rtol_value": rtol,
-                   "compress": f"jc.compress(teacher, activation='{ACTIVATION}', order=k, "
-                               f"radius={RADIUS}, rtol=rtol) (Taylor features, R-scaled "
+                   "compress": f"jc.compress(teacher, jc.derivative_matching(k, selector="
+                               f"jc.PivotedQR(rtol=rtol)), activation='{ACTIVATION}', domain="
+                               f"jc.Ball(2, {RADIUS})) (Taylor features, R-scaled "
                                "pivoted QR, backward order)",
                    "control": "jc.init_mlp(PRNGKey(seed), sizes), compressed the same way"},
         "checks": {"passed": not failures, "failures": failures},

@@ -144,8 +144,9 @@ def main(argv=None) -> int:
                     for variant in variants:
                         rtol = None if variant == "default" else eps * max(d_k, w)
                         t0 = time.perf_counter()
+                        method = jc.derivative_matching(k, selector=jc.PivotedQR(rtol=rtol))
                         small, info = jax.block_until_ready(jc.compress(
-                            teacher, activation="sigmoid", order=k, radius=1.0, rtol=rtol))
+                            teacher, method, activation="sigmoid", domain=domain))
                         secs = time.perf_counter() - t0
                         err, note = measure(teacher, small, "sigmoid", domain)
                         ranks = [int(li.rank) for li in info.layers]
@@ -246,6 +247,8 @@ def plot(result, path: Path) -> None:
                   if r["family"] == family and r["dtype"] == "float32"]
         if floors:
             C.draw_floor(ax, floors)
+        ax.set_xticks(fam["widths"], [f"{w:,}" for w in fam["widths"]])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         depth = fam["depth"]
         ax.set_title(f"{family}: [2, {'w, ' * depth}1], sigmoid, k = {fam['order']}, R = 1",
                      fontsize=9)

@@ -18,12 +18,12 @@ from jaxcompress.activations import (
     register_activation,
     registered_activations,
 )
-from jaxcompress.certify import (
+from jaxcompress.certificates import (
     BoundRule,
     Certificate,
-    ToleranceResult,
+    LayerCertificate,
     certify,
-    compress_to_tolerance,
+    get_bound_rule,
     register_bound_rule,
 )
 from jaxcompress.compress import CompressInfo, LayerInfo, compress, compress_layer, trim
@@ -34,6 +34,7 @@ from jaxcompress.io import LoadedModel, load, load_npz, save, save_npz
 from jaxcompress.mlp import apply, init_mlp, layer_sizes, num_params, validate_params
 from jaxcompress.select import Selection, greedy_pivoted_qr, select_columns
 from jaxcompress.taylor import monomials, num_monomials
+from jaxcompress.tolerance import ToleranceResult, compress_to_tolerance
 
 __version__ = "0.1.0"
 
@@ -44,6 +45,7 @@ __all__ = [
     "Box",
     "Certificate",
     "CompressInfo",
+    "LayerCertificate",
     "LayerInfo",
     "LoadedModel",
     "Parameterization",
@@ -56,6 +58,7 @@ __all__ = [
     "compress_to_tolerance",
     "derivative_features",
     "get_activation",
+    "get_bound_rule",
     "greedy_pivoted_qr",
     "init_mlp",
     "layer_sizes",

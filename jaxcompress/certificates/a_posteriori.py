@@ -163,7 +163,8 @@ def a_posteriori(prep: Prepared, compressed, info: CompressInfo, extra_orders: i
             entry.update({"bound_thm5": bound5, "Lambda_post_paper": lam15})
             total_paper += lam15 * bound5
         per_layer.append(entry)
-    top = {"a_posteriori_bound": float(np.max(totals)),
+    ours = float(np.max(totals))
+    top = {"a_posteriori_bound": ours if math.isfinite(ours) else None,
            "a_posteriori_paper": total_paper if paper_ok else None,
            "a_priori_at_orders": paper_at_orders(prep, k_list),
            "a_priori_at_orders_ours": ours_at_orders(prep, k_list, delta)}

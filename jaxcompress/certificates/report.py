@@ -342,7 +342,7 @@ def format_certificate(c: Certificate) -> str:
     center = "0" if c.center is None else str([round(x, 4) for x in c.center])
     lines = [f"Certificate: {c.activation} MLP {list(c.sizes)} on the ball |x - c| <= "
              f"{c.radius:g} (c = {center}), eps = {c.eps:g}, maxvol delta = {c.delta:g}"]
-    width = 16 + 30 + 10 + 12 * len(c.layers)
+    width = 18 + 30 + 10 + 12 * len(c.layers)
     for section in (PAPER, OURS, APP_G, POST):
         qs = [q for q in LAYER_QUANTITIES if q.section == section
               and any(q.key in li.values for li in c.layers)]
@@ -352,7 +352,7 @@ def format_certificate(c: Certificate) -> str:
         lines.append("")
         lines.append(f"== {_SECTION_TITLES[section]}")
         if qs:
-            lines.append(f"{'quantity':<16}{'source':<30}{'status':<10}" + "".join(
+            lines.append(f"{'quantity':<18}{'source':<30}{'status':<10}" + "".join(
                 f"{'layer ' + str(li.layer):>12}" for li in c.layers))
             lines.append("-" * width)
         for q in qs:
@@ -361,10 +361,10 @@ def format_certificate(c: Certificate) -> str:
             if len(set(metas)) > 1:  # e.g. exact in layer 1, a bound deeper: see "how" below
                 source, status = source + " *", "mixed" if len(
                     {m[1] for m in metas}) > 1 else status
-            lines.append(f"{q.key:<16}{source:<30}{status:<10}" + "".join(
+            lines.append(f"{q.key:<18}{source:<30}{status:<10}" + "".join(
                 f"{_fmt(li.values.get(q.key)):>12}" for li in c.layers))
         for q in tops:
-            lines.append(f"{q.key:<22}{q.source:<26}{_fmt(c.values.get(q.key)):>16}")
+            lines.append(f"{q.key:<24}{q.source:<24}{_fmt(c.values.get(q.key)):>16}")
     lines.append("(* the source differs between layers: see below)")
     for note in c.notes:
         lines.append(f"note: {note}")

@@ -106,7 +106,8 @@ def paper_a_priori(prep: Prepared, eps: float, k_max: int):
     if not all(prep.assumption4):
         bad = [l + 1 for l in range(n) if not prep.assumption4[l]]
         notes.append("the paper's Assumption 4 is not proven in hidden layer(s) " + ", ".join(
-            f"{l} (rho >= {prep.rho[l - 1]:.4g}, not > R = {radius:g})" for l in bad)
+            f"{l} (the proven rho = {prep.rho[l - 1]:.4g} is not above R = {radius:g})"
+            for l in bad)
             + ": no paper certificate; see q_hat and rho_pole")
         return layers, top, notes
     if not prep.assumption14:

@@ -432,3 +432,32 @@ def test_appendix_g_sampled_q_hat_and_violating_radius():
     assert rep.layers[0].r_violate is None
     # q_hat >= 1 witnesses that Assumption 4 fails; the certified radius agrees
     assert li.assumption4 is False
+
+
+def test_assumption_14_is_required_by_lemmas_15_and_19():
+    """exp is entire but not globally Lipschitz: Theorem 6's radius and constants exist, the
+    downstream factors of Lemma 15 and the budget of Lemma 19 do not."""
+    import jax.numpy as jnp
+
+    from jaxcompress import activations
+    from jaxcompress.certificates import bounds
+
+    jc.register_activation("test_exp", jnp.exp, rho_sigma=math.inf, overwrite=True)
+    with np.errstate(over="ignore"):
+        rule = jc.BoundRule(
+            name="test_exp", sup=lambda s, a: np.exp(np.asarray(a, float)) + 0 * np.asarray(s),
+            dsup=lambda s, a: np.exp(np.asarray(a, float)) + 0 * np.asarray(s),
+            lipschitz=math.inf, singular_distance=lambda b: np.full(np.shape(b), np.inf),
+            cfn=np.exp, cdfn=np.exp, interval_distance=lambda u: math.inf)
+    jc.register_bound_rule(rule, overwrite=True)
+    try:
+        params = _net(4, [2, 6, 5, 1], 0.5)
+        rep = jc.certify(params, activation="test_exp", domain=jc.Ball(2, 0.5), eps=1e-3,
+                         n_samples=8)
+        assert all(li.assumption4 for li in rep.layers) and rep.layers[0].rho == math.inf
+        assert all(li.Lambda is None and li.k_cert is None for li in rep.layers)
+        assert rep.Lambda_bar is None and rep.orders is None and rep.orders_ours is None
+        assert any("Assumption 14 fails" in note for note in rep.notes)
+    finally:
+        activations._REGISTRY.pop("test_exp", None)
+        bounds._BOUND_RULES.pop("test_exp", None)

@@ -23,12 +23,12 @@ from jaxcompress.activations import (
     register_activation,
     registered_activations,
 )
-from jaxcompress.certify import (
+from jaxcompress.certificates import (
     BoundRule,
     Certificate,
-    ToleranceResult,
+    LayerCertificate,
     certify,
-    compress_to_tolerance,
+    get_bound_rule,
     register_bound_rule,
 )
 from jaxcompress.compression import CompressInfo, LayerInfo, compress, compress_layer, trim
@@ -65,6 +65,7 @@ from jaxcompress.select import (
     select_columns,
 )
 from jaxcompress.taylor import monomials, num_monomials
+from jaxcompress.tolerance import ToleranceResult, compress_to_tolerance
 
 __version__ = "0.1.0"
 
@@ -81,6 +82,7 @@ __all__ = [
     "DerivativeFeatures",
     "Exhaustive",
     "GreedyGS",
+    "LayerCertificate",
     "LayerFeatures",
     "LayerInfo",
     "LoadedModel",
@@ -105,6 +107,7 @@ __all__ = [
     "derivative_matching",
     "error_estimate",
     "get_activation",
+    "get_bound_rule",
     "greedy_pivoted_qr",
     "init_mlp",
     "layer_sizes",

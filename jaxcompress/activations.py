@@ -23,7 +23,8 @@ exact O(k^2) recursion (no factorial growth, no nested autodiff):
 * logistic: ``y' = y - y^2``; tanh: ``y' = 1 - y^2`` (Riccati equations);
 * softplus: ``y' = logistic``; SiLU: ``x * logistic(x)``;
 * GELU: ``x Phi(x)`` with ``Phi' = phi`` and ``phi' = -x phi``;
-* tanh-GELU: ``x (1 + tanh(c (x + 0.044715 x^3))) / 2``, a tanh series composed with a cubic.
+* tanh-GELU: ``x (1 + tanh(c (x + 0.044715 x^3))) / 2``, a tanh series composed with a cubic;
+* sin: ``sin^(j)(u0)`` cycles through ``sin, cos, -sin, -cos`` (no recursion needed).
 
 A name like ``"relu"`` (not analytic) is refused with an explanation; register new activations
 with :func:`register_activation`.
@@ -32,6 +33,7 @@ with :func:`register_activation`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 
@@ -151,8 +153,9 @@ def _gelu_series(u0: jax.Array, k: int) -> jax.Array:
     return _times_x(u0, cdf)
 
 
-_GELU_C = math.sqrt(2.0 / math.pi)
-_GELU_B = 0.044715
+#: The tanh-GELU constants: ``gelu_tanh(x) = x (1 + tanh(GELU_TANH_C (x + GELU_TANH_B x^3))) / 2``.
+GELU_TANH_C = math.sqrt(2.0 / math.pi)
+GELU_TANH_B = 0.044715
 
 
 def _compose_univariate(outer: jax.Array, inner: jax.Array) -> jax.Array:
@@ -172,9 +175,9 @@ def _compose_univariate(outer: jax.Array, inner: jax.Array) -> jax.Array:
 
 def _gelu_tanh_series(u0: jax.Array, k: int) -> jax.Array:
     # v(u0 + t) = c (x + b x^3) is a cubic in t.
-    v0 = _GELU_C * (u0 + _GELU_B * u0**3)
-    inner = [jnp.zeros_like(u0), _GELU_C * (1.0 + 3.0 * _GELU_B * u0**2),
-             _GELU_C * 3.0 * _GELU_B * u0, jnp.full_like(u0, _GELU_C * _GELU_B)]
+    v0 = GELU_TANH_C * (u0 + GELU_TANH_B * u0**3)
+    inner = [jnp.zeros_like(u0), GELU_TANH_C * (1.0 + 3.0 * GELU_TANH_B * u0**2),
+             GELU_TANH_C * 3.0 * GELU_TANH_B * u0, jnp.full_like(u0, GELU_TANH_C * GELU_TANH_B)]
     inner = inner + [jnp.zeros_like(u0)] * max(0, k + 1 - len(inner))
     inner = _stack_series(inner[: k + 1])
     th = _compose_univariate(_tanh_series(v0, k), inner)
@@ -205,14 +208,42 @@ def _jet_series(jet_fn: Callable[[jax.Array], jax.Array]) -> SeriesFn:
     return series
 
 
+#: Poles of tanh(c (z + b z^3)) are kept for ``|m| < GELU_TANH_POLE_RANGE`` (see below).
+GELU_TANH_POLE_RANGE = 200
+
+
+@functools.cache
+def gelu_tanh_poles() -> np.ndarray:
+    """The poles of the tanh-GELU nearest the real axis, as a complex array.
+
+    ``tanh(v)`` has poles at ``v = i pi (m + 1/2)``, so the tanh-GELU has poles at the three roots
+    ``z`` of ``c (z + b z^3) = i pi (m + 1/2)`` for every integer ``m``; we keep
+    ``|m| < GELU_TANH_POLE_RANGE``. The omitted poles (``|m| >= 200``) have ``|z| > 25`` and
+    ``|Im z| > 12`` (checked in ``tests/test_certify.py``), so a distance computed from this list
+    is exact whenever it is below 12. The certificate's bound rule caps distances at 12 (see
+    :data:`GELU_TANH_OMITTED_IM`), which keeps it a lower bound everywhere.
+    """
+    poles = []
+    for m in range(-GELU_TANH_POLE_RANGE, GELU_TANH_POLE_RANGE):
+        target = 1j * math.pi * (m + 0.5) / GELU_TANH_C
+        poles.extend(np.roots([GELU_TANH_B, 0.0, 1.0, -target]))
+    return np.asarray(poles)
+
+
+#: A lower bound on ``|Im z|`` of every tanh-GELU pole *not* in :func:`gelu_tanh_poles`.
+GELU_TANH_OMITTED_IM = 12.0
+
+
 def _gelu_tanh_rho() -> float:
     """Distance to the real axis of the nearest pole of tanh(c (z + b z^3))."""
-    best = math.inf
-    for m in range(-200, 200):
-        target = 1j * math.pi * (m + 0.5) / _GELU_C
-        roots = np.roots([_GELU_B, 0.0, 1.0, -target])
-        best = min(best, float(np.min(np.abs(roots.imag))))
-    return best
+    return float(np.min(np.abs(gelu_tanh_poles().imag)))
+
+
+def _sin_series(u0: jax.Array, k: int) -> jax.Array:
+    """``sin^(j)(u0) / j!``: the derivatives cycle through sin, cos, -sin, -cos."""
+    s, c = jnp.sin(u0), jnp.cos(u0)
+    cycle = (s, c, -s, -c)
+    return _stack_series([cycle[j % 4] / math.factorial(j) for j in range(k + 1)])
 
 
 def register_activation(
@@ -359,5 +390,7 @@ register_activation("softplus", jax.nn.softplus, series=_softplus_series, jet_fn
                     rho_sigma=math.pi, description="log(1+exp(x)); branch points at i*pi*(2m+1)")
 register_activation("silu", jax.nn.silu, series=_silu_series, jet_fn=_silu_jet,
                     rho_sigma=math.pi, description="x*sigmoid(x) (swish); poles at i*pi*(2m+1)")
+register_activation("sin", jnp.sin, series=_sin_series, rho_sigma=math.inf,
+                    description="sin (SIREN-style coordinate networks); entire")
 register_activation("identity", _identity, series=_identity_series, rho_sigma=math.inf,
                     description="identity (tests: the network is a polynomial)")

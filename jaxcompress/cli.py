@@ -127,32 +127,28 @@ def _order_search(params, act: str, domain, eps: float, max_order: int, method: 
 
     Returns ``(small, info, order, err)``. On failure the error says which order came closest
     and whether raising ``--max-order`` can help (the error still falling) or not (the error
-    growing with k: the network is not analytic enough on this domain for derivative matching).
+    growing with k), as :func:`jaxcompress.tolerance.order_advice` words it.
     """
     import jaxcompress as jc
+    from jaxcompress.tolerance import order_advice, smallest_uniform_order
 
-    errs = []
-    for order in range(0, max_order + 1):
-        small, info = jc.compress(params, _method(method, order), activation=act, domain=domain)
-        err = measure(small)
-        errs.append(err)
-        print(f"# k={order}: width {info.layers[0].width_out}, sup error {err:.3e} "
-              f"(estimate {float(info.error_estimate):.3e}){_winner(info)}", flush=True)
-        if err <= eps:
-            return small, info, order, err
-    best = min(range(len(errs)), key=errs.__getitem__)
-    msg = (f"compress: no order <= {max_order} reaches sup error {eps:g}; the best is "
-           f"{errs[best]:.3e} at k = {best}")
-    if best < len(errs) - 2 and errs[-1] > 2 * errs[best]:
-        hint = (" and the error grows with k beyond it, so a higher --max-order will not help: "
-                "the network is not analytic enough on this domain for matching at one point "
-                "(see `jaxcompress certify`)")
-        if method == "derivative":
-            hint += "; try --method collocation (fits on Sobol points of the domain)"
-        msg += hint + ", or a larger --eps"
-    else:
-        msg += "; raise --max-order or --eps"
-    raise ValueError(msg)
+    def compress_at(k):
+        return jc.compress(params, _method(method, k), activation=act, domain=domain)
+
+    def describe(result):
+        info = result[1]
+        return (f"width {info.layers[0].width_out}, estimate {float(info.error_estimate):.3e}"
+                f"{_winner(info)}")
+
+    order, result, errs = smallest_uniform_order(
+        compress_at, lambda r: measure(r[0]), eps, max_order,
+        lambda line: print(f"# {line}", flush=True), describe)
+    if order is None:
+        msg = "compress: " + order_advice(errs, eps, "--max-order")
+        if "grows with k" in msg and method == "derivative":
+            msg += "; try --method collocation (fits on Sobol points of the domain)"
+        raise ValueError(msg)
+    return result[0], result[1], order, errs[-1]
 
 
 def _compress_cmd(args: argparse.Namespace) -> int:
@@ -317,11 +313,13 @@ def main(argv: list[str] | None = None) -> int:
         "certify", help="print the compression certificate of a saved network",
         formatter_class=fmt,
         description="Print the certificate (jaxcompress.certify) of a network on the ball of "
-        "radius --radius: W_max, V_max, radii, Assumption 4, M_g, C0, lambda, k*, k_cert, D_k, "
-        "Lambda, the budget, width and parameter bounds, non-vacuity and the sampled "
-        "diagnostics. PARAMS_FILE is an .npz with kernel_0, bias_0, kernel_1, ... (Flax Dense "
-        "layout, optional 'activation' entry; see jaxcompress.save_npz) or a jaxcompress.save "
-        "file.")
+        "radius --radius: the paper's quantities as written (W_max Eq. 6, V_max Eq. 7, rho Eq. "
+        "8, Assumption 4, M_g Eq. 17, C0 and lambda Eq. 20, k* Eq. 21, k_cert Eq. 72, Lambda "
+        "Lemma 15, Lambda-bar Lemma 19, the budget Eq. 62, width and parameter bounds Eqs. "
+        "68-69, non-vacuity Eq. 75, the Appendix G diagnostics Eqs. 100-101) next to our "
+        "sharper bounds, each row naming its source. PARAMS_FILE is an .npz with kernel_0, "
+        "bias_0, kernel_1, ... (Flax Dense layout, optional 'activation' entry; see "
+        "jaxcompress.save_npz) or a jaxcompress.save file.")
     cert.add_argument("input", metavar="PARAMS_FILE", help="an .npz of the params (or a .jcz)")
     cert.add_argument("--activation", help="activation (required for .npz without one)")
     cert.add_argument("--radius", type=float, default=1.0, help="radius R of the input ball")
@@ -329,9 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     cert.add_argument("--eps", type=float, required=True, help="target sup error")
     cert.add_argument("--rho0", type=float, help="working radius in (R, rho) (default: chosen)")
     cert.add_argument("--delta", type=float, default=1e-2, help="maxvol tolerance of Lemma 10")
-    cert.add_argument("--samples", type=int, default=128,
-                      help="complex-ball samples of the q-hat diagnostics")
-    cert.add_argument("--seed", type=int, default=0)
+    cert.add_argument("--samples", type=int, default=512,
+                      help="complex-sphere samples of the q-hat diagnostics (Eq. 101)")
+    cert.add_argument("--seed", type=int, default=0, help="seed of those samples")
     cert.add_argument("--json", help="also write the report's to_dict() to this file")
     cert.set_defaults(func=_certify_cmd)
     args = parser.parse_args(argv)

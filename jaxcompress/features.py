@@ -54,7 +54,7 @@ import dataclasses
 import functools
 import math
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -336,8 +336,13 @@ def bottleneck_sources(sizes) -> tuple[int, ...]:
 # ------------------------------------------------------------------------------------------------
 
 
-class LayerFeatures(NamedTuple):
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["z", "scale"],
+                   meta_fields=["layer", "order", "num_features", "coord_dim"])
+@dataclasses.dataclass(frozen=True)
+class LayerFeatures:
     """One hidden layer's feature matrix and its description (what a feature map returns).
+
+    A pytree: ``z`` and ``scale`` are traced, the description is static.
 
     Attributes:
       z: ``(rows, d_l)`` features, one column per neuron.

@@ -63,7 +63,7 @@ def registered():
 
 
 def test_builtin_registry_contents() -> None:
-    for name in ("sigmoid", "tanh", "gelu", "gelu_tanh", "softplus", "silu", "identity"):
+    for name in ("sigmoid", "tanh", "gelu", "gelu_tanh", "softplus", "silu", "sin", "identity"):
         assert name in BUILTIN
 
 
@@ -91,6 +91,21 @@ def test_series_keeps_the_shape_of_u0(name: str) -> None:
     assert s.shape == (4, 2, 3)
     flat = jc.get_activation(name).series(jnp.asarray(POINTS[:6]), 3)
     np.testing.assert_array_equal(np.asarray(s).reshape(4, 6), np.asarray(flat))
+
+
+def test_sin_series_closed_form_and_network_features_against_nested_jacfwd() -> None:
+    act = jc.get_activation("sin")
+    assert act.rho_sigma == math.inf and jc.get_activation(jnp.sin) is act
+    # sin^(j)(u) = sin(u + j pi / 2): the rule's cycle sin, cos, -sin, -cos over j!
+    exact = np.stack([np.sin(POINTS + j * np.pi / 2) / math.factorial(j)
+                      for j in range(K_MAX + 1)])
+    _assert_series_matches(act.series, exact, POINTS)
+    # a sin network's Taylor features equal nested jacfwd's (the test-only reference backend)
+    params = jc.init_mlp(jax.random.PRNGKey(1), [2, 5, 4, 1])
+    z_t = _features(params, activation="sin", order=2)
+    z_j = _features(params, activation="sin", order=2, backend="jacfwd")
+    for a, b in zip(z_t, z_j, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-13)
 
 
 def test_get_activation_resolves_registered_functions() -> None:

@@ -107,7 +107,16 @@ def test_fig3_quick(runs):
         assert 0 < r["ratio_at_max_width"] < r["ratio_k0"], r
     for t in result["teachers"]:
         assert len(t["certificate"]) == len(cfg["sizes"]) - 2
-        assert {"assumption4", "rho", "q_hat", "rho_pole"} <= set(t["certificate"][0])
+        assert {"assumption4", "rho", "q_hat", "rho_pole", "r_violate"} <= set(
+            t["certificate"][0])
+    # the Table 1 / Appendix G columns next to the paper's (issue 12)
+    side = result["comparison"]["table1_diagnostics"]
+    assert side["q_hat_2"]["paper"] == [7.87, 7.00, 14.46, 8.32, 13.81]
+    assert side["r_violate_2"]["paper"] == [0.300, 0.287, 0.248, 0.290, 0.261]
+    assert side["rho_1"]["ours"] == [r["rho_1"] for r in table]
+    for r in table:  # a violating radius exists exactly when q-hat_2 >= 1
+        assert (r["r_violate_2"] is not None) == (r["q_hat_2"] >= 1)
+        assert r["rho_1"] <= r["rho_1_bias_free"]
     widths = [x["width"] for x in result["controls"] if x["seed"] == cfg["seeds"][0]]
     assert widths == cfg["widths"] == [1, 3, 6, 10][: cfg["kmax"] + 1]
     assert result["paper"]["first_width_per_seed"] == [66, 21, 36, 28, 21]

@@ -1,0 +1,114 @@
+"""``certify``: the paper's certificate, ours, the Appendix G diagnostics and the a posteriori
+bounds of a given compression, in one :class:`~jaxcompress.certificates.report.Certificate`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from jaxcompress.activations import Activation
+from jaxcompress.certificates.a_posteriori import a_posteriori
+from jaxcompress.certificates.a_priori import ours_a_priori, paper_a_priori
+from jaxcompress.certificates.prepared import Prepared
+from jaxcompress.certificates.report import Certificate, LayerCertificate
+from jaxcompress.compression import CompressInfo
+from jaxcompress.mlp import Params, num_params
+
+
+def certify(
+    params: Params,
+    *,
+    activation: str | Activation,
+    domain,
+    eps: float,
+    rho0: float | Sequence[float] | None = None,
+    delta: float = 1e-2,
+    compressed: Params | None = None,
+    info: CompressInfo | None = None,
+    n_samples: int = 512,
+    seed: int = 0,
+    k_max: int = 200,
+    extra_orders: int = 10,
+) -> Certificate:
+    """The compression certificate of ``params`` on ``domain`` for the error budget ``eps``.
+
+    Three parts, each number labelled with its source (see
+    :data:`jaxcompress.certificates.report.LAYER_QUANTITIES`):
+
+    * **the paper's** (:mod:`jaxcompress.certificates.paper`): per hidden layer ``W_max``
+      (Eq. 6), ``V_max`` (Eq. 7), ``rho_sigma`` (Eq. 5), ``rho_f`` and ``L_f`` (Assumption 1,
+      Eq. 4; bounds), ``rho`` (Eq. 8; a lower bound beyond layer 1), Assumption 4, ``rho0``,
+      ``M_g`` (Eq. 17; an upper bound), ``C0`` and ``lam`` (Eq. 20), ``k_star`` (Eq. 21/23),
+      ``k_cert`` (Eq. 72), ``D_k``, the Lemma 10 coefficient bound, Lemma 15's ``Lambda``, the
+      uniform budget (Eq. 62), Eqs. 71, 74, 75; for the network ``C*``, ``lambda*`` (Eq. 53),
+      ``Lambda_bar`` (Lemma 19), ``Dbar`` (Eq. 54), the width and parameter bounds
+      (Eqs. 68-69), non-vacuity, the certified orders ``k_cert`` and Theorem 16's bound;
+    * **ours** (sharper; :mod:`jaxcompress.certificates.a_priori`): the deviation-chain radius,
+      Schwarz-form orders ``k_ours`` with ``delta``-aware selection factors, their budget split
+      and bound;
+    * **Appendix G** (:mod:`jaxcompress.certificates.diagnostics`): ``rho_pole`` (Eq. 100),
+      sampled ``L_f``, ``q_hat`` (Eq. 101), the first violating radius of layer 2;
+
+    and, given a compression, the a posteriori bounds (the paper's Theorem 5 on the actual
+    weights, ours) and both a priori bounds at its orders.
+
+    Args:
+      params: the network (list of ``{"kernel", "bias"}``).
+      activation: a registered activation with a :class:`BoundRule` (sigmoid, tanh, softplus,
+        silu, gelu, gelu_tanh, sin, identity).
+      domain: a :class:`jaxcompress.Ball` (any centre: it is the expansion point, as in
+        :func:`jaxcompress.compress`), a :class:`jaxcompress.Box` (certified on its
+        circumscribed ball) or a radius (ball at the origin).
+      eps: the target sup error.
+      rho0: the paper's working radius (one value or one per hidden layer) in ``(R, rho)``;
+        default: per layer, the grid radius that minimises ``k*``.
+      delta: the maxvol tolerance (``|C_ij| <= 1 + delta``) our a priori bound assumes.
+      compressed, info: a backward-order compression of ``params`` (the untrimmed output of
+        :func:`jaxcompress.compress` on the same domain, any selector and feature kind).
+      n_samples, seed: sample size and NumPy seed of the Appendix G diagnostics.
+      k_max: largest order considered.
+      extra_orders: the a posteriori bound of ours computes the error's Taylor coefficients
+        exactly up to ``max(order) + extra_orders`` (fewer if that Taylor pass would need more
+        than 1 GiB).
+
+    Returns:
+      A :class:`Certificate`; ``str()`` is a table with a source column, ``to_dict()``
+      JSON-ready.
+    """
+    prep = Prepared(params, activation, domain, rho0=rho0, n_samples=n_samples, seed=seed)
+    return certify_prepared(prep, eps=eps, delta=delta, compressed=compressed, info=info,
+                            k_max=k_max, extra_orders=extra_orders)
+
+
+def certify_prepared(prep: Prepared, *, eps, delta, compressed=None, info=None, k_max=200,
+                     extra_orders=10) -> Certificate:
+    """:func:`certify` on an already prepared (network, activation, domain)."""
+    eps = float(eps)
+    if not (eps > 0 and math.isfinite(eps)):
+        raise ValueError(f"certify: eps must be positive and finite, got {eps}")
+    delta = float(delta)
+    if not (delta >= 0 and math.isfinite(delta)):
+        raise ValueError(f"certify: delta must be >= 0 and finite, got {delta}")
+    k_max = int(k_max)
+    if k_max < 0:
+        raise ValueError(f"certify: k_max must be >= 0, got {k_max}")
+    n = prep.n_hidden
+    p_layers, p_top, notes = paper_a_priori(prep, eps, k_max)
+    o_layers, o_top, o_notes = ours_a_priori(prep, eps, delta, k_max)
+    diag = prep.diagnostics()
+    values = [{**p_layers[l], **o_layers[l], **diag[l]} for l in range(n)]
+    top = {**p_top, **o_top}
+    if compressed is not None or info is not None:
+        if compressed is None or info is None:
+            raise ValueError("certify: pass both compressed= and info= for the a posteriori bound")
+        post_layers, post_top = a_posteriori(prep, compressed, info, int(extra_orders), delta)
+        for l in range(n):
+            values[l].update(post_layers[l])
+        top.update(post_top)
+    center = prep.center
+    return Certificate(
+        activation=prep.act.name, sizes=prep.sizes, radius=prep.radius,
+        center=None if center is None else tuple(float(x) for x in center), eps=eps,
+        delta=delta, layers=tuple(LayerCertificate(layer=l + 1, width=prep.sizes[l + 1],
+                                                   values=values[l]) for l in range(n)),
+        num_params=num_params(prep.params), values=top, notes=tuple(notes + o_notes))

@@ -64,6 +64,7 @@ from jaxcompress.select import (
     greedy_pivoted_qr,
     select_columns,
 )
+from jaxcompress.sharding import shard
 from jaxcompress.taylor import monomials, num_monomials
 from jaxcompress.tolerance import ToleranceResult, compress_to_tolerance
 
@@ -123,6 +124,7 @@ __all__ = [
     "save",
     "save_npz",
     "select_columns",
+    "shard",
     "sup_error",
     "trim",
     "validate_params",

@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcompress import sharding
 from jaxcompress.activations import get_activation
 from jaxcompress.domains import Ball, check_domain, check_radius
 from jaxcompress.evaluate import ERROR_POINTS, error_estimate
@@ -242,6 +243,8 @@ def compress_layer(
       ``(kept, new_out_kernel, info)``: the kept indices ``(width,)`` in pivot order, the new
       next-layer kernel ``(width, d_{l+1})`` and the complete :class:`LayerInfo`.
     """
+    if sharding.active() is not None:
+        return sharding.tournament_step(features, out_kernel, width, selector, target=target)
     z, scale = features.z, features.scale
     zs = z if scale is None else z * scale[:, None]
     ts = target if (target is None or scale is None) else target * scale[:, None]
@@ -254,11 +257,13 @@ def compress_layer(
     else:
         rtol = getattr(selector, "rtol", None)
         rtol = default_rtol(z.dtype) if rtol is None else rtol
-        new_kernel, _ = lstsq_coefficients(z[:, kept], jnp.arange(width), width, rtol, rhs=target)
+        new_kernel, _ = lstsq_coefficients(z[:, kept], jnp.arange(width, dtype=jnp.int32),
+                                           width, rtol, rhs=target)
         before = target
     after = jnp.matmul(z[:, kept], new_kernel, precision=HIGHEST)
     # QR selectors: rows past the rank are zero; baselines (SVD least squares): all rows count
-    live = (jnp.arange(width) < sel.rank) | bool(getattr(selector, "baseline", False))
+    live = ((jnp.arange(width, dtype=jnp.int32) < sel.rank)
+            | bool(getattr(selector, "baseline", False)))
     info = LayerInfo(
         kept=kept, rank=sel.rank, residual=jnp.max(jnp.abs(after - before)),
         max_coef=jnp.max(jnp.where(live[:, None], jnp.abs(sel.coef), 0)), swaps=sel.swaps,
@@ -368,13 +373,21 @@ def _best(results: list[tuple[Params, CompressInfo]], method: BestOf) -> tuple[P
     return params, info
 
 
-def _compress_impl(params, method, domain, *, activation):
-    if isinstance(method, BestOf):
-        return _best([_run_method(params, m, domain, activation) for m in method.methods], method)
-    return _run_method(params, method, domain, activation)
+def _compress_impl(params, method, domain, *, activation, mesh=None):
+    with sharding.neuron_sharding(mesh):
+        if isinstance(method, BestOf):
+            out = _best([_run_method(params, m, domain, activation) for m in method.methods],
+                        method)
+        else:
+            out = _run_method(params, method, domain, activation)
+    if mesh is not None:  # the compressed network is D_k wide: replicated on the mesh
+        replicated = jax.sharding.NamedSharding(mesh[0], jax.sharding.PartitionSpec())
+        out = (jax.tree.map(lambda a: jax.lax.with_sharding_constraint(a, replicated), out[0]),
+               out[1])
+    return out
 
 
-_compress_jit = jax.jit(_compress_impl, static_argnames=("activation",))
+_compress_jit = jax.jit(_compress_impl, static_argnames=("activation", "mesh"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -516,7 +529,11 @@ def compress(
         domain = Ball(d, 1.0) if domain is None else domain
     check_domain(domain, d, where, dtype)
     check_method(method, params, domain, where)
-    return _compress_jit(params, method, domain, activation=act.name)
+    mesh = sharding.params_mesh(params)
+    if mesh is not None:
+        for m in method.methods if isinstance(method, BestOf) else (method,):
+            sharding._check_selector(m.selector)
+    return _compress_jit(params, method, domain, activation=act.name, mesh=mesh)
 
 
 def trim(params: Params, info: CompressInfo | None = None, *, atol: float = 0.0) -> Params:

@@ -46,8 +46,10 @@ def check_radius(radius, where: str) -> None:
     naming ``where`` and the value: a ball of such a radius has no meaning, and an infinite or
     NaN one used to give a silently wrong network.
     """
-    if isinstance(radius, jax.core.Tracer):
-        return
+    if isinstance(radius, jax.core.Tracer) or not (
+            radius is None or isinstance(radius, (int, float, list, tuple, np.ndarray, np.generic))
+            or isinstance(radius, jax.Array)):
+        return  # traced, or a pytree placeholder (an in_axes spec, jax.stages.ArgInfo, ...)
     try:
         ok = np.ndim(radius) == 0 and math.isfinite(float(radius)) and float(radius) > 0
     except (TypeError, ValueError):
@@ -78,8 +80,9 @@ class Ball:
             raise ValueError(f"Ball: dim must be a positive int, got {self.dim!r}")
         check_radius(self.radius, "Ball")
         c = self.center
-        if c is not None and np.shape(c) != (self.dim,):
-            raise ValueError(f"Ball: center has shape {np.shape(c)}; expected ({self.dim},)")
+        if _is_concrete_array(c) or isinstance(c, (list, tuple)):
+            if np.shape(c) != (self.dim,):
+                raise ValueError(f"Ball: center has shape {np.shape(c)}; expected ({self.dim},)")
 
     def _center(self, dtype) -> jax.Array:
         if self.center is None:

@@ -18,6 +18,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from jaxcompress import sharding
 from jaxcompress.activations import get_activation
 from jaxcompress.mlp import Params, apply, validate_params
 
@@ -25,6 +26,8 @@ __all__ = ["ERROR_POINTS", "ERROR_SKIP", "error_estimate", "error_points", "sup_
 
 #: Number of points of :func:`error_estimate` (and of ``CompressInfo.error_estimate``).
 ERROR_POINTS = 256
+#: Points per chunk of :func:`error_estimate` in a sharded compression.
+SHARDED_CHUNK = 16
 #: Index of the first Sobol point (of the domain's cube sequence) used by :func:`error_points`:
 #: far past any collocation node set (those start at index 0), so the estimate is measured on
 #: points no method was fitted on.
@@ -61,8 +64,16 @@ def error_estimate(
     act = get_activation(activation)
     dtype = jnp.result_type(params_a[0]["kernel"])
     x = error_points(domain, n_points, dtype)
-    diff = apply(params_a, x, activation=act) - apply(params_b, x, activation=act)
-    return jnp.max(jnp.abs(diff))
+
+    def worst(xs):
+        return jnp.max(jnp.abs(apply(params_a, xs, activation=act)
+                               - apply(params_b, xs, activation=act)))
+
+    if sharding.active() is not None and n_points % SHARDED_CHUNK == 0:
+        # with neurons split over devices each contraction's partial sums are full width per
+        # device: evaluate in chunks of points to keep that buffer small
+        return jnp.max(jax.lax.map(worst, x.reshape(-1, SHARDED_CHUNK, x.shape[-1])))
+    return worst(x)
 
 
 def _error_fn(params_a, params_b, act):

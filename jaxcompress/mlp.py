@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress.activations import Activation, get_activation
+from jaxcompress.sharding import constrain_neurons
 
 __all__ = ["apply", "init_mlp", "layer_sizes", "num_params", "param_count",
            "validate_params"]
@@ -75,7 +76,7 @@ def init_mlp(
 
 def _dense(h: jax.Array, layer: dict[str, jax.Array]) -> jax.Array:
     out = jnp.matmul(h, layer["kernel"], precision=HIGHEST)
-    return out + jnp.expand_dims(layer["bias"], tuple(range(out.ndim - 1)))
+    return constrain_neurons(out + jnp.expand_dims(layer["bias"], tuple(range(out.ndim - 1))))
 
 
 def hidden_activations(
@@ -134,6 +135,17 @@ def num_params(params: Params) -> int:
 
 def _is_concrete(x: Any) -> bool:
     return not isinstance(x, jax.core.Tracer)
+
+
+def _all_finite(arr) -> bool:
+    """Whether every entry is finite; on device for arrays spread over several processes."""
+    if isinstance(arr, jax.Array) and not arr.is_fully_addressable:
+        flag = _finite_jit(arr)  # replicated on every device: read this process's copy
+        return bool(np.asarray(flag.addressable_data(0)))
+    return bool(np.all(np.isfinite(np.asarray(arr))))
+
+
+_finite_jit = jax.jit(lambda a: jnp.all(jnp.isfinite(a)))
 
 
 def require_single_network(params: Params, *, where: str, hint: str) -> tuple[int, Any]:
@@ -203,7 +215,7 @@ def validate_params(
             raise TypeError(f"{where}: layer {i} has non-floating parameters")
         if check_finite:
             for name, arr in (("kernel", kernel), ("bias", bias)):
-                if _is_concrete(arr) and not bool(np.all(np.isfinite(np.asarray(arr)))):
+                if _is_concrete(arr) and not _all_finite(arr):
                     raise ValueError(f"{where}: layer {i} {name} contains NaN or Inf values")
         prev = kshape[-1]
         out.append({"kernel": kernel, "bias": bias})

@@ -29,6 +29,7 @@ import numpy as np
 
 from jaxcompress.activations import Activation, get_activation
 from jaxcompress.mlp import HIGHEST, Params
+from jaxcompress.sharding import constrain_neurons
 
 __all__ = [
     "MAX_FEATURE_BYTES",
@@ -169,6 +170,7 @@ def propagate_polynomial(
     feats = []
     for layer in layers:
         u = jnp.matmul(p, layer["kernel"], precision=HIGHEST).at[0].add(layer["bias"])
+        u = constrain_neurons(u)
         p = compose(act.series(u[0], order), u, num_vars, order)
         feats.append(p)
     return feats

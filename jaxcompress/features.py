@@ -203,7 +203,7 @@ def _jacfwd_features(params: Params, act: Activation, order: int, center: jax.Ar
         for alpha, j, fa in zip(mons, deg, fact, strict=True):
             # the index (i_1, ..., i_j) with i's sorted and multiplicities alpha
             idx = tuple(np.repeat(np.arange(d), alpha))
-            rows.append(derivs[j][layer][(slice(None),) + idx] / fa)
+            rows.append(derivs[j][layer][(slice(None),) + idx] / float(fa))
         feats.append(jnp.stack(rows, axis=0))
     return feats
 

@@ -153,7 +153,7 @@ def coefficients_from_r(r_mat: jax.Array, rank: jax.Array) -> jax.Array:
     shapes: rows/columns past ``rank`` of ``R11`` are replaced by the identity.
     """
     m = r_mat.shape[0]
-    idx = jnp.arange(m)
+    idx = jnp.arange(m, dtype=jnp.int32)
     live = idx < rank
     r11 = r_mat[:, :m]
     block = live[:, None] & live[None, :]
@@ -175,18 +175,21 @@ def greedy_pivoted_qr(z: jax.Array, m: int) -> tuple[jax.Array, jax.Array]:
     dsz, n = z.shape
     dtype = z.dtype
 
+    cols = jnp.arange(n, dtype=jnp.int32)
+
     def step(i, carry):
         res, perm, r_mat = carry
+        i = jnp.asarray(i, jnp.int32)
         norms = jnp.sum(res * res, axis=0)
-        norms = jnp.where(jnp.arange(n) < i, -1.0, norms)
-        p = jnp.argmax(norms)
+        norms = jnp.where(cols < i, -1.0, norms)
+        p = jnp.argmax(norms).astype(jnp.int32)
         # swap columns i and p everywhere
-        swap = jnp.arange(n).at[i].set(p).at[p].set(i)
+        swap = cols.at[i].set(p).at[p].set(i)
         res, perm, r_mat = res[:, swap], perm[swap], r_mat[:, swap]
         col = res[:, i]
         nrm = jnp.sqrt(jnp.sum(col * col))
         q = jnp.where(nrm > 0, col / jnp.where(nrm > 0, nrm, 1), 0)
-        later = jnp.arange(n) > i
+        later = cols > i
         proj = jnp.matmul(q, res, precision=HIGHEST)
         res = res - jnp.outer(q, jnp.where(later, proj, 0))
         proj2 = jnp.matmul(q, res, precision=HIGHEST)
@@ -230,7 +233,8 @@ def _r_of(z_perm: jax.Array, m: int) -> jax.Array:
 def _maxvol(coef: jax.Array, perm: jax.Array, rank: jax.Array, delta, max_swaps: int):
     """Goreinov-Tyrtyshnikov swaps on the basis rows ``< rank`` of ``coef`` (pivot order)."""
     m, n = coef.shape
-    rows = jnp.arange(m)
+    rows = jnp.arange(m, dtype=jnp.int32)
+    cols = jnp.arange(n, dtype=jnp.int32)
 
     def masked_abs(c):
         return jnp.where((rows < rank)[:, None], jnp.abs(c), 0)
@@ -241,13 +245,13 @@ def _maxvol(coef: jax.Array, perm: jax.Array, rank: jax.Array, delta, max_swaps:
 
     def body(state):
         c, p, it = state
-        flat = jnp.argmax(masked_abs(c))
+        flat = jnp.argmax(masked_abs(c)).astype(jnp.int32)
         i, j = flat // n, flat % n
         # Sherman-Morrison: column j enters the basis at row i.
         piv = c[i, j]
         u = c[:, j] - (rows == i).astype(c.dtype)
         c = c - jnp.outer(u, c[i] / piv)
-        swap = jnp.arange(n).at[i].set(j).at[j].set(i)
+        swap = cols.at[i].set(j).at[j].set(i)
         return c[:, swap], p[swap], it + 1
 
     _, perm, swaps = jax.lax.while_loop(cond, body, (coef, perm, jnp.int32(0)))
@@ -273,24 +277,27 @@ def output_greedy(z: jax.Array, target: jax.Array, m: int, rtol) -> jax.Array:
     t_norm2 = jnp.sum(target * target)
     tiny = jnp.finfo(z.dtype).tiny
 
+    cols = jnp.arange(n, dtype=jnp.int32)
+
     def step(i, carry):
         zr, rt, perm = carry
+        i = jnp.asarray(i, jnp.int32)
         n2 = jnp.sum(zr * zr, axis=0)
         proj = jnp.matmul(zr.T, rt, precision=HIGHEST)  # (n, t)
         gain = jnp.sum(proj * proj, axis=1) / jnp.maximum(n2, tiny)
-        taken = jnp.arange(n) < i
+        taken = cols < i
         valid = ~taken & (n2 > floor)
         fitted = jnp.sum(rt * rt) <= (rtol * rtol) * t_norm2
         # target fitted to rounding: fall back to the pivoted-QR rule (largest residual norm)
         score = jnp.where(fitted, n2, gain)
         score = jnp.where(valid, score, jnp.where(taken, -2.0, -1.0 + n2 / jnp.max(col2 + tiny)))
-        p = jnp.argmax(score)
-        swap = jnp.arange(n).at[i].set(p).at[p].set(i)
+        p = jnp.argmax(score).astype(jnp.int32)
+        swap = cols.at[i].set(p).at[p].set(i)
         zr, perm = zr[:, swap], perm[swap]
         col = zr[:, i]
         nrm = jnp.sqrt(jnp.sum(col * col))
         q = jnp.where(nrm > 0, col / jnp.where(nrm > 0, nrm, 1), 0)
-        later = (jnp.arange(n) > i).astype(z.dtype)
+        later = (cols > i).astype(z.dtype)
         for _ in range(2):  # twice is enough (Kahan-Parlett)
             zr = zr - jnp.outer(q, jnp.matmul(q, zr, precision=HIGHEST) * later)
             rt = rt - jnp.outer(q, jnp.matmul(q, rt, precision=HIGHEST))

@@ -83,7 +83,7 @@ def test_propagation_is_the_taylor_expansion_of_the_network():
     mons = jc.monomials(2, 3)
     for h in (1e-1, 5e-2):
         dx = jnp.array([h, -0.5 * h])
-        poly = jnp.prod(dx[None, :] ** mons, axis=1) @ feats[1]
+        poly = jnp.prod(dx[None, :] ** mons.astype(np.float64), axis=1) @ feats[1]
         exact = jc.point_features(params, (center + dx)[None], activation="tanh")[1][0]
         assert float(jnp.max(jnp.abs(poly - exact))) < 5 * h**4
 

@@ -24,11 +24,13 @@ inference time per million pixels of the whole field (Fourier map included), tea
 student, measured on 10^6 random coordinates (median of 7 jitted runs after a warm-up, the
 models interleaved; the jitted float32 output is first checked against the float64 reference).
 
-Teachers are cached as ``results/teachers/image_<kind>.npz`` (``--quick``: under ``--out``).
+Teachers are cached as ``results/teachers/image_<kind>.npz`` (``--quick``: under ``--out``); the
+example images of the figure are saved beside it (``<stem>_images.npz``) so ``--replot`` redraws
+them.
 
 Run (from the repository root)::
 
-    python benchmarks/image_field.py                    # ~15 min on 2 cores (teachers cached: ~8)
+    python benchmarks/image_field.py            # 18 min on 2 loaded cores, + 5 to train teachers
     python benchmarks/image_field.py --quick --out /tmp/img   # 75 x 64 pixels, tiny networks
 """
 
@@ -150,6 +152,11 @@ def parse(argv):
     return args, dict(QUICK if args.quick else FULL)
 
 
+def images_path(png: Path) -> Path:
+    """The example images of a run: ``<stem>_images.npz`` beside its PNG (uint8 RGB arrays)."""
+    return png.with_name(png.stem + "_images.npz")
+
+
 def plot(result, path: Path) -> None:
     import matplotlib
 
@@ -158,15 +165,22 @@ def plot(result, path: Path) -> None:
     import numpy as np
 
     kinds = list(result["teachers"])
-    fig = plt.figure(figsize=(16, 8.6))
+    images = None
+    if images_path(path).exists():
+        with np.load(images_path(path)) as f:
+            images = {str(t): f[f"image_{i}"] for i, t in enumerate(f["titles"])}
+    fig = plt.figure(figsize=(16, 9.0))
     grid = fig.add_gridspec(2, 4, height_ratios=[1, 1.05])
+    method_handles = []
     for i, kind in enumerate(kinds):
         ax = fig.add_subplot(grid[0, i])
         t = result["teachers"][kind]
         for name in W.METHODS:
             sel = [r for r in result["rows"] if r["teacher"] == kind and r["method"] == name]
-            ax.plot([r["width"] for r in sel], [r["psnr"] for r in sel], "o-",
-                    color=W.COLORS[name], label=W.LABELS[name])
+            line, = ax.plot([r["width"] for r in sel], [r["psnr"] for r in sel], "o-",
+                            color=W.COLORS[name])
+            if i == 0:
+                method_handles.append((line, W.LABELS[name]))
         ax.axhline(t["psnr"], color="k", ls="--", lw=1,
                    label=f"teacher ({t['psnr']:.2f} dB, width {t['sizes'][1]})")
         ax.set_xlabel("hidden width (every hidden layer)")
@@ -174,8 +188,10 @@ def plot(result, path: Path) -> None:
         ax.set_title(f"{kind} teacher {t['sizes']}", fontsize=10)
         ax.grid(True, alpha=0.3)
         lo = min(r["psnr"] for r in result["rows"] if r["teacher"] == kind)
-        ax.set_ylim(max(lo, t["psnr"] - 12) - 0.5, t["psnr"] + 1.5)
-        ax.legend(fontsize=7)
+        ax.set_ylim(lo - 0.5, t["psnr"] + 1.5)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.legend([h for h, _ in method_handles], [lab for _, lab in method_handles], fontsize=8,
+               loc="upper center", ncol=4, bbox_to_anchor=(0.5, 0.965))
     ax = fig.add_subplot(grid[0, 2])
     for i, kind in enumerate(kinds):
         tim = result["timing"][kind]
@@ -202,11 +218,10 @@ def plot(result, path: Path) -> None:
     ax.set_title(f"fidelity to the {kind} teacher", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
-    images = result.get("images")
     if images:
         for j, (title, img) in enumerate(images.items()):
             ax = fig.add_subplot(grid[1, j])
-            ax.imshow(np.clip(np.asarray(img, np.float32), 0, 1))
+            ax.imshow(img)
             ax.set_title(title, fontsize=9)
             ax.axis("off")
     env = result["env"]
@@ -214,7 +229,7 @@ def plot(result, path: Path) -> None:
                  f"{result['image_shape'][1]}), tanh, compression in {result['dtype']}; "
                  f"{C.device_label(env)}; load avg {env['load_avg_1_5_15']['start']}",
                  fontsize=9)
-    C.save_figure(fig, path)
+    C.save_figure(fig, path, rect=(0, 0, 1, 0.95))
 
 
 def main(argv=None) -> int:
@@ -398,8 +413,11 @@ def main(argv=None) -> int:
     }
     json_path = args.out / f"{C.result_stem(NAME, env, args.dtype, args.quick)}.json"
     C.write_json(json_path, result)
-    plot({**result, "images": {k: v.tolist() for k, v in images.items()}},
-         json_path.with_suffix(".png"))
+    png = json_path.with_suffix(".png")
+    np.savez_compressed(images_path(png), titles=np.array(list(images)), **{
+        f"image_{i}": np.round(255 * np.clip(v, 0, 1)).astype(np.uint8)
+        for i, v in enumerate(images.values())})
+    plot(result, png)
     print("\n## PSNR [dB] by width")
     for kind in cfg["teachers"]:
         widths = sorted({r["width"] for r in rows if r["teacher"] == kind})
@@ -409,7 +427,7 @@ def main(argv=None) -> int:
             vals = [next(r["psnr"] for r in rows if r["teacher"] == kind and r["method"] == name
                          and r["width"] == w) for w in widths]
             print(f"  {name:<20}" + "".join(f"{v:8.2f}" for v in vals))
-    C.print_written([json_path, json_path.with_suffix(".png")], env)
+    C.print_written([json_path, png, images_path(png)], env)
     return 0
 
 

@@ -24,7 +24,7 @@ The teacher is cached as ``results/teachers/pinn_poisson.npz`` (``--quick``: und
 
 Run (from the repository root)::
 
-    python benchmarks/pinn_poisson.py                  # ~12 min on 2 cores (teacher cached: ~6)
+    python benchmarks/pinn_poisson.py          # 7 min on 2 loaded cores (3.5 to train the teacher)
     python benchmarks/pinn_poisson.py --quick --out /tmp/pinn   # tiny network, a smoke test
 """
 
@@ -120,27 +120,27 @@ def plot(result, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     t = result["teacher"]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
-    for ax, key, label in zip(axes, ("rel_l2", "max_error", "residual_rms"),
-                              ("relative L2 error vs the exact solution",
-                               "max |u~ - u*| on the grid",
-                               "RMS PDE residual |-Delta u~ - f| (interior grid)"), strict=True):
+    fig, axes = plt.subplots(1, 3, figsize=(15, 5.0))
+    for i, (ax, key, label) in enumerate(zip(
+            axes, ("rel_l2", "max_error", "residual_rms"),
+            ("relative L2 error vs the exact solution", "max |u~ - u*| on the grid",
+             "RMS PDE residual |-Delta u~ - f| (interior grid)"), strict=True)):
         for name in W.METHODS:
             sel = [r for r in result["rows"] if r["method"] == name]
             ax.semilogy([r["width"] for r in sel], [r[key] for r in sel], "o-",
-                        color=W.COLORS[name], label=W.LABELS[name])
+                        color=W.COLORS[name], label=W.LABELS[name] if i == 0 else None)
         ax.axhline(t[key], color="k", ls="--", lw=1,
-                   label=f"teacher (width {t['sizes'][1]}): {t[key]:.2e}")
+                   label=f"teacher (width {t['sizes'][1]})" if i == 0 else None)
         ax.set_xlabel("hidden width (every hidden layer)")
-        ax.set_title(label, fontsize=10)
+        ax.set_title(f"{label}\n(teacher: {t[key]:.2e})", fontsize=10)
         ax.set_xticks(sorted({r["width"] for r in result["rows"]}))
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+    fig.legend(fontsize=8, loc="upper center", ncol=5, bbox_to_anchor=(0.5, 0.94))
     env = result["env"]
     fig.suptitle(f"PINN for -Delta u = 2 pi^2 sin(pi x) sin(pi y) on the unit square, teacher "
                  f"{t['sizes']} tanh; compression in {result['dtype']}; {C.device_label(env)}; "
                  f"load avg {env['load_avg_1_5_15']['start']}", fontsize=9)
-    C.save_figure(fig, path)
+    C.save_figure(fig, path, rect=(0, 0, 1, 0.9))
 
 
 def main(argv=None) -> int:

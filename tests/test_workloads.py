@@ -7,8 +7,8 @@ script's exit status, its JSON and PNG, and properties of its numbers;
 
 Default (their fast twin): the workloads' building blocks in-process on tiny sizes: the image and
 its Fourier map, the PINN's Laplacian against nested ``jax.hessian``, its boundary sampler, the
-training loop and teacher cache, and every compression method with polish on a parameterized
-domain.
+training loop and teacher cache, and every compression method of the comparison, polish included
+(``tests/test_polish.py`` covers polish on a parameterized domain).
 """
 
 import json

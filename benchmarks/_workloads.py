@@ -21,14 +21,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-#: name -> (jc.compress keyword arguments, polish afterwards)
-METHODS: dict[str, tuple[dict, bool]] = {
-    "derivative": ({"features": "taylor"}, False),
-    "collocation": ({"features": "collocation", "selector": "omp", "layer_order": "forward"},
-                    False),
-    "collocation+polish": ({"features": "collocation", "selector": "omp",
-                            "layer_order": "forward"}, True),
-    "weight_norm": ({"features": "collocation", "selector": "weight_norm"}, False),
+#: name -> (the method's name in ``_common.METHODS``, polish afterwards)
+METHODS: dict[str, tuple[str, bool]] = {
+    "derivative": ("derivative", False),
+    "collocation": ("collocation+omp/fwd", False),
+    "collocation+polish": ("collocation+omp/fwd", True),
+    "weight_norm": ("weight_norm+lstsq", False),
 }
 LABELS = {
     "derivative": "derivative matching (the paper)",
@@ -118,35 +116,34 @@ def load_or_train(path: Path, config: dict[str, Any], make: Callable[[], tuple],
     return params, record
 
 
-def compress_all(jc, teacher, *, activation: str, order: int, where: dict, polish_domain,
-                 polish_kwargs: dict, methods=tuple(METHODS)) -> dict[str, dict]:
+def compress_all(jc, teacher, *, activation: str, order: int, domain, polish_kwargs: dict,
+                 methods=tuple(METHODS), oversample: int = 4) -> dict[str, dict]:
     """Every method of :data:`METHODS` at order ``order``: ``{name: {params, seconds, ...}}``.
 
-    ``where`` is ``{"domain": box}`` or ``{"coordinates": parameterization}`` (passed to
-    ``jc.compress``); ``polish_domain`` the domain ``jc.polish`` draws its points from. The
-    polished student starts from the ``"collocation"`` one (compressed once); its ``seconds``
-    are the polish time alone (``compress_seconds`` holds the compression's).
+    ``domain`` (a Ball, Box or Parameterization) is where the methods compress and where
+    ``jc.polish`` draws its points. The polished student starts from the ``"collocation"`` one
+    (compressed once); its ``seconds`` are the polish time alone (``compress_seconds`` holds the
+    compression's).
     """
+    import _common as C
     import jax
 
     out = {}
     cache = {}
     for name in methods:
-        kwargs, polish = METHODS[name]
-        frozen = tuple(sorted(kwargs.items()))
-        if frozen not in cache:
+        base, polish = METHODS[name]
+        if base not in cache:
+            method = C.make_method(jc, base, order, oversample=oversample)
             t0 = time.perf_counter()
-            small, info = jc.compress(teacher, activation=activation, order=order, **kwargs,
-                                      **where)
+            small, info = jc.compress(teacher, method, activation=activation, domain=domain)
             small = jax.block_until_ready(small)
-            cache[frozen] = (small, info, time.perf_counter() - t0)
-        small, info, secs = cache[frozen]
-        row = {"params": small, "seconds": secs, "compress_seconds": secs}
+            cache[base] = (small, info, time.perf_counter() - t0, method.describe())
+        small, info, secs, described = cache[base]
+        row = {"params": small, "seconds": secs, "compress_seconds": secs, "method": described}
         if polish:
-            small, hist = jc.polish(small, teacher, activation=activation, domain=polish_domain,
+            small, hist = jc.polish(small, teacher, activation=activation, domain=domain,
                                     info=info, **polish_kwargs)
-            row = {"params": small, "seconds": hist.seconds, "compress_seconds": secs,
-                   "polish": hist.to_dict()}
+            row = {**row, "params": small, "seconds": hist.seconds, "polish": hist.to_dict()}
         out[name] = row
     return out
 

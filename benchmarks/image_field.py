@@ -130,9 +130,8 @@ def points_study(jc, jax, teacher, setup, cfg, pixel_mse, x, y) -> list[dict]:
             if over == "polish":
                 over = math.ceil(cfg["polish"]["points"] / d_k)
             t0 = time.perf_counter()
-            small, _ = jc.compress(teacher, activation=ACTIVATION, order=k, oversample=over,
-                                   features="collocation", selector="omp",
-                                   layer_order="forward", **setup["where"])
+            small, _ = jc.compress(teacher, jc.collocation(k, oversample=over),
+                                   activation=ACTIVATION, domain=setup["domain"])
             small = jax.block_until_ready(small)
             secs = time.perf_counter() - t0
             mse, _ = pixel_mse(small, x, y, setup["map"])
@@ -271,15 +270,12 @@ def main(argv=None) -> int:
         if kind == "fourier":
             fmap = fourier_map(tcfg["features"], tcfg["sigma"])
             sizes = [2 * tcfg["features"], *tcfg["hidden"], 3]
-            where = {"coordinates": jc.Parameterization(fmap, box)}
-            polish_domain = where["coordinates"]
+            domain = jc.Parameterization(fmap, box)
         else:
             fmap = None
             sizes = [2, *tcfg["hidden"], 3]
-            where = {"domain": box}
-            polish_domain = box
-        setups[kind] = {"map": fmap, "sizes": sizes, "where": where,
-                        "polish_domain": polish_domain}
+            domain = box
+        setups[kind] = {"map": fmap, "sizes": sizes, "domain": domain}
 
     def field(params, x, fmap):
         return jc.apply(params, x if fmap is None else fmap(x), activation=ACTIVATION)
@@ -333,8 +329,7 @@ def main(argv=None) -> int:
         for k in cfg["orders"]:
             with jax.default_matmul_precision(C.PRECISION):
                 res = W.compress_all(jc, teacher, activation=ACTIVATION, order=k,
-                                     where=s["where"], polish_domain=s["polish_domain"],
-                                     polish_kwargs=cfg["polish"])
+                                     domain=s["domain"], polish_kwargs=cfg["polish"])
             width = jc.num_monomials(2, k)
             line = []
             for name, r in res.items():
@@ -404,8 +399,8 @@ def main(argv=None) -> int:
         "config": {**cfg, "teachers": {k: {**v, "train": dataclasses.asdict(v["train"])}
                                        for k, v in cfg["teachers"].items()},
                    "activation": ACTIVATION, "box": BOX, "methods": {
-                       n: {"compress_kwargs": kw, "polish": pol}
-                       for n, (kw, pol) in W.METHODS.items()},
+                       n: {"method": base, "polish": pol}
+                       for n, (base, pol) in W.METHODS.items()},
                    "psnr": "10 log10(1 / MSE) over every pixel, outputs clipped to [0, 1]",
                    "timing": "float32, jit, median after a warm-up; ms per 10^6 pixels"},
         "image_shape": list(img.shape), "teachers": result_teachers, "rows": rows,

@@ -234,8 +234,7 @@ def main(argv=None) -> int:
     progress = C.Progress(len(cfg["orders"]))
     for k, w in zip(cfg["orders"], widths, strict=True):
         with jax.default_matmul_precision(C.PRECISION):
-            res = W.compress_all(jc, teacher, activation=ACTIVATION, order=k,
-                                 where={"domain": box}, polish_domain=box,
+            res = W.compress_all(jc, teacher, activation=ACTIVATION, order=k, domain=box,
                                  polish_kwargs=cfg["polish"])
         line = []
         for name, r in res.items():
@@ -253,8 +252,8 @@ def main(argv=None) -> int:
         "dtype": args.dtype, "precision": C.PRECISION_NOTE, "quick": args.quick,
         "config": {**cfg, "train": dataclasses.asdict(cfg["train"]), "activation": ACTIVATION,
                    "boundary_weight": BOUNDARY_WEIGHT, "domain": "Box([0, 0], [1, 1])",
-                   "methods": {n: {"compress_kwargs": kw, "polish": pol}
-                               for n, (kw, pol) in W.METHODS.items()}},
+                   "methods": {n: {"method": base, "polish": pol}
+                               for n, (base, pol) in W.METHODS.items()}},
         "teacher": {"sizes": cfg["sizes"], "num_params": jc.num_params(teacher),
                     "train_seconds": record.get("train_seconds"), **t_metrics},
         "widths": widths, "rows": rows, "checks": {"passed": True},

@@ -3,8 +3,8 @@
 Beyond the paper (which does not fine-tune). The five Table 1 teachers (``benchmarks/teachers.py``:
 ``[2, 512, 512, 512, 1]`` sigmoid MLPs trained on ``q(x1, x2) = sin(2 x1) + 0.5 cos(3 x2) +
 0.25 x1 x2`` over the unit disk; test MSE on 150,000 held-out Sobol points) are compressed with
-the best data-free method (``features="collocation", selector="omp", layer_order="forward"``)
-to the widths ``D_k = C(2 + k, 2)``, and each student is then polished by ``jc.polish`` (default
+the best data-free method (``jc.collocation(k)``: Sobol nodes, OMP, forward order) to the
+widths ``D_k = C(2 + k, 2)``, and each student is then polished by ``jc.polish`` (default
 optimizer: L-BFGS, memory 100, on 4096 fixed Sobol points of the disk; ``--steps`` steps). For
 every seed and width: the test MSE over the teacher's, the sup fidelity ``sup |F - F~|`` on the
 disk (``jc.sup_error``), and the wall time of compression and of polishing (each includes the
@@ -247,9 +247,8 @@ def main(argv=None) -> int:
         for t in teachers:
             for k, w in zip(cfg["orders"], widths, strict=True):
                 t0 = time.perf_counter()
-                small, info = jc.compress(t["params"], activation=ACTIVATION, order=k,
-                                          domain=disk, features="collocation", selector="omp",
-                                          layer_order="forward")
+                small, info = jc.compress(t["params"], jc.collocation(k),
+                                          activation=ACTIVATION, domain=disk)
                 small = jax.block_until_ready(small)
                 compress_s = time.perf_counter() - t0
                 students[(t["seed"], k)] = small
@@ -280,9 +279,8 @@ def main(argv=None) -> int:
                 for t in teachers:
                     small = students.get((t["seed"], k))
                     if small is None:
-                        small, _ = jc.compress(t["params"], activation=ACTIVATION, order=k,
-                                               domain=disk, features="collocation",
-                                               selector="omp", layer_order="forward")
+                        small, _ = jc.compress(t["params"], jc.collocation(k),
+                                               activation=ACTIVATION, domain=disk)
                     p, h = jc.polish(small, t["params"], activation=ACTIVATION, domain=disk,
                                      **kwargs)
                     res["ratio"].append(test_mse(p, x_te, y_te) / t["test_mse"])
@@ -325,8 +323,7 @@ def main(argv=None) -> int:
         "benchmark": NAME, "paper": PAPER, "env": env, "device": env["device"],
         "dtype": args.dtype, "precision": C.PRECISION_NOTE, "quick": args.quick,
         "config": {**cfg, "activation": ACTIVATION, "ratio_target": RATIO_TARGET,
-                   "compress": {"features": "collocation", "selector": "omp",
-                                "layer_order": "forward", "domain": "Ball(2, 1.0)"},
+                   "compress": "jc.collocation(k) (Sobol nodes, OMP, forward) on Ball(2, 1.0)",
                    "polish": "jc.polish defaults (L-BFGS memory 100, 4096 fixed Sobol points)",
                    "teachers": {"dir": teachers_dir, "sizes": list(teacher_cfg.sizes)}},
         "sizes": list(teacher_cfg.sizes), "widths": widths,

@@ -28,7 +28,7 @@ import optax
 import optax.tree_utils as otu
 
 from jaxcompress.activations import get_activation
-from jaxcompress.domains import Parameterization
+from jaxcompress.domains import check_domain
 from jaxcompress.evaluate import error_estimate
 from jaxcompress.mlp import Params, apply, validate_params
 
@@ -80,7 +80,7 @@ class PolishHistory:
         against the teacher (max error on 256 fixed Sobol points of the domain, none of them a
         polishing point) before and after.
       info: the ``CompressInfo`` passed in, with its ``error_estimate`` refreshed to
-        ``error_after`` when the record has that field; ``None`` when none was given.
+        ``error_after``; ``None`` when none was given.
       steps, n_points, batch: the run's size (``batch`` is ``None`` for full-batch steps).
       optimizer: ``"default"`` or ``"user"``.
       seconds: wall time of the whole call (compilation included); ``None`` when traced (under
@@ -115,13 +115,6 @@ def _is_traced(tree) -> bool:
     return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(tree))
 
 
-def _domain_points(domain, n: int, dtype) -> jax.Array:
-    """``n`` Sobol points of ``domain`` (for a Parameterization, ``iota`` of points of ``U``)."""
-    if isinstance(domain, Parameterization):
-        return jax.vmap(domain.fn)(domain.domain.sobol(n, dtype=dtype))
-    return domain.sobol(n, dtype=dtype)
-
-
 def _check(student, teacher, domain, steps, points, batch, where="polish"):
     student = validate_params(student, where=f"{where}: student")
     teacher = validate_params(teacher, where=f"{where}: teacher")
@@ -136,19 +129,7 @@ def _check(student, teacher, domain, steps, points, batch, where="polish"):
         raise ValueError(
             f"{where}: the student maps {d_in} -> {d_out} but the teacher maps {t_in} -> {t_out}; "
             "input and output sizes must match")
-    if isinstance(domain, Parameterization):
-        out = jax.eval_shape(domain.fn, jax.ShapeDtypeStruct((domain.dim,), jnp.float32))
-        if out.shape != (d_in,):
-            raise ValueError(
-                f"{where}: the Parameterization maps ({domain.dim},) to {out.shape}; expected "
-                f"({d_in},), the networks' input size")
-    elif not all(hasattr(domain, a) for a in ("dim", "sobol")):
-        raise TypeError(
-            f"{where}: domain must be a jaxcompress Ball, Box or Parameterization, got "
-            f"{type(domain).__name__}")
-    elif domain.dim != d_in:
-        raise ValueError(
-            f"{where}: the domain has dim {domain.dim}; expected {d_in}, the networks' input size")
+    check_domain(domain, d_in, where)
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
         raise ValueError(f"{where}: steps must be a positive int, got {steps!r}")
     if points is None or isinstance(points, (int, np.integer)):
@@ -188,7 +169,7 @@ def _start(student, teacher, points, domain, *, act_name, optimizer, n):
     """The points, the teacher's outputs there, the optimizer state, the first loss and error."""
     act = get_activation(act_name)
     dtype = jnp.result_type(student[0]["kernel"])
-    x = _domain_points(domain, n, dtype) if points is None else points.astype(dtype)
+    x = domain.sobol(n, dtype=dtype) if points is None else points.astype(dtype)
     y = apply(teacher, x.astype(jnp.result_type(teacher[0]["kernel"])), activation=act)
     y = y.astype(dtype)
     before = error_estimate(teacher, student, activation=act, domain=domain)
@@ -300,7 +281,7 @@ def polish(
         :class:`~jaxcompress.Parameterization`: where the points are drawn and where the error
         estimate is measured.
       info: the ``CompressInfo`` of the compression that made ``student``: returned in the history
-        with a fresh ``error_estimate`` (when the record has that field).
+        with its ``error_estimate`` replaced by the polished student's.
       steps: optimizer steps (default :data:`DEFAULT_STEPS`).
       optimizer: an optax ``GradientTransformation``; its ``update`` receives ``value``, ``grad``
         and ``value_fn`` as extra arguments (what ``optax.lbfgs`` needs). Default
@@ -354,7 +335,7 @@ def polish(
                    f"(start {float(loss0):.3e})  {time.perf_counter() - t0:.1f} s")
     best, best_step = carry[2], carry[4]
     after = _finish(teacher, best, domain, act_name=act.name)
-    if info is not None and hasattr(info, "error_estimate"):
+    if info is not None:
         info = dataclasses.replace(info, error_estimate=after)
     seconds = None
     if not traced:

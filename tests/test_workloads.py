@@ -109,8 +109,8 @@ def test_every_method_compresses_and_polish_improves_collocation():
     teacher = [{"kernel": 5.0 * rng.uniform(-1, 1, (a, b)) / np.sqrt(a),
                 "bias": rng.uniform(-1, 1, (b,)) / np.sqrt(a)}
                for a, b in ((2, 24), (24, 24), (24, 1))]
-    res = W.compress_all(jc, teacher, activation="sigmoid", order=2, where={"domain": disk},
-                         polish_domain=disk, polish_kwargs={"steps": 60})
+    res = W.compress_all(jc, teacher, activation="sigmoid", order=2, domain=disk,
+                         polish_kwargs={"steps": 60})
     assert set(res) == set(W.METHODS)
     x = np.asarray(disk.sample(jax.random.PRNGKey(4), 500))
 
@@ -121,6 +121,7 @@ def test_every_method_compresses_and_polish_improves_collocation():
     for name, r in res.items():
         assert jc.layer_sizes(r["params"]) == [2, 6, 6, 1], name
         assert r["seconds"] > 0 and r["compress_seconds"] > 0
+        assert r["method"].startswith("derivative" if name == "derivative" else "collocation")
     # polish started from the collocation student (compressed once) and moved it closer
     assert res["collocation+polish"]["compress_seconds"] == res["collocation"]["seconds"]
     assert rms(res["collocation+polish"]["params"]) < 0.5 * rms(res["collocation"]["params"])

@@ -52,6 +52,7 @@ from jaxcompress.methods import (
     derivative_matching,
 )
 from jaxcompress.mlp import apply, init_mlp, layer_sizes, num_params, validate_params
+from jaxcompress.polish import PolishHistory, polish
 from jaxcompress.select import (
     OMP,
     Exhaustive,
@@ -92,6 +93,7 @@ __all__ = [
     "OMP",
     "Parameterization",
     "PivotedQR",
+    "PolishHistory",
     "RandomChoice",
     "Selection",
     "ToleranceResult",
@@ -117,6 +119,7 @@ __all__ = [
     "monomials",
     "num_monomials",
     "num_params",
+    "polish",
     "point_features",
     "register_activation",
     "register_bound_rule",

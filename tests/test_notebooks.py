@@ -15,8 +15,10 @@ import pytest
 NOTEBOOK_DIR = pathlib.Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 #: Notebooks whose execution is a slow twin (``-m slow``): 02 runs the four paper-figure scripts
-#: in --quick mode, which tests/test_figures.py already runs (and checks) in the default run.
-SLOW = {"02_reproduce_paper.ipynb"}
+#: in --quick mode, which tests/test_figures.py already runs (and checks) in the default run; 04
+#: trains and compresses the two coordinate-network workloads in their quick configuration
+#: (~70 s on two loaded cores), whose building blocks tests/test_workloads.py checks by default.
+SLOW = {"02_reproduce_paper.ipynb", "04_coordinate_networks.ipynb"}
 EXECUTE = [pytest.param(p, id=p.name, marks=[pytest.mark.slow] if p.name in SLOW else [])
            for p in NOTEBOOKS]
 

@@ -107,16 +107,21 @@ class MLP(nnx.Module):
 
 
 class LinenMLP(nn.Module):
-    """A plain linen MLP: ``features`` are the output sizes of every layer (last = d_out)."""
+    """A plain linen MLP: ``features`` are the output sizes of every layer (last = d_out).
+
+    ``param_dtype`` is the parameters' dtype (float32 by default, as ``nn.Dense``).
+    """
 
     features: Sequence[int]
     activation: str = "sigmoid"
+    param_dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = get_activation(self.activation).fn
         for i, f in enumerate(self.features):
-            x = nn.Dense(f, precision=jax.lax.Precision.HIGHEST, name=f"Dense_{i}")(x)
+            x = nn.Dense(f, precision=jax.lax.Precision.HIGHEST, param_dtype=self.param_dtype,
+                         name=f"Dense_{i}")(x)
             if i < len(self.features) - 1:
                 x = act(x)
         return x
@@ -336,7 +341,7 @@ def from_params(params: Params, *, activation: str, api: str = "nnx", rngs=None)
             lin.bias = nnx.Param(jnp.asarray(layer["bias"]))
         return model
     if api == "linen":
-        module = LinenMLP(features=tuple(sizes[1:]), activation=activation)
+        module = LinenMLP(features=tuple(sizes[1:]), activation=activation, param_dtype=dtype)
         variables = {"params": {f"Dense_{i}": {"kernel": p["kernel"], "bias": p["bias"]}
                                 for i, p in enumerate(params)}}
         return module, variables

@@ -13,7 +13,8 @@ ACTIVATIONS = jc.registered_activations()
 
 
 def _max_rel_diff(za, zb):
-    return max(float(jnp.max(jnp.abs(a - b)) / (1e-300 + jnp.max(jnp.abs(b))))
+    return max(float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)))
+                     / (1e-300 + np.max(np.abs(np.asarray(b, np.float64)))))
                for a, b in zip(za, zb, strict=True))
 
 

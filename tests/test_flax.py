@@ -67,10 +67,9 @@ def test_nnx_sequential_and_attribute_conventions():
 
 
 def test_linen_round_trip():
-    module = jf.LinenMLP(features=(40, 40, 2), activation="tanh")
-    x64 = jnp.zeros((1, 2), jnp.float64)
-    variables = jax.tree.map(lambda a: a.astype(jnp.float64),
-                             module.init(jax.random.PRNGKey(0), x64))
+    module = jf.LinenMLP(features=(40, 40, 2), activation="tanh", param_dtype=jnp.float64)
+    variables = module.init(jax.random.PRNGKey(0), jnp.zeros((1, 2), jnp.float64))
+    assert variables["params"]["Dense_0"]["kernel"].dtype == jnp.float64
     params, act = jf.linen_params(variables, module)
     res = jf.compress_model(variables, jc.derivative_matching(3), module=module)
     _assert_same_as_core(res, params, act, 3)
@@ -139,10 +138,10 @@ def test_unsupported_models_are_refused():
     class Conv(nn.Module):
         @nn.compact
         def __call__(self, x):
-            scale = self.param("scale", nn.initializers.ones, (1, 4))
+            scale = self.param("scale", nn.initializers.ones, (1, 4), jnp.float32)
             return nn.Dense(1)(nn.sigmoid(nn.Dense(4)(x)) * scale)
 
-    bad_vars = Conv().init(jax.random.PRNGKey(0), jnp.zeros((1, 2)))
+    bad_vars = Conv().init(jax.random.PRNGKey(0), jnp.zeros((1, 2), jnp.float32))
     with pytest.raises(ValueError, match="scale"):
         jf.compress_model(bad_vars, module=Conv(), order=2, activation="sigmoid")
     with pytest.raises(ValueError, match="module="):

@@ -15,7 +15,7 @@ import pytest
 
 import jaxcompress as jc
 from jaxcompress.evaluate import error_estimate
-from jaxcompress.polish import DEFAULT_POINTS
+from jaxcompress.polishing import DEFAULT_POINTS
 
 ACT = "sigmoid"
 DISK = jc.Ball(2, 1.0)

@@ -251,13 +251,21 @@ def collocation(
     coordinates: str | None = None,
     widths: Sequence[int] | None = None,
 ) -> Method:
-    """Selection and re-weighting on activations at nodes of the domain (data-free; ours).
+    r"""Selection and re-weighting on activations at nodes of the domain (data-free; ours).
 
     The feature matrix of hidden layer ``l`` is ``Z[p, i] = h_i(x_p)`` at ``N = oversample *
     D_k`` Sobol nodes ``x_p`` of the domain; the re-weighting minimises the next layer's
-    pre-activation error over the nodes by least squares. Defaults are the best combination
-    measured on the paper's trained teachers: output-aware greedy selection (:class:`OMP`) in
-    forward order, each layer re-fitted to the teacher.
+    pre-activation error over the nodes by least squares,
+
+    .. math::
+       Z_{pi} = h^{(l)}_i(x_p), \qquad
+       \tilde K_{l+1} = \operatorname*{arg\,min}_{K'} \sum_{p=1}^{N}
+       \big\| Z_{p,K}\, K' - T_p \big\|_2^2, \qquad T = Z^{\mathrm{teacher}}_l K_{l+1},
+
+    the discrete analogue of Eq. (41) (matching values at nodes instead of Taylor coefficients
+    at the centre). Defaults are the best combination measured on the paper's trained teachers:
+    output-aware greedy selection (:class:`OMP`) in forward order, each layer re-fitted to the
+    teacher (``T`` from the teacher's own activations at the same nodes).
 
     Args:
       order: ``k``: the widths ``min(D_k, d_l)`` and ``N`` follow ``D_k = C(m + k, m)``.

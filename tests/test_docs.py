@@ -287,6 +287,22 @@ def test_readme_examples_found() -> None:
     assert any(b.shrink for b in blocks)
 
 
+@pytest.mark.parametrize("name", ["README.md", "benchmarks/README.md"])
+def test_markdown_tables_well_formed(name: str) -> None:
+    """Every table row has its header's number of cells: a ``|`` inside a code span must be
+    written ``\\|`` (GitHub and the docs both split cells on it)."""
+    rows, bad, fenced = [], [], False
+    for n, line in enumerate((ROOT / name).read_text().splitlines(), 1):
+        fenced ^= line.startswith("```")
+        if not fenced and line.startswith("|"):
+            rows.append((n, len(re.findall(r"(?<!\\)\|", line))))
+            continue
+        if rows:
+            bad += [n for n, cells in rows if cells != rows[0][1]]
+            rows = []
+    assert not bad, f"{name}: table rows with the wrong number of cells on lines {bad}"
+
+
 @pytest.mark.slow
 def test_readme_demo_table(tmp_path, capsys) -> None:
     """The table the README says ``jaxcompress demo`` prints: widths, parameters and reductions

@@ -281,6 +281,9 @@ def api_pages() -> dict[str, str]:
         lines.append(f"   {public}.{name}\n")
     pages["index.rst"] = "".join(lines)
     mods = documented_modules()
+    # A module named like a public function (jaxcompress.polish the module and jc.polish the
+    # function) would describe the same dotted name twice: its page then claims no index entry.
+    public = {f"{p}.{n}" for _, p, n, _ in api_entries()}
     mod_lines = [head, "Modules\n=======\n\n",
                  "Each module's docstring: what it implements, the maths and the paper's "
                  "equations. The public names are documented on their own pages "
@@ -288,8 +291,9 @@ def api_pages() -> dict[str, str]:
     for m in mods:
         mod_lines.append(f"   module.{m}\n")
         title = f"``{m}``"
+        options = "   :no-members:\n" + ("   :no-index:\n" if m in public else "")
         pages[f"module.{m}.rst"] = (head + f"{title}\n{'=' * len(title)}\n\n"
-                                    f".. automodule:: {m}\n   :no-members:\n")
+                                    f".. automodule:: {m}\n{options}")
     pages["modules.rst"] = "".join(mod_lines)
     return pages
 

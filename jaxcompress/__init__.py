@@ -4,13 +4,13 @@ A network is a plain params pytree (a list of Flax-``Dense``-layout layers); a c
 is a value. The core call is
 
 >>> import jax, jaxcompress as jc
->>> params = jc.init_mlp(jax.random.PRNGKey(0), [2, 64, 64, 1])
->>> small, info = jc.compress(params, jc.derivative_matching(3), activation="sigmoid",
+>>> params = jc.init_mlp(jax.random.PRNGKey(0), [2, 32, 32, 1])
+>>> small, info = jc.compress(params, jc.derivative_matching(4), activation="sigmoid",
 ...                           domain=jc.Ball(2, 1.0))
 >>> jc.layer_sizes(small)
-[2, 10, 10, 1]
+[2, 15, 15, 1]
 
-and the paper's one-liner ``jc.compress(params, activation="sigmoid", order=3, radius=1.0)`` is
+and the paper's one-liner ``jc.compress(params, activation="sigmoid", order=4, radius=1.0)`` is
 shorthand for the same call.
 
 References:

@@ -453,13 +453,42 @@ def compress(
     radius: float | None = None,
     **moved: Any,
 ) -> tuple[Params, CompressInfo]:
-    """Compress every hidden layer of an MLP: select neurons on features, re-weight the next layer.
+    r"""Compress every hidden layer of an MLP: select neurons on features, re-weight the next layer.
 
-    .. code-block:: python
+    For hidden layer :math:`l` with feature matrix :math:`Z_l` (one column per neuron; for
+    derivative matching the Taylor coefficients :math:`\partial^\alpha_x h_i(x_0) / \alpha!`,
+    :math:`|\alpha| \le k`, so :math:`D_k = \binom{d_{in} + k}{d_{in}}` rows, Eq. (18)), the
+    method's selector keeps neurons :math:`K`, finds :math:`C` with :math:`Z_{l,K}\, C = Z_l`
+    (Algorithm 1) and rewires, in Flax's ``(fan_in, fan_out)`` layout,
 
-        small, info = jc.compress(params, jc.derivative_matching(6), activation="sigmoid",
-                                  domain=jc.Ball(2, 1.0))
-        small, info = jc.compress(params, activation="sigmoid", order=6, radius=1.0)  # the same
+    .. math::
+       \tilde K_l = K_l[:, K], \qquad \tilde b_l = b_l[K], \qquad
+       \tilde K_{l+1} = C\, K_{l+1},
+       \qquad\text{so that}\qquad
+       Z_{l,K}\, \tilde K_{l+1} = Z_l\, K_{l+1}
+       \quad\text{(Eq. 41)}:
+
+    every feature of the next layer's pre-activation is unchanged. With derivative features the
+    error on the ball of radius :math:`R` is then the Taylor tail, of order
+    :math:`(R/\rho_0)^{k+1}` when the network is holomorphic on a complex ball of radius
+    :math:`\rho_0 > R` (Theorems 5 and 6; Eq. (16) for one layer).
+
+    Examples:
+      >>> params = jc.init_mlp(jax.random.PRNGKey(0), [2, 32, 32, 1])
+      >>> small, info = jc.compress(params, jc.derivative_matching(4), activation="sigmoid",
+      ...                           domain=jc.Ball(2, 1.0))
+      >>> jc.layer_sizes(small)                        # D_4 = C(2 + 4, 2) = 15 neurons a layer
+      [2, 15, 15, 1]
+      >>> [int(layer.rank) for layer in info.layers]
+      [15, 15]
+      >>> bool(info.error_estimate < 1e-4)             # max |F - F~| on 256 Sobol points
+      True
+
+      The paper's one-liner is shorthand for the same call:
+
+      >>> same, _ = jc.compress(params, activation="sigmoid", order=4, radius=1.0)
+      >>> all(bool(jnp.array_equal(a["kernel"], b["kernel"])) for a, b in zip(small, same))
+      True
 
     Args:
       params: the teacher, a list of ``{"kernel": (fan_in, fan_out), "bias": (fan_out,)}``

@@ -6,14 +6,16 @@ fields and is registered as a pytree: arrays inside it (collocation data, expans
 PRNG key) are traced under ``jax.jit`` / ``jax.vmap``, everything else is static configuration.
 :func:`jaxcompress.compress` takes one:
 
-.. code-block:: python
-
-    small, info = jc.compress(params, jc.derivative_matching(6), activation="sigmoid",
-                              domain=jc.Ball(2, 1.0))
-    small, info = jc.compress(params, jc.collocation(6), activation="sigmoid",
-                              domain=jc.Box([-1, -1], [1, 1]))
-    small, info = jc.compress(params, jc.best_of(jc.derivative_matching(6), jc.collocation(6)),
-                              activation="sigmoid", domain=jc.Ball(2, 1.0))
+>>> params = jc.init_mlp(jax.random.PRNGKey(0), [2, 32, 32, 1])
+>>> small, info = jc.compress(params, jc.collocation(4), activation="sigmoid",
+...                           domain=jc.Box([-1.0, -1.0], [1.0, 1.0]))
+>>> jc.layer_sizes(small)                         # min(D_4, 32) = 15 neurons a layer
+[2, 15, 15, 1]
+>>> info.method
+'collocation(order=4, features=collocation, selector=omp, forward)'
+>>> best = jc.best_of(jc.derivative_matching(4), jc.collocation(4))   # equal widths: comparable
+>>> best.describe()
+'best_of(derivative_matching(order=4, ...), collocation(order=4, ...))'
 
 Factories:
 
@@ -190,11 +192,31 @@ def derivative_matching(
     coordinates: str | None = None,
     widths: Sequence[int] | None = None,
 ) -> Method:
-    """The paper's derivative matching (Algorithm 1 with Theorem 8's backward order).
+    r"""The paper's derivative matching (Algorithm 1 with Theorem 8's backward order).
 
     Every hidden layer keeps ``min(D_k, d_l)`` neurons chosen on their derivative features at
-    the domain's centre (rows scaled by ``R^|alpha|``) and the next layer is re-weighted so every
-    Taylor coefficient of order ``<= k`` of its pre-activation is unchanged (Eq. 41).
+    the domain's centre :math:`x_0` (rows scaled by ``R^|alpha|``) and the next layer is
+    re-weighted so every Taylor coefficient of order ``<= k`` of its pre-activation is unchanged
+    (Eq. 41). The features of neuron :math:`i` of hidden layer :math:`l` are (Eq. 18, as Taylor
+    coefficients)
+
+    .. math::
+       (Z_l)_{\alpha i} = \frac{1}{\alpha!}\, \partial^\alpha_x h^{(l)}_i(x_0),
+       \qquad |\alpha| \le k, \qquad
+       D_k = \binom{d_{in} + k}{d_{in}},
+
+    and the error on the ball of radius :math:`R` is the Taylor tail: for one layer, with
+    outgoing weights :math:`v` before and :math:`\tilde v` after and :math:`M_g` the largest
+    neuron value on a complex ball of radius :math:`\rho_0 > R` (Theorem 5, Eq. 16),
+
+    .. math::
+       |y_j(x) - \tilde y_j(x)| \le (\|v_{:,j}\|_1 + \|\tilde v_{:,j}\|_1)\, M_g\,
+       \frac{\rho_0}{\rho_0 - R} \Big(\frac{R}{\rho_0}\Big)^{k+1}.
+
+    >>> jc.derivative_matching(6).describe()
+    'derivative_matching(order=6, features=taylor, selector=pivoted_qr, backward)'
+    >>> jc.derivative_matching(6, selector=jc.MaxVol(delta=0.0)).selector.name
+    'maxvol'
 
     Args:
       order: ``k``, one int or one per hidden layer.
@@ -229,13 +251,21 @@ def collocation(
     coordinates: str | None = None,
     widths: Sequence[int] | None = None,
 ) -> Method:
-    """Selection and re-weighting on activations at nodes of the domain (data-free; ours).
+    r"""Selection and re-weighting on activations at nodes of the domain (data-free; ours).
 
     The feature matrix of hidden layer ``l`` is ``Z[p, i] = h_i(x_p)`` at ``N = oversample *
     D_k`` Sobol nodes ``x_p`` of the domain; the re-weighting minimises the next layer's
-    pre-activation error over the nodes by least squares. Defaults are the best combination
-    measured on the paper's trained teachers: output-aware greedy selection (:class:`OMP`) in
-    forward order, each layer re-fitted to the teacher.
+    pre-activation error over the nodes by least squares,
+
+    .. math::
+       Z_{pi} = h^{(l)}_i(x_p), \qquad
+       \tilde K_{l+1} = \operatorname*{arg\,min}_{K'} \sum_{p=1}^{N}
+       \big\| Z_{p,K}\, K' - T_p \big\|_2^2, \qquad T = Z^{\mathrm{teacher}}_l K_{l+1},
+
+    the discrete analogue of Eq. (41) (matching values at nodes instead of Taylor coefficients
+    at the centre). Defaults are the best combination measured on the paper's trained teachers:
+    output-aware greedy selection (:class:`OMP`) in forward order, each layer re-fitted to the
+    teacher (``T`` from the teacher's own activations at the same nodes).
 
     Args:
       order: ``k``: the widths ``min(D_k, d_l)`` and ``N`` follow ``D_k = C(m + k, m)``.

@@ -1,9 +1,13 @@
-"""Execute every notebook in ``notebooks/`` and fail on any cell error.
+"""The notebooks: stored with their outputs and plots, and re-executed without error.
 
-Each notebook runs top to bottom in a fresh ``python3`` kernel whose working directory is
-``notebooks/``; matplotlib is forced onto the non-interactive Agg backend. The notebooks are
-stored without outputs, which is checked too (so the repository stays small). The execution of
-``02_reproduce_paper.ipynb`` is marked slow (see ``SLOW``).
+The notebooks in ``notebooks/`` are committed *executed* (``python notebooks/execute.py``), so a
+reader browsing the repository, and the docs site (which never executes them), sees every output
+and plot. ``test_notebook_stored_executed`` checks that: every code cell ran, in order, without
+an error, every notebook has at least one figure, and the file stays small enough to review.
+``test_notebook_executes`` re-runs each top to bottom in a fresh ``python3`` kernel whose working
+directory is ``notebooks/``, with matplotlib on the Agg backend, and fails on the first cell
+error (their own checks are ``assert`` cells). The execution of ``02_reproduce_paper.ipynb`` is
+a slow twin (see ``SLOW``).
 """
 
 from __future__ import annotations
@@ -39,14 +43,23 @@ def test_notebook_executes(path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) 
     client.execute()  # raises CellExecutionError on the first failing cell
 
 
+#: Upper bound on a stored notebook (outputs included): small enough to review in a diff.
+MAX_BYTES = 600 * 1024
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_notebook_stored_without_outputs(path: pathlib.Path) -> None:
+def test_notebook_stored_executed(path: pathlib.Path) -> None:
     nbformat = pytest.importorskip("nbformat")
     nb = nbformat.read(path, as_version=4)
     assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
-    dirty = [
-        i
-        for i, cell in enumerate(nb.cells)
-        if cell.cell_type == "code" and (cell.outputs or cell.execution_count is not None)
-    ]
-    assert not dirty, f"{path.name}: clear the outputs of code cells {dirty} before committing"
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    counts = [c.execution_count for c in code]
+    hint = "run `python notebooks/execute.py` and commit the result"
+    assert counts == list(range(1, len(code) + 1)), f"{path.name}: not executed in order; {hint}"
+    errors = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
+              and any(o.output_type == "error" for o in c.outputs)]
+    assert not errors, f"{path.name}: cells {errors} stored with an error; {hint}"
+    images = sum("image/png" in o.get("data", {}) for c in code for o in c.outputs)
+    assert images >= 1, f"{path.name}: no figure stored; {hint}"
+    size = path.stat().st_size
+    assert size <= MAX_BYTES, f"{path.name}: {size / 1024:.0f} KiB stored, over {MAX_BYTES // 1024}"

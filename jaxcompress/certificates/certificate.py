@@ -30,7 +30,7 @@ def certify(
     k_max: int = 200,
     extra_orders: int = 10,
 ) -> Certificate:
-    """The compression certificate of ``params`` on ``domain`` for the error budget ``eps``.
+    r"""The compression certificate of ``params`` on ``domain`` for the error budget ``eps``.
 
     Three parts, each number labelled with its source (see
     :data:`jaxcompress.certificates.report.LAYER_QUANTITIES`):
@@ -51,6 +51,17 @@ def certify(
 
     and, given a compression, the a posteriori bounds (the paper's Theorem 5 on the actual
     weights, ours) and both a priori bounds at its orders.
+
+    The paper's a priori statement for one layer compressed at order :math:`k` (Eq. 71, the
+    bound in the proof of Theorem 6 before its relaxation to Eq. 21) is an error of at most
+
+    .. math::
+       (1 + D_k)\, C_0\, e^{-(k+1)\lambda}, \qquad
+       C_0 = V_{\max} M_g \frac{\rho_0}{\rho_0 - R}, \qquad
+       \lambda = \log\frac{\rho_0}{R} \quad \text{(Eq. 20)},
+
+    and ``k_cert`` is the least :math:`k` for which it is at most the layer's share
+    :math:`\varepsilon / ((L - 1) \bar\Lambda)` of the budget (Eqs. 72 and 62).
 
     Args:
       params: the network (list of ``{"kernel", "bias"}``).

@@ -1,0 +1,432 @@
+"""Examples that cannot drift: README.md's and the docs' code, the docstrings' doctests, the site.
+
+**Code blocks.** Every ```` ```python ```` block of ``README.md`` and of the hand-written pages
+``docs/*.md`` is executed, each in a fresh namespace in a temporary working directory (so the
+blocks are independent of each other and of where pytest runs). A top-level expression whose
+line ends in a comment that starts with a Python literal is checked against it::
+
+    print(jc.layer_sizes(small))        # [2, 45, 45, 45, 45, 2]
+    report.layers[0].k_cert             # 18
+    res.history[0]                      # 'a priori orders: ours ...'   ("..." matches anything)
+    jc.sup_error(...)                   # 2.6e-09   (floats: within one unit of the last digit)
+
+Text after the literal that starts with a bracket, a colon, a comparison or the like is prose
+(``# 4.9e-07 <= eps: a proof``); a comment that does not start with a literal is not checked.
+
+HTML comments right before a block (invisible on GitHub and in the docs) adjust its run:
+
+* ``<!-- test: setup: CODE -->`` runs CODE first (names the block uses without defining them);
+* ``<!-- test: shrink "OLD" -> "NEW" -->`` replaces OLD by NEW in the default run, for blocks
+  that take minutes as written (the full ``[2, 1024 x 4, 2]`` network); its outputs are still
+  checked, so a shrink must keep them, and ``-m slow`` runs the block as written;
+* ``<!-- test: slow: REASON -->`` runs the block only with ``-m slow``;
+* ``<!-- test: skip: REASON -->`` never runs it (a call's shape, not a program).
+
+**Doctests.** The ``>>>`` examples in the docstrings of every ``jaxcompress`` module run with
+``ELLIPSIS`` and ``NORMALIZE_WHITESPACE``; ``jax``, ``jnp``, ``np`` and ``jc`` are predefined
+(the convention the API reference states). An example that takes long is marked
+``# doctest: +SKIP``.
+
+**The site.** Every name in ``jaxcompress.__all__`` and ``jaxcompress.flax.__all__`` gets an API
+page with a docstring, every README section a guide page, every notebook a page (checked from
+``docs/_ext/jaxcompress_docs.py`` without building); ``-m slow`` builds the site with ``-W``.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import doctest
+import functools
+import importlib
+import importlib.util
+import io
+import pathlib
+import re
+import sys
+import tokenize
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxcompress as jc
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+
+
+@functools.cache
+def _docs_module():
+    """``docs/_ext/jaxcompress_docs.py``, the generator of the guide and API pages."""
+    name = "jaxcompress_docs"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, DOCS / "_ext" / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod  # dataclasses look their module up there
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
+
+
+# ------------------------------------------------------------------------------------------------
+# Code blocks of README.md and docs/*.md
+# ------------------------------------------------------------------------------------------------
+
+_MARKER = re.compile(r"<!--\s*test:\s*(.*?)-->", re.S)
+_SHRINK = re.compile(r'shrink\s+"(.*?)"\s*->\s*"(.*?)"', re.S)
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    path: pathlib.Path
+    line: int  # of the opening fence
+    section: str
+    code: str
+    setup: str = ""
+    shrink: tuple[tuple[str, str], ...] = ()
+    slow: str = ""
+    skip: str = ""
+
+    @property
+    def id(self) -> str:
+        slug = re.sub(r"[^a-z0-9]+", "-", self.section.lower()).strip("-") or "top"
+        return f"{self.path.relative_to(ROOT)}:{self.line}:{slug}"
+
+
+def code_blocks(path: pathlib.Path) -> list[Block]:
+    """The ```python blocks of a markdown file with their markers."""
+    lines = path.read_text().splitlines()
+    blocks, section, pending, i = [], "", [], 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("#") and not line.startswith("#!"):
+            section = line.lstrip("#").strip()
+        if line.startswith("<!--"):
+            j = i
+            while "-->" not in lines[j]:
+                j += 1
+            pending.append("\n".join(lines[i:j + 1]))
+            i = j + 1
+            continue
+        if line.startswith("```"):
+            j = i + 1
+            while not lines[j].startswith("```"):
+                j += 1
+            if line.strip() == "```python":
+                kw: dict = {"setup": "", "shrink": [], "slow": "", "skip": ""}
+                for comment in pending:
+                    for m in _MARKER.finditer(comment):
+                        body = m.group(1).strip()
+                        kind, _, rest = body.partition(":")
+                        if body.startswith("shrink"):
+                            kw["shrink"] += _SHRINK.findall(body)
+                        elif kind.strip() in ("setup", "slow", "skip"):
+                            kw[kind.strip()] = rest.strip() or kind.strip()
+                        else:
+                            raise ValueError(f"{path}:{i + 1}: unknown test marker {body!r}")
+                blocks.append(Block(path, i + 1, section, "\n".join(lines[i + 1:j]) + "\n",
+                                    kw["setup"], tuple(kw["shrink"]), kw["slow"], kw["skip"]))
+            pending, i = [], j + 1
+            continue
+        if line.strip():
+            pending = []
+        i += 1
+    return blocks
+
+
+def _matcher(node: ast.AST, src: str):
+    """A predicate for the literal ``node`` (its text in ``src``) and a description."""
+    text = ast.get_source_segment(src, node)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        subs = [_matcher(e, src) for e in node.elts]
+
+        def seq(actual):
+            if isinstance(actual, (jax.Array, np.ndarray)):
+                actual = np.asarray(actual).tolist()
+            return (isinstance(actual, (tuple, list)) and len(actual) == len(subs)
+                    and all(f(a) for f, a in zip(subs, actual, strict=True)))
+        return seq
+    sign = 1
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        sign, node = -1, node.operand
+    if not isinstance(node, ast.Constant):
+        raise SyntaxError(f"not a literal: {text}")
+    value = node.value
+    if isinstance(value, str):
+        pattern = re.compile(".*".join(re.escape(p) for p in value.split("...")), re.S)
+        return lambda actual: isinstance(actual, str) and pattern.fullmatch(actual) is not None
+    if value is None or isinstance(value, bool):
+        return lambda actual: actual is value or actual == value
+    if isinstance(value, int):
+        return lambda actual: _scalar(actual) == sign * value
+    if isinstance(value, float):
+        mantissa = re.split(r"[eE]", text.lstrip("-"))[0]
+        decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+        exponent = int(re.split(r"[eE]", text)[1]) if re.search(r"[eE]", text) else 0
+        unit = 10.0 ** (exponent - decimals)  # one unit in the last digit shown
+        return lambda actual: abs(_scalar(actual) - sign * value) <= unit * (1 + 1e-9)
+    raise SyntaxError(f"unsupported literal: {text}")
+
+
+def _scalar(actual):
+    arr = np.asarray(actual)
+    if arr.size != 1:
+        raise AssertionError(f"expected a scalar, got shape {arr.shape}")
+    return arr.item()
+
+
+def expected_output(comment: str):
+    """``(predicate, literal text)`` if the comment starts with a literal, else ``None``."""
+    text = comment.lstrip("#").strip()
+    cuts = [len(text)] + [m.start() for m in re.finditer(r"\s", text)][::-1]
+    for cut in cuts:
+        head, rest = text[:cut].strip(), text[cut:].strip()
+        if not head or (rest and rest[0].isalnum()):
+            continue
+        try:
+            tree = ast.parse(head, mode="eval")
+            return _matcher(tree.body, head), head
+        except SyntaxError:
+            continue
+    return None
+
+
+def _comments(code: str) -> dict[int, str]:
+    out = {}
+    for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+        if tok.type == tokenize.COMMENT:
+            out[tok.start[0]] = tok.string
+    return out
+
+
+def run_block(code: str, setup: str, name: str) -> None:
+    """Execute ``code`` statement by statement, checking the outputs its comments show."""
+    module = types.ModuleType("__docs_example__")  # a real module: dataclasses look it up
+    sys.modules[module.__name__] = module
+    try:
+        _run_in(module.__dict__, code, setup, name)
+    finally:
+        del sys.modules[module.__name__]
+
+
+def _run_in(ns: dict, code: str, setup: str, name: str) -> None:
+    if setup:
+        exec(compile(setup, f"{name} (setup)", "exec"), ns)
+    tree = ast.parse(code)
+    comments = _comments(code)
+    for stmt in tree.body:
+        comment = comments.get(stmt.end_lineno)
+        check = expected_output(comment) if comment and isinstance(stmt, ast.Expr) else None
+        if check is None:
+            exec(compile(ast.Module([stmt], []), name, "exec"), ns)
+            continue
+        expr = stmt.value
+        if (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name)
+                and expr.func.id == "print" and len(expr.args) == 1):
+            expr = expr.args[0]
+        actual = eval(compile(ast.Expression(expr), name, "eval"), ns)
+        predicate, shown = check
+        source = ast.get_source_segment(code, expr)
+        assert predicate(actual), (f"{name}, line {stmt.lineno}: {source}\n  is   {actual!r}\n"
+                                   f"  the text shows {shown}")
+
+
+def _block_params():
+    files = [ROOT / "README.md"] + sorted(p for p in DOCS.glob("*.md") if p.name != "README.md")
+    params = []
+    for path in files:
+        for b in code_blocks(path):
+            if b.skip:
+                continue
+            default_marks = [pytest.mark.slow] if b.slow else []
+            params.append(pytest.param(b, False, id=b.id, marks=default_marks))
+            if b.shrink:
+                params.append(pytest.param(b, True, id=b.id + ":as-written",
+                                           marks=[pytest.mark.slow]))
+    return params
+
+
+@pytest.mark.parametrize(("block", "as_written"), _block_params())
+def test_code_block(block: Block, as_written: bool, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)  # examples that save files write them here
+    code = block.code
+    if not as_written:
+        for old, new in block.shrink:
+            assert old in code, f"{block.id}: shrink target {old!r} is not in the block"
+            code = code.replace(old, new)
+    run_block(code, block.setup, block.id)
+
+
+def test_markers_and_literals() -> None:
+    """The checker itself: literals, ellipses, float tolerance, prose after the literal."""
+    pred, _ = expected_output("# 2.6e-09")
+    assert pred(2.64e-9) and pred(jnp.float64(2.55e-9)) and not pred(2.8e-9)
+    pred, _ = expected_output("# 18, 'paper Eq. 72'")
+    assert pred((18, "paper Eq. 72")) and not pred((17, "paper Eq. 72"))
+    pred, _ = expected_output("# 'ours', 'a priori ... k_ours = [16, 24] ...'")
+    assert pred(("ours", "a priori orders: ours k_ours = [16, 24] (from eps)"))
+    pred, _ = expected_output("# 4.9e-07 <= eps: a proof, not a measurement")
+    assert pred(4.93e-7)
+    pred, _ = expected_output("# (5, 4), [2, 21, 15, 1]")
+    assert pred(((5, 4), [2, 21, 15, 1])) and pred(([5, 4], (2, 21, 15, 1)))
+    for prose in ("# optional: float64 reaches ~1e-14", "# widths 28 -> 32: friendly",
+                  "# or your own module", "# per layer: k, D_k, width"):
+        assert expected_output(prose) is None, prose
+    with pytest.raises(AssertionError, match="the text shows"):
+        run_block("x = [1, 2]\nx  # [1, 3]\n", "", "self-test")
+
+
+def test_readme_examples_found() -> None:
+    """The README's examples are all collected (a fence typo would silently drop one)."""
+    blocks = code_blocks(ROOT / "README.md")
+    fences = sum(1 for line in (ROOT / "README.md").read_text().splitlines()
+                 if line.strip() == "```python")
+    assert len(blocks) == fences >= 5
+    assert any(b.shrink for b in blocks)
+
+
+@pytest.mark.parametrize("name", ["README.md", "benchmarks/README.md"])
+def test_markdown_tables_well_formed(name: str) -> None:
+    """Every table row has its header's number of cells: a ``|`` inside a code span must be
+    written ``\\|`` (GitHub and the docs both split cells on it)."""
+    rows, bad, fenced = [], [], False
+    for n, line in enumerate((ROOT / name).read_text().splitlines(), 1):
+        fenced ^= line.startswith("```")
+        if not fenced and line.startswith("|"):
+            rows.append((n, len(re.findall(r"(?<!\\)\|", line))))
+            continue
+        if rows:
+            bad += [n for n, cells in rows if cells != rows[0][1]]
+            rows = []
+    assert not bad, f"{name}: table rows with the wrong number of cells on lines {bad}"
+
+
+@pytest.mark.slow
+def test_readme_demo_table(tmp_path, capsys) -> None:
+    """The table the README says ``jaxcompress demo`` prints: widths, parameters and reductions
+    exactly, sup errors within 10% (their last digits depend on the machine's rounding)."""
+    from jaxcompress import cli
+
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("What `jaxcompress demo` printed", 1)[1].split("```", 2)[1]
+    shown = [line.split() for line in table.strip().splitlines()[1:]]
+    assert cli.main(["demo", "--out", str(tmp_path)]) == 0
+    printed = {row[0]: row for row in (line.split() for line in capsys.readouterr().out
+                                       .splitlines()) if row and row[0].isdigit()}
+    for row in shown:
+        got = printed[row[0]]
+        assert got[1:4] == row[1:4], (row, got)
+        assert abs(float(got[4]) / float(row[4]) - 1) < 0.1, (row, got)
+
+
+# ------------------------------------------------------------------------------------------------
+# Doctests of the docstrings
+# ------------------------------------------------------------------------------------------------
+
+
+def _doctest_modules() -> list[str]:
+    mods = []
+    for name in _docs_module().documented_modules():
+        module = importlib.import_module(name)
+        tests = doctest.DocTestFinder(exclude_empty=True).find(module)
+        if any(t.examples for t in tests):
+            mods.append(name)
+    return mods
+
+
+DOCTEST_MODULES = _doctest_modules()
+
+
+@pytest.mark.parametrize("name", DOCTEST_MODULES)
+def test_doctests(name: str, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    module = importlib.import_module(name)
+    extra = {"jax": jax, "jnp": jnp, "np": np, "jc": jc}
+    runner = doctest.DocTestRunner(
+        optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False)
+    report = io.StringIO()
+    for test in doctest.DocTestFinder(exclude_empty=True).find(module):
+        if test.examples:
+            test.globs = {**module.__dict__, **extra}
+            runner.run(test, out=report.write)
+    assert runner.failures == 0, report.getvalue()
+
+
+def test_doctests_exist() -> None:
+    """The public entry points carry executed examples."""
+    assert {"jaxcompress", "jaxcompress.compression", "jaxcompress.methods"} <= set(
+        DOCTEST_MODULES), DOCTEST_MODULES
+
+
+# ------------------------------------------------------------------------------------------------
+# The site's structure (without building it)
+# ------------------------------------------------------------------------------------------------
+
+
+def test_every_public_name_has_an_api_page() -> None:
+    import jaxcompress.flax as jf
+
+    gen = _docs_module()
+    pages = gen.api_pages()
+    index = pages["index.rst"]
+    for mod in (jc, jf):
+        for name in mod.__all__:
+            full = f"{mod.__name__}.{name}"
+            page = pages.get(f"{full}.rst")
+            assert page is not None, f"{full} has no API page"
+            assert re.search(rf"^\.\. auto(function|class|data):: {name}$", page, re.M), page
+            assert f"~{full}\n" in index and f"   {full}\n" in index, f"{full} not in the index"
+            doc = getattr(mod, name).__doc__ or ""
+            assert doc.strip(), f"{full} has no docstring"
+    for m in gen.documented_modules():
+        assert f"module.{m}.rst" in pages
+
+
+def test_every_readme_section_is_in_the_guide() -> None:
+    gen = _docs_module()
+    readme = (ROOT / "README.md").read_text()
+    headings = [s.heading for s in gen.sections(readme) if s.heading]
+    assigned = gen.assign_pages(readme)
+    placed = [s.heading for secs in assigned.values() for s in secs if s.heading]
+    assert sorted(placed) == sorted(headings)  # each README section on exactly one page
+    pages = gen.guide_pages()
+    index = (DOCS / "index.md").read_text()
+    for stem, _, _ in gen.PAGES:
+        assert f"guide/{stem}\n" in index, f"guide/{stem} is not in the index's toctree"
+    for stem, text in pages.items():
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+            if re.match(r"^[a-z]+:", target):
+                continue
+            base = DOCS if stem == "_intro" else DOCS / "guide"
+            resolved = (base / target).resolve()
+            generated = target.removesuffix(".md") in {p for p in pages}
+            assert resolved.exists() or generated, f"guide/{stem}: broken link {target}"
+
+
+def test_every_notebook_is_in_the_docs() -> None:
+    link = DOCS / "notebooks"
+    assert link.resolve() == (ROOT / "notebooks").resolve()
+    assert re.search(r":glob:\n\nnotebooks/\*", (DOCS / "index.md").read_text())
+    assert sorted(link.glob("*.ipynb"))
+
+
+@pytest.mark.slow
+def test_docs_build(tmp_path) -> None:
+    """The site builds with warnings as errors (what .ci/run does)."""
+    sphinx_build = pytest.importorskip("sphinx.cmd.build")
+    pytest.importorskip("myst_nb")
+    status = sphinx_build.build_main(
+        ["-W", "--keep-going", "-q", "-b", "html", "-d", str(tmp_path / "doctrees"), str(DOCS),
+         str(tmp_path / "html")])
+    assert status == 0
+    html = tmp_path / "html"
+    assert (html / "api" / "jaxcompress.compress.html").exists()
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        page = (html / "notebooks" / f"{nb.stem}.html").read_text()
+        assert "data:image/png" in page or "<img" in page, f"{nb.name}: no figure rendered"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__, *sys.argv[1:]]))

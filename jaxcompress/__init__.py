@@ -52,7 +52,7 @@ from jaxcompress.methods import (
     derivative_matching,
 )
 from jaxcompress.mlp import apply, init_mlp, layer_sizes, num_params, validate_params
-from jaxcompress.polish import PolishHistory, polish
+from jaxcompress.polishing import PolishHistory, polish
 from jaxcompress.select import (
     OMP,
     Exhaustive,

@@ -42,7 +42,8 @@ from jaxcompress.methods import BestOf, Method, derivative_matching
 from jaxcompress.mlp import HIGHEST, Params, require_single_network, validate_params
 from jaxcompress.select import default_rtol, lstsq_coefficients, reduce_rows
 
-__all__ = ["CompressInfo", "LayerInfo", "compress", "compress_layer", "rewire", "trim"]
+__all__ = ["CompressInfo", "LayerInfo", "compress", "compress_layer", "memory_estimate",
+           "rewire", "trim"]
 
 
 @functools.partial(
@@ -414,8 +415,10 @@ _MOVED = {
 }
 
 
-def check_method(method, params: Params, domain, where: str) -> tuple[int, ...]:
-    """Eager checks of ``method`` against a network and domain; returns the hidden widths."""
+def check_method(method, params: Params, domain, where: str, *, devices: int = 1
+                 ) -> tuple[int, ...]:
+    """Eager checks of ``method`` against a network and domain (shapes, settings, memory over
+    ``devices``); returns the hidden widths."""
     sizes = [int(params[0]["kernel"].shape[0])] + [int(p["kernel"].shape[1]) for p in params]
     hidden = sizes[1:-1]
     dtype = jnp.result_type(params[0]["kernel"])
@@ -440,7 +443,55 @@ def check_method(method, params: Params, domain, where: str) -> tuple[int, ...]:
     if len(set(found)) > 1:
         raise ValueError(f"{where}: best_of needs methods of equal widths (one result is kept per "
                          f"teacher); got {found}. Give them the same order or widths=.")
+    check_memory(candidates, sizes, dtype, domain, where, devices=devices)
     return found[0]
+
+
+def memory_estimate(method, sizes, dtype, domain, *, devices: int = 1) -> dict[str, int]:
+    """Bytes per device one compression needs, by part (the largest method of a best-of).
+
+    The teacher's parameters, the feature map's working set (``method.features.memory``: e.g. the
+    Taylor pass's coefficient products, or the activations at the collocation points), the
+    selection's scaled copy of the largest feature matrix, and the error estimate's activations;
+    all but the compressed network's own (``D_k``-wide) arrays divided over ``devices`` when the
+    neurons are sharded. An estimate of the working set, not of XLA's exact peak.
+    """
+    itemsize = jnp.dtype(dtype).itemsize
+    candidates = method.methods if isinstance(method, BestOf) else (method,)
+    best: dict[str, int] = {}
+    for m in candidates:
+        parts = {"teacher parameters": itemsize * sum(a * b + b for a, b in
+                                                      zip(sizes[:-1], sizes[1:], strict=True))}
+        mem = getattr(m.features, "memory", None)
+        if mem is not None:
+            parts.update(mem(sizes, itemsize, domain))
+        d_ks = m.features.num_features(sizes, domain)
+        parts["selection"] = itemsize * max(dk * w for dk, w in zip(d_ks, sizes[1:-1],
+                                                                     strict=True))
+        parts["error estimate"] = itemsize * ERROR_POINTS * max(sizes[1:]) * 2
+        parts = {k: -(-v // devices) for k, v in parts.items()}
+        if sum(parts.values()) > sum(best.values()):
+            best = parts
+    return best
+
+
+def check_memory(methods, sizes, dtype, domain, where: str, *, devices: int = 1) -> None:
+    """Refuse, before allocating anything, a compression that would not fit in memory."""
+    from jaxcompress.taylor import memory_limit
+
+    for m in methods:
+        parts = memory_estimate(m, sizes, dtype, domain, devices=devices)
+        need, limit = sum(parts.values()), memory_limit()
+        if need > limit:
+            detail = ", ".join(f"{k} {v / 2**30:.2f}" for k, v in
+                               sorted(parts.items(), key=lambda kv: -kv[1]))
+            raise ValueError(
+                f"{where}: {m.describe()} on {sizes} needs about {need / 2**30:.1f} GiB per "
+                f"device ({detail} GiB), over the limit of {limit / 2**30:.1f} GiB (the device's "
+                "memory, or jaxcompress.taylor.MAX_FEATURE_BYTES when set). Lower the order "
+                "(D_k) or the oversampling, use an effective input dimension (coordinates="
+                "'bottleneck' or a Parameterization domain), or shard the neurons over more "
+                "devices with jc.shard.")
 
 
 def compress(
@@ -557,8 +608,9 @@ def compress(
                             f"jc.derivative_matching(k)), got {type(method).__name__}")
         domain = Ball(d, 1.0) if domain is None else domain
     check_domain(domain, d, where, dtype)
-    check_method(method, params, domain, where)
     mesh = sharding.params_mesh(params)
+    check_method(method, params, domain, where,
+                 devices=1 if mesh is None else mesh[0].shape[mesh[1]])
     if mesh is not None:
         for m in method.methods if isinstance(method, BestOf) else (method,):
             sharding._check_selector(m.selector)

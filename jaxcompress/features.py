@@ -72,12 +72,12 @@ from jaxcompress.mlp import (
     validate_params,
 )
 from jaxcompress.taylor import (
-    MAX_FEATURE_BYTES,
     check_feature_budget,
     input_polynomial,
     monomials,
     num_monomials,
     propagate_polynomial,
+    taylor_bytes,
     taylor_features,
 )
 
@@ -500,13 +500,7 @@ class DerivativeFeatures(_FeatureMap):
         if param and self.coordinates == "bottleneck":
             raise ValueError(f"{where}: coordinates='bottleneck' and a Parameterization domain "
                              "are two different coordinate changes; use one")
-        itemsize = jnp.dtype(dtype).itemsize
-        sources = _sources(self.coordinates, sizes, domain)
-        dims = _coord_dims(sources, sizes, domain)
-        orders = self.orders(len(sizes) - 2, where)
-        for m in sorted(set(dims)):
-            ks = [k for k, mm in zip(orders, dims, strict=True) if mm == m]
-            check_feature_budget(m, max(ks), max(sizes[1:-1]), itemsize, where=where)
+        dims = _coord_dims(_sources(self.coordinates, sizes, domain), sizes, domain)
         if self.centers is not None:
             shape = np.shape(self.centers)
             m = dims[0]
@@ -514,6 +508,19 @@ class DerivativeFeatures(_FeatureMap):
                 raise ValueError(f"{where}: centers has shape {shape}; expected (J, {m}) "
                                  "expansion points" + (" of the parameter domain U"
                                                        if param else ""))
+
+    def memory(self, sizes, itemsize: int, domain) -> dict[str, int]:
+        """Bytes of the largest Taylor pass (over the hidden layers) and of all the features."""
+        dims = _coord_dims(_sources(self.coordinates, sizes, domain), sizes, domain)
+        orders = self.orders(len(sizes) - 2)
+        n_c = 1 if self.centers is None and not self.auto_centers else (
+            2 * dims[0] + 1 if self.centers is None else int(np.shape(self.centers)[0]))
+        return {
+            "Taylor pass": n_c * max(taylor_bytes(m, k, w, itemsize) for m, k, w in
+                                     zip(dims, orders, sizes[1:-1], strict=True)),
+            "features": n_c * itemsize * sum(num_monomials(m, k) * w for m, k, w in
+                                             zip(dims, orders, sizes[1:-1], strict=True)),
+        }
 
     def __call__(self, params, layers, *, activation, domain) -> dict[int, LayerFeatures]:
         act = get_activation(activation)
@@ -643,13 +650,11 @@ class CollocationFeatures(_FeatureMap):
         if self.nodes != "sobol" and not isinstance(inner, Box):
             raise ValueError(f"{where}: nodes={self.nodes!r} needs a Box domain (a ball only has "
                              "Sobol nodes)")
+
+    def memory(self, sizes, itemsize: int, domain) -> dict[str, int]:
+        """Bytes of the activations of every layer at the nodes."""
         n = max(self.n_points(sizes, domain))
-        need = n * (sum(sizes[1:-1]) + sizes[0]) * jnp.dtype(dtype).itemsize
-        if need > MAX_FEATURE_BYTES:
-            raise ValueError(
-                f"{where}: collocation with {n:,} points (oversample {self.oversample} x D_k "
-                f"{n // self.oversample:,}) would need about {need / 2**30:.1f} GiB (limit "
-                "jaxcompress.taylor.MAX_FEATURE_BYTES). Lower the order or the oversampling.")
+        return {"activations at the nodes": n * (sum(sizes[1:-1]) + sizes[0]) * itemsize}
 
     def __call__(self, params, layers, *, activation, domain) -> dict[int, LayerFeatures]:
         act = get_activation(activation)
@@ -685,6 +690,11 @@ class DataFeatures(_FeatureMap):
         where = "DataFeatures"
         object.__setattr__(self, "order", _as_order(self.order, where))
         object.__setattr__(self, "coordinates", _check_coordinates(self.coordinates, where))
+
+    def memory(self, sizes, itemsize: int, domain) -> dict[str, int]:
+        """Bytes of the activations of every layer at the data."""
+        return {"activations at the data": int(np.shape(self.x)[0]) * (sum(sizes[1:-1])
+                                                                        + sizes[0]) * itemsize}
 
     def check(self, sizes, dtype, domain, where: str) -> None:
         self._check_common(sizes, where)

@@ -89,7 +89,8 @@ def shard(params, mesh: Mesh, axis: str = NEURONS) -> list[dict[str, jax.Array]]
 
     Returns:
       The params as global :class:`jax.Array` s with :class:`~jax.sharding.NamedSharding` s: each
-      device holds ``1/n`` of every kernel and of every hidden bias.
+      device holds ``1/n`` of every kernel and of every hidden bias. The placement uses the mesh's
+      devices with ``Auto`` axes (:func:`auto_mesh`), whatever the given mesh's axis types.
     """
     from jaxcompress.mlp import validate_params
 
@@ -102,6 +103,7 @@ def shard(params, mesh: Mesh, axis: str = NEURONS) -> list[dict[str, jax.Array]]
         raise TypeError(f"{where}: mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}")
     if axis not in mesh.axis_names:
         raise ValueError(f"{where}: the mesh has axes {mesh.axis_names}; no axis {axis!r}")
+    mesh = auto_mesh(mesh)
     n_dev = mesh.shape[axis]
     widths = [int(p["kernel"].shape[1]) for p in params[:-1]]
     bad = [(l, w) for l, w in enumerate(widths, start=1) if w % n_dev]
@@ -119,6 +121,20 @@ def shard(params, mesh: Mesh, axis: str = NEURONS) -> list[dict[str, jax.Array]]
                 host.shape, sharding, lambda idx, host=host: host[idx])
         out.append(placed)
     return out
+
+
+def auto_mesh(mesh: Mesh) -> Mesh:
+    """``mesh`` with every axis of type ``Auto`` (the same devices and names).
+
+    The compression lets XLA propagate shardings (GSPMD) and constrains them with
+    :func:`jax.lax.with_sharding_constraint`, which needs ``Auto`` axes; meshes from
+    :func:`jax.make_mesh` default to ``Explicit`` ones.
+    """
+    types = getattr(mesh, "axis_types", None)
+    if types is None or all(t == jax.sharding.AxisType.Auto for t in types):
+        return mesh
+    return Mesh(mesh.devices, mesh.axis_names,
+                axis_types=(jax.sharding.AxisType.Auto,) * len(mesh.axis_names))
 
 
 def params_mesh(params) -> tuple[Mesh, str] | None:

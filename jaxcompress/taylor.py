@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +35,7 @@ from jaxcompress.sharding import constrain_neurons
 __all__ = [
     "MAX_FEATURE_BYTES",
     "check_feature_budget",
+    "memory_limit",
     "input_polynomial",
     "monomials",
     "num_monomials",
@@ -41,8 +43,37 @@ __all__ = [
     "taylor_features",
 ]
 
-#: Refuse feature computations whose working set would exceed this many bytes (DESIGN sec. 4).
-MAX_FEATURE_BYTES = 8 * 2**30
+#: A cap on the working set of one compression, in bytes per device (``None``: the device's own
+#: memory, see :func:`memory_limit`). Set it to refuse earlier, or raise it on purpose.
+MAX_FEATURE_BYTES: int | None = None
+
+
+def memory_limit(device=None) -> int:
+    """Bytes one compression may use on ``device`` (default: the first device).
+
+    :data:`MAX_FEATURE_BYTES` when set; otherwise 90% of an accelerator's memory
+    (``device.memory_stats()["bytes_limit"]``) or, on a CPU, half of the machine's physical
+    memory.
+    """
+    if MAX_FEATURE_BYTES is not None:
+        return int(MAX_FEATURE_BYTES)
+    device = jax.devices()[0] if device is None else device
+    try:
+        stats = device.memory_stats() or {}
+    except Exception:  # noqa: BLE001 - not every backend reports memory
+        stats = {}
+    if stats.get("bytes_limit"):
+        return int(0.9 * stats["bytes_limit"])
+    try:
+        return int(0.5 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 8 * 2**30
+
+
+def taylor_bytes(d: int, k: int, width: int, itemsize: int) -> int:
+    """The Taylor pass's working set for one layer: the ``C(2d + k, 2d)`` coefficient products of
+    each neuron, plus a few ``D_k x width`` arrays."""
+    return (math.comb(2 * d + k, 2 * d) + 3 * num_monomials(d, k)) * max(width, 1) * itemsize
 
 
 def num_monomials(d: int, k: int) -> int:
@@ -118,15 +149,15 @@ def _product_table(d: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def check_feature_budget(d: int, k: int, width: int, itemsize: int, *, where: str) -> None:
     """Raise a clear error when features of order ``k`` in ``d`` inputs would not fit in memory."""
-    n_pairs = math.comb(2 * d + k, 2 * d)
-    need = (n_pairs + 3 * num_monomials(d, k)) * max(width, 1) * itemsize
-    if need > MAX_FEATURE_BYTES:
+    need, limit = taylor_bytes(d, k, width, itemsize), memory_limit()
+    if need > limit:
         raise ValueError(
             f"{where}: order k={k} with d_in={d} gives D_k={num_monomials(d, k):,} monomials "
-            f"({n_pairs:,} coefficient products per neuron); the Taylor pass would need about "
-            f"{need / 2**30:.1f} GiB for width {width} (limit "
-            f"jaxcompress.taylor.MAX_FEATURE_BYTES = {MAX_FEATURE_BYTES / 2**30:.0f} GiB). "
-            "Lower the order, or use an effective input dimension."
+            f"({math.comb(2 * d + k, 2 * d):,} coefficient products per neuron); the Taylor pass "
+            f"would need about {need / 2**30:.1f} GiB for width {width}, over the limit of "
+            f"{limit / 2**30:.1f} GiB (the device's memory, or "
+            "jaxcompress.taylor.MAX_FEATURE_BYTES when set). Lower the order, use an effective "
+            "input dimension, or shard the neurons over more devices (jc.shard)."
         )
 
 

@@ -199,7 +199,10 @@ def test_order_list_of_wrong_length(params, order) -> None:
 def test_memory_guard_refuses_huge_feature_count_fast(fn: str) -> None:
     big_in = jc.init_mlp(jax.random.PRNGKey(1), [12, 4, 1])
     start = time.perf_counter()
-    with pytest.raises(ValueError, match=r"k=30 with d_in=12.*GiB.*MAX_FEATURE_BYTES") as exc:
+    match = (r"k=30 with d_in=12.*GiB.*MAX_FEATURE_BYTES" if fn == "derivative_features" else
+             r"order=30.*needs about .* GiB per device \(Taylor pass .*over the limit.*"
+             r"MAX_FEATURE_BYTES")
+    with pytest.raises(ValueError, match=match) as exc:
         getattr(jc, fn)(big_in, activation="sigmoid", order=30)
     elapsed = time.perf_counter() - start
     assert "Lower the order" in str(exc.value)
@@ -453,3 +456,20 @@ def test_flax_adapter_takes_domain_coordinates_and_dtype() -> None:
     assert "error estimate" in res.summary()
     with pytest.raises(ValueError, match="either radius or domain"):
         jf.compress_model(model, order=3, radius=0.5, domain=box, dtype=jnp.float64)
+
+
+def test_memory_estimate_names_the_parts_and_divides_over_devices(monkeypatch) -> None:
+    from jaxcompress import taylor
+    from jaxcompress.compression import memory_estimate
+
+    sizes = [8, 4096, 4096, 1]
+    one = memory_estimate(jc.derivative_matching(6), sizes, jnp.float64, jc.Ball(8, 1.0))
+    # C(22, 6) = 74,613 coefficient products of each of 4,096 neurons, in float64
+    assert one["Taylor pass"] >= 74_613 * 4096 * 8
+    four = memory_estimate(jc.derivative_matching(6), sizes, jnp.float64, jc.Ball(8, 1.0),
+                           devices=4)
+    assert sum(four.values()) <= sum(one.values()) / 4 + 4
+    monkeypatch.setattr(taylor, "MAX_FEATURE_BYTES", 2**20)  # a 1 MiB device
+    params = jc.init_mlp(jax.random.PRNGKey(0), [2, 200, 1])
+    with pytest.raises(ValueError, match=r"collocation.*needs about.*activations at the nodes"):
+        jc.compress(params, jc.collocation(20), activation="sigmoid")

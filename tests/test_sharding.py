@@ -119,3 +119,14 @@ def test_two_processes_give_the_single_process_result(mesh, tmp_path):
     for i, li in enumerate(info.layers):
         np.testing.assert_array_equal(got[f"kept_{i}"], li.kept)
     assert isinstance(want[0]["kernel"].sharding, NamedSharding)
+
+
+def test_a_mesh_with_explicit_axes_works_too():
+    # jax.make_mesh gives Explicit axes by default; the compression needs Auto ones
+    explicit = jax.make_mesh((4,), ("neurons",))
+    teacher = jc.init_mlp(jax.random.PRNGKey(5), [2, 32, 32, 1])
+    small, _ = jc.compress(jc.shard(teacher, explicit), jc.derivative_matching(3),
+                           activation="sigmoid")
+    want, _ = jc.compress(teacher, jc.derivative_matching(3), activation="sigmoid")
+    assert jc.layer_sizes(small) == jc.layer_sizes(want)
+    assert _err(teacher, small) <= 2 * _err(teacher, want) + 1e-12

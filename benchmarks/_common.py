@@ -550,3 +550,60 @@ def make_method(jc, name: str, k: int, *, data=None, seed: int = 0, oversample: 
     if uses_data and data is None:
         raise ValueError(f"method {name!r} needs data")
     return factory(jc, k, data=data, seed=seed, oversample=oversample)
+
+
+def compress_cost(sizes: Sequence[int], k: int, itemsize: int, *, error_points: int = 256
+                  ) -> dict[str, float]:
+    """FLOPs and bytes that backward-order derivative matching cannot avoid, and how they split.
+
+    Per hidden layer ``l`` (widths ``d_{l-1} -> d_l``, ``D = C(d_in + k, d_in)`` monomials,
+    ``P = C(2 d_in + k, 2 d_in)`` coefficient pairs): the Taylor pass's matmul
+    ``2 D d_{l-1} d_l`` and its ``k`` truncated products ``2 k P d_l``; the selection's pivoted
+    QR ``4 D^2 d_l``; the re-weighting ``2 m d_l d_{l+1}`` (``m = min(D, d_l)`` kept, ``d_{l+1}``
+    the next layer's kept width in backward order); and the error estimate's two forward passes
+    at ``error_points`` points. Bytes: reading every parameter once. A lower bound on the work
+    (the library's compiled program does more: index gathers, the Horner loop's copies).
+    """
+    d_in = sizes[0]
+    big_d = math.comb(d_in + k, d_in)
+    pairs = math.comb(2 * d_in + k, 2 * d_in)
+    hidden = list(sizes[1:-1])
+    kept = [min(big_d, w) for w in hidden] + [sizes[-1]]
+    taylor = sum(2 * big_d * a * b + 2 * k * pairs * b
+                 for a, b in zip(sizes[:-2], hidden, strict=True))
+    select = sum(4 * big_d * big_d * w for w in hidden)
+    reweight = sum(2 * kept[i] * hidden[i] * kept[i + 1] for i in range(len(hidden)))
+    estimate = 2 * error_points * sum(2 * a * b for a, b in zip(sizes[:-1], sizes[1:],
+                                                                 strict=True))
+    params = sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:], strict=True))
+    return {"flops": float(taylor + select + reweight + estimate), "taylor_flops": float(taylor),
+            "select_flops": float(select), "reweight_flops": float(reweight),
+            "estimate_flops": float(estimate), "bytes": float(params * itemsize)}
+
+
+def machine_throughput(dtype: str, *, n: int = 1024, repeats: int = 5) -> dict[str, float]:
+    """This run's measured matmul FLOP/s (``n x n`` by ``n x n``) and copy bytes/s, in ``dtype``.
+
+    The roofline of :func:`compress_cost` uses them: ``max(flops / F, bytes / B)`` is the time
+    the work would take at the speed the machine just showed.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    a = jnp.ones((n, n), dtype) * 0.5
+    mm = jax.jit(lambda x: jnp.matmul(x, x, precision=PRECISION))
+    jax.block_until_ready(mm(a))
+    t_mm, _ = median_time(lambda: mm(a), repeats)
+    big = jnp.ones((4096, 4096), dtype)
+    cp = jax.jit(lambda x: x + 1.0)
+    jax.block_until_ready(cp(big))
+    t_cp, _ = median_time(lambda: cp(big), repeats)
+    return {"matmul_flops_per_s": 2.0 * n**3 / t_mm,
+            "copy_bytes_per_s": 2.0 * big.size * big.dtype.itemsize / t_cp,
+            "matmul_n": n}
+
+
+def roofline(cost: dict[str, float], machine: dict[str, float]) -> float:
+    """Seconds the work of :func:`compress_cost` takes at the throughputs just measured."""
+    return max(cost["flops"] / machine["matmul_flops_per_s"],
+               cost["bytes"] / machine["copy_bytes_per_s"])

@@ -106,9 +106,11 @@ def parse(argv):
     p.add_argument("--kmax", type=int, default=None,
                    help=f"largest order k (default {FULL['kmax']}; quick {QUICK['kmax']})")
     C.add_sup_error_options(p, FULL, QUICK)
-    p.add_argument("--teachers", choices=("full", "long", "short"), default="full",
+    p.add_argument("--teachers", choices=("full", "long", "short", "paper"), default="full",
                    help="teacher configuration (benchmarks/teachers.py): full (default; test MSE "
-                        "~1e-5), long (~1e-6) or short (lightly trained, ~4e-4); not with --quick")
+                        "~1e-5), long (~1e-6), short (lightly trained, ~4e-4) or paper (full-batch "
+                        "Adam, 2,500 steps, best of 10 checkpoints; a GPU job); with --quick, "
+                        "paper uses the quick data")
     p.add_argument("--rtol", default="default",
                    help="rank threshold passed to jc.compress: default (the library's), "
                         "<n>eps (n x the dtype's eps) or a number")
@@ -297,7 +299,8 @@ def main(argv=None) -> int:
 
     env = C.environment()
     dtype = jnp.dtype(args.dtype)
-    tcfg = T.QUICK if args.quick else T.CONFIGS[args.teachers]
+    tcfg = ((T.PAPER_QUICK if args.teachers == "paper" else T.QUICK) if args.quick
+            else T.CONFIGS[args.teachers])
     sizes = list(tcfg.sizes)
     seeds, kmax = cfg["seeds"], cfg["kmax"]
     ks = list(range(kmax + 1))

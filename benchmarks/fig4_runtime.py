@@ -12,7 +12,10 @@ cache is off), then the first call is timed (trace + compile + run), the answer 
 compressed network's sup error on the unit ball, ``jc.sup_error`` with 512 samples and a short
 local search, must be finite and below 1e-2; otherwise the script exits with status 1), and then
 ``--repeats`` warm calls are timed. Reported: the warm median and the compile time
-``first call - warm median``, separately.
+``first call - warm median``, separately, and each warm time as a multiple of its *roofline*:
+the time the FLOPs and bytes the compression cannot avoid (``_common.compress_cost``) take at
+the matmul and copy throughput measured at the start of the same run (a ratio of 1 would be
+perfect use of the machine).
 
 The paper timed one CPU thread. By default (``--threads 1``) the script sets
 ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1`` and the BLAS
@@ -181,6 +184,9 @@ def main(argv=None) -> int:
         f"{cfg['widths']} k = {cfg['orders']}; depth sweep [3, {cfg['depth_width']} x L, 1] "
         f"L = {cfg['depths']} k = {cfg['depth_order']}; {cfg['repeats']} warm runs",
         f"check before timing: sup_error ({check_kw}) < {CHECK_TOL:g}"])
+    machine = C.machine_throughput(args.dtype)
+    print(f"# measured: matmul {machine['matmul_flops_per_s'] / 1e9:.2f} GFLOP/s, copy "
+          f"{machine['copy_bytes_per_s'] / 1e9:.2f} GB/s ({args.dtype}, threads {args.threads})")
     cases = [("width", [3, d, d, 1], k, {"d": d}) for k in cfg["orders"] for d in cfg["widths"]]
     cases += [("depth", [3] + [cfg["depth_width"]] * n + [1], cfg["depth_order"], {"L": n})
               for n in cfg["depths"]]
@@ -203,7 +209,10 @@ def main(argv=None) -> int:
                                     **check_kw)
             ok = math.isfinite(err) and err < CHECK_TOL
             warm, times = C.median_time(call, cfg["repeats"])
-        row = {"sweep": sweep, **extra, "sizes": sizes, "k": k,
+        cost = C.compress_cost(sizes, k, dtype.itemsize)
+        bound = C.roofline(cost, machine)
+        row = {"sweep": sweep, **extra, "sizes": sizes, "k": k, "cost": cost,
+               "roofline_s": bound, "warm_over_roofline": warm / bound,
                "num_features": jc.num_monomials(3, k), "new_sizes": jc.layer_sizes(small),
                "ranks": [int(layer.rank) for layer in info.layers],
                "first_call_s": first, "warm_median_s": warm, "warm_s": times,
@@ -215,7 +224,8 @@ def main(argv=None) -> int:
             failures.append(f"{sizes} k={k}: sup error {err:.3e} (tolerance {CHECK_TOL:g})")
         net = str(sizes) if len(sizes) < 6 else f"[3, {sizes[1]} x {len(sizes) - 2}, 1]"
         progress(f"{sweep:<5} {net:<22} k={k} first {first:7.3f} s  warm {1e3 * warm:9.2f} ms"
-                 f"  compile {first - warm:6.2f} s  sup error {err:.2e} {'ok' if ok else 'FAILED'}")
+                 f" ({warm / bound:5.1f}x the roofline)  compile {first - warm:6.2f} s  sup "
+                 f"error {err:.2e} {'ok' if ok else 'FAILED'}")
         del teacher, small, info
 
     fits = {"width": {}, "depth": {}}
@@ -244,6 +254,10 @@ def main(argv=None) -> int:
                    "shared_machine_note": "the development CPU was shared with other jobs; "
                                           "see load_avg_1_5_15 and the per-row load_avg_1min"},
         "fits": fits,
+        "machine": machine,
+        "roofline": "warm_over_roofline = warm median / max(flops / measured matmul FLOP/s, "
+                    "bytes / measured copy bytes/s) of _common.compress_cost (a lower bound on "
+                    "the work)",
         "checks": {"passed": not failures, "failures": failures},
         "rows": rows,
     }

@@ -21,6 +21,9 @@ SCRIPTS = {
     "fig4_runtime": [],
     "compare_methods": [],  # issue 6's benchmark; its JSON has its own layout (checked below)
     "width_independence": [],
+    # the suite's own steps; the scripts it starts are the ones above
+    "accelerator_suite": ["--steps", "correctness,roofline"],
+    "input_dimension": [],
 }
 DTYPES = {"fig1_single_layer": "float32", "fig2_deep": "float32",
           "fig3_post_training": "float64", "fig4_runtime": "float64"}
@@ -173,3 +176,30 @@ def test_width_independence_quick(runs):
         # every width is compressed to the same D_k with the dtype-only default threshold
         assert r["rtol_spec"] == "default" and 0 < r["sup_error"] < 1e-2
         assert 0 < r["error_estimate"] <= r["sup_error"] * (1 + 1e-6)
+
+
+def test_accelerator_suite_quick(runs):
+    code, log, out = runs["accelerator_suite"]
+    assert code == 0, f"accelerator_suite exited {code}\n{log}"
+    result = json.loads((out / "accelerator_suite_cpu_quick.json").read_text())
+    assert (out / "accelerator_suite_cpu_quick_roofline.png").stat().st_size > 0
+    steps = result["steps"]
+    assert set(steps) == {"correctness", "roofline"}
+    assert steps["correctness"]["status"] == "ok" and not steps["correctness"]["failures"]
+    for row in steps["roofline"]["rows"]:
+        assert row["warm_median_s"] > 0 and row["warm_over_roofline"] > 0.1  # a real bound
+        assert row["cost"]["flops"] > 0 and row["error_estimate"] < 1e-2
+
+
+def test_input_dimension_quick(runs):
+    code, log, out = runs["input_dimension"]
+    assert code == 0, f"input_dimension exited {code}\n{log}"
+    result = json.loads((out / "input_dimension_cpu_quick.json").read_text())
+    rows = result["rows"]
+    assert [r["m"] for r in rows] == [1, 2, 3]
+    for r in rows:
+        assert r["D_k"] == __import__("math").comb(r["m"] + 2, r["m"])
+        assert r["one"]["sup_error"] < 1e-2 and r["one"]["device_bytes"] > 0
+        # the forced four CPU devices: the same widths, error within 2x (a tournament)
+        assert r["sharded"]["widths"] == r["one"]["widths"]
+        assert r["sharded"]["sup_error"] <= 2 * r["one"]["sup_error"] + 1e-12

@@ -209,8 +209,11 @@ def _run_chunk(carry, x, y, key, start, total, *, act_name, optimizer, length, b
             value, grad = value_and_grad(p, state=s)
         else:
             value, grad = value_and_grad(p, xb, yb, act)
-        updates, s_new = optimizer.update(grad, s, p, value=value, grad=grad,
-                                          value_fn=lambda q: _loss(q, xb, yb, act))
+        # optax's line search mixes integer widths: trace it with JAX's default promotion even
+        # when the caller enabled strict promotion (our own arithmetic is strict-clean)
+        with jax.numpy_dtype_promotion("standard"):
+            updates, s_new = optimizer.update(grad, s, p, value=value, grad=grad,
+                                              value_fn=lambda q: _loss(q, xb, yb, act))
         p_new = optax.apply_updates(p, updates)
         # steps past ``total`` (the last chunk's padding) leave everything unchanged, so every
         # chunk has the same length and the loop compiles once
@@ -218,8 +221,8 @@ def _run_chunk(carry, x, y, key, start, total, *, act_name, optimizer, length, b
         p, s = jax.tree_util.tree_map(lambda a, b: jnp.where(active, a, b), (p_new, s_new), (p, s))
         return (p, s), value
 
-    (params, opt_state), losses = jax.lax.scan(step, (params, opt_state),
-                                               start + jnp.arange(length))
+    (params, opt_state), losses = jax.lax.scan(
+        step, (params, opt_state), start + jnp.arange(length, dtype=jnp.result_type(start)))
     full = full_loss(params)
     # keep the best chunk boundary: a first-order optimizer may overshoot, and NaN never wins
     better = full < best_loss

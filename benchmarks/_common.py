@@ -573,8 +573,10 @@ def compress_cost(sizes: Sequence[int], k: int, itemsize: int, *, error_points: 
                  for a, b in zip(sizes[:-2], hidden, strict=True))
     select = sum(4 * big_d * big_d * w for w in hidden)
     reweight = sum(2 * kept[i] * hidden[i] * kept[i + 1] for i in range(len(hidden)))
-    estimate = 2 * error_points * sum(2 * a * b for a, b in zip(sizes[:-1], sizes[1:],
-                                                                 strict=True))
+    student = [d_in] + kept
+    estimate = 2 * error_points * (sum(a * b for a, b in zip(sizes[:-1], sizes[1:], strict=True))
+                                   + sum(a * b for a, b in zip(student[:-1], student[1:],
+                                                               strict=True)))
     params = sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:], strict=True))
     return {"flops": float(taylor + select + reweight + estimate), "taylor_flops": float(taylor),
             "select_flops": float(select), "reweight_flops": float(reweight),

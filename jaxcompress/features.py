@@ -61,6 +61,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import jet as _jet
 
+from jaxcompress import sharding
 from jaxcompress.activations import Activation, get_activation
 from jaxcompress.domains import NODE_KINDS, Box, Parameterization, domain_center
 from jaxcompress.mlp import (
@@ -254,15 +255,24 @@ def derivative_features(
     center = jnp.asarray(center, dtype)
     if center.shape != (d,):
         raise ValueError(f"{where}: center has shape {center.shape}; expected ({d},)")
-    if backend == "taylor":
-        feats = taylor_features(params, activation=act, order=order, center=center)
-    elif backend == "jet":
-        feats = _jet_features(params, act, order, center)
-    else:
-        feats = _jacfwd_features(params, act, order, center)
+    feats = _features_jit(params, center, act=act, order=order, backend=backend,
+                          spec=sharding.active())
     n_mon = num_monomials(d, order)
     assert all(z.shape == (n_mon, w) for z, w in zip(feats, widths, strict=True))
     return feats
+
+
+@functools.partial(jax.jit, static_argnames=("act", "order", "backend", "spec"))
+def _features_jit(params, center, *, act, order, backend, spec):
+    # One compiled program per (shapes, act, order, backend): run op by op, the Taylor pass
+    # compiles every primitive of a new shape separately (4-6x slower on first use). ``spec``,
+    # the neuron sharding being traced (or None), is only a cache key (see mlp._evaluate_jit).
+    del spec
+    if backend == "taylor":
+        return taylor_features(params, activation=act, order=order, center=center)
+    if backend == "jet":
+        return _jet_features(params, act, order, center)
+    return _jacfwd_features(params, act, order, center)
 
 
 def point_features(

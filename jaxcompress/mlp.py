@@ -17,6 +17,7 @@ produced by ``jax.vmap``); validation only looks at the trailing axes.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress.activations import Activation, get_activation
-from jaxcompress.sharding import constrain_neurons
+from jaxcompress.sharding import active, constrain_neurons
 
 __all__ = ["apply", "init_mlp", "layer_sizes", "num_params", "param_count",
            "validate_params"]
@@ -60,6 +61,13 @@ def init_mlp(
     if init not in ("uniform", "normal"):
         raise ValueError(f"init_mlp: init must be 'uniform' or 'normal', got {init!r}")
     dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
+    return _init_jit(key, tuple(sizes), init, dtype)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))
+def _init_jit(key: jax.Array, sizes: tuple[int, ...], init: str, dtype) -> Params:
+    # one compiled program per (sizes, init, dtype), instead of one per layer shape when run
+    # op by op; bit for bit the values of the op-by-op run (the same threefry calls)
     params = []
     for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
         key, kk, kb = jax.random.split(key, 3)
@@ -68,7 +76,10 @@ def init_mlp(
             kernel = jax.random.uniform(kk, (fan_in, fan_out), dtype, -bound, bound)
             bias = jax.random.uniform(kb, (fan_out,), dtype, -bound, bound)
         else:
-            kernel = bound * jax.random.normal(kk, (fan_in, fan_out), dtype)
+            # the barrier keeps XLA from fusing the scaling into the draw, which changes the
+            # last bit of some float64 entries relative to the op-by-op run
+            kernel = bound * jax.lax.optimization_barrier(
+                jax.random.normal(kk, (fan_in, fan_out), dtype))
             bias = jnp.zeros((fan_out,), dtype)
         params.append({"kernel": kernel, "bias": bias})
     return params
@@ -84,13 +95,37 @@ def hidden_activations(
 ) -> list[jax.Array]:
     """Outputs ``h^(1), ..., h^(L)`` of every hidden layer at ``x`` of shape ``(..., d_in)``."""
     _check_input(params, x, "hidden_activations")
-    act = get_activation(activation)
+    return _evaluate(_hidden, params, x, get_activation(activation))
+
+
+def _hidden(params: Params, x: jax.Array, act: Activation) -> list[jax.Array]:
     outs = []
     h = x
     for layer in params[:-1]:
         h = act.fn(_dense(h, layer))
         outs.append(h)
     return outs
+
+
+def _output(params: Params, x: jax.Array, act: Activation) -> jax.Array:
+    h = x
+    for layer in params[:-1]:
+        h = act.fn(_dense(h, layer))
+    return _dense(h, params[-1])
+
+
+def _evaluate(fn, params: Params, x: jax.Array, act: Activation):
+    """``fn(params, x, act)`` as one compiled program (op by op, every call would compile each
+    primitive of a new shape separately: several times slower on first use)."""
+    return _evaluate_jit(params, x, fn=fn, act=act, spec=active())
+
+
+@functools.partial(jax.jit, static_argnames=("fn", "act", "spec"))
+def _evaluate_jit(params, x, *, fn, act, spec):
+    # ``spec``, the neuron sharding being traced (or None), is only a cache key: _dense reads it
+    # while tracing, so a trace made inside a sharded compression is never reused outside it
+    del spec
+    return fn(params, x, act)
 
 
 def _check_input(params: Params, x, where: str) -> None:
@@ -109,11 +144,7 @@ def apply(params: Params, x: jax.Array, *, activation: str | Activation) -> jax.
     An ``x`` whose last axis is not ``d_in`` is a ``ValueError`` naming both sizes.
     """
     _check_input(params, x, "apply")
-    act = get_activation(activation)
-    h = x
-    for layer in params[:-1]:
-        h = act.fn(_dense(h, layer))
-    return _dense(h, params[-1])
+    return _evaluate(_output, params, x, get_activation(activation))
 
 
 def layer_sizes(params: Params) -> list[int]:

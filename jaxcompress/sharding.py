@@ -3,13 +3,13 @@
 :func:`shard` places a network's hidden neurons across one axis of a :class:`jax.sharding.Mesh`
 (within a host, or across hosts after :func:`jax.distributed.initialize`):
 
-=================================  ====================================================
-``kernel`` of layer 1 ``(d_in, d_1)``  ``P(None, axis)``: split by its output columns
+======================================  =========================================================
+``kernel`` of layer 1 ``(d_in, d_1)``   ``P(None, axis)``: split by its output columns
 ``kernel`` of layer ``l >= 2``          ``P(axis, None)``: split by its input rows (the
                                         previous hidden layer's neurons)
 ``bias`` of a hidden layer              ``P(axis)``: with its neurons
 ``bias`` of the output layer            ``P()``: replicated
-=================================  ====================================================
+======================================  =========================================================
 
 so no device ever holds a whole hidden kernel (each holds ``1/n`` of every kernel). Every
 hidden width must be divisible by the axis size.

@@ -6,28 +6,87 @@ and plot. ``test_notebook_stored_executed`` checks that: every code cell ran, in
 an error, every notebook has at least one figure, and the file stays small enough to review.
 ``test_notebook_executes`` re-runs each top to bottom in a fresh ``python3`` kernel whose working
 directory is ``notebooks/``, with matplotlib on the Agg backend, and fails on the first cell
-error (their own checks are ``assert`` cells). The execution of ``02_reproduce_paper.ipynb`` is
-a slow twin (see ``SLOW``).
+error (their own checks are ``assert`` cells). Executing them is slow (20-70 s each on two
+cores), so in the default run every notebook gets a fast twin instead,
+``test_notebook_code_matches_the_api``: every code cell compiles, and every ``jc.<name>`` /
+``jf.<name>`` it uses, and every keyword it passes to one of them, exists in the installed
+library (what breaks a notebook when the API moves). The executions are ``-m slow``.
 """
 
 from __future__ import annotations
 
+import ast
+import inspect
 import pathlib
+import re
 
 import pytest
 
-NOTEBOOK_DIR = pathlib.Path(__file__).resolve().parent.parent / "notebooks"
+import jaxcompress
+import jaxcompress.flax
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+NOTEBOOK_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
-#: Notebooks whose execution is a slow twin (``-m slow``): 02 runs the four paper-figure scripts
-#: in --quick mode, which tests/test_figures.py already runs (and checks) in the default run; 04
-#: trains and compresses the two coordinate-network workloads in their quick configuration
-#: (~70 s on two loaded cores), whose building blocks tests/test_workloads.py checks by default.
-SLOW = {"02_reproduce_paper.ipynb", "04_coordinate_networks.ipynb"}
-EXECUTE = [pytest.param(p, id=p.name, marks=[pytest.mark.slow] if p.name in SLOW else [])
-           for p in NOTEBOOKS]
+#: The modules the notebooks import under these names.
+ALIASES = {"jc": jaxcompress, "jf": jaxcompress.flax}
 
 
-@pytest.mark.parametrize("path", EXECUTE)
+def _code_cells(path: pathlib.Path) -> list[str]:
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(path, as_version=4)
+    # IPython magics (``%matplotlib inline``) are not Python
+    return ["\n".join(line for line in c.source.splitlines() if not line.lstrip().startswith("%"))
+            for c in nb.cells if c.cell_type == "code"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_code_matches_the_api(path: pathlib.Path) -> None:
+    used = 0
+    for i, source in enumerate(_code_cells(path)):
+        tree = ast.parse(source, filename=f"{path.name}[cell {i}]")
+        compile(tree, f"{path.name}[cell {i}]", "exec")
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in ALIASES):
+                continue
+            module = ALIASES[node.value.id]
+            assert hasattr(module, node.attr), (
+                f"{path.name} cell {i}: {node.value.id}.{node.attr} is not in {module.__name__}")
+            used += 1
+        for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+            f = call.func
+            if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+                    and f.value.id in ALIASES and callable(getattr(ALIASES[f.value.id], f.attr))):
+                continue
+            target = getattr(ALIASES[f.value.id], f.attr)
+            try:
+                params = inspect.signature(target).parameters
+            except (TypeError, ValueError):  # a builtin or a class without a signature
+                continue
+            if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+                continue
+            for kw in call.keywords:
+                assert kw.arg is None or kw.arg in params, (
+                    f"{path.name} cell {i}: {f.value.id}.{f.attr} has no keyword {kw.arg!r}")
+        # the scripts a notebook runs (02 runs the paper-figure scripts; tests/test_figures.py
+        # runs and checks them in the default run)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                for name in re.findall(r"benchmarks/(\w+)\.py", node.value):
+                    assert (ROOT / "benchmarks" / f"{name}.py").is_file(), (path.name, name)
+                    used += 1
+            elif isinstance(node, ast.Dict) and any(
+                    isinstance(v, ast.Constant) and v.value == "float32" for v in node.values):
+                for k in node.keys:  # {"fig1_single_layer": "float32", ...}
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                        assert (ROOT / "benchmarks" / f"{k.value}.py").is_file(), (path.name, k)
+                        used += 1
+    assert used, f"{path.name}: uses nothing from jaxcompress or benchmarks/?"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_executes(path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     nbclient = pytest.importorskip("nbclient")
     nbformat = pytest.importorskip("nbformat")

@@ -1,10 +1,26 @@
-"""The paper-figure benchmarks (Fig 1-4) and the method comparison run end to end (``--quick``).
+"""The paper-figure benchmarks (Fig 1-4), the method comparison and the suites, run end to end.
 
-The five scripts are started together (each is mostly single-threaded XLA compilation, so on two
-cores running them side by side roughly halves the wall time) and each test then checks one
-script's exit status, its JSON and PNG, and one property of its numbers.
+Each test checks one ``--quick`` run: its exit status, its JSON and PNG, and one property of its
+numbers. The runs a session needs (those of its selected tests) are started together: each is
+mostly single-threaded XLA compilation, so on two cores running them side by side roughly halves
+the wall time.
+
+The default run starts five: Fig 1 (with two rank thresholds), Fig 3, Fig 4, the accelerator
+suite's CPU steps and the method comparison on four of its methods without the Fig 2 network.
+Four more are slow twins (``-m slow``), each with a fast one:
+
+* ``fig2_deep`` shares the error-sweep loop, parser and writer of ``fig1_single_layer``
+  (``_common.run_error_sweep``); the Fig 2 network itself is compressed in
+  ``tests/test_compress.py::test_fig2_network_float64``;
+* ``compare_methods`` on all twelve methods and the Fig 2 network: the four-method run below
+  (same script, same code path), and every method of the table in ``tests/test_methods.py``;
+* ``width_independence``:
+  ``tests/test_defaults.py::test_float32_error_does_not_grow_with_the_width``;
+* ``input_dimension``: ``tests/test_sharding.py`` (sharded vs one device, memory per device) and
+  the memory estimate's tests.
 """
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -13,32 +29,43 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = {
+#: run name -> (script, extra arguments)
+RUNS = {
     # fig1 also runs a second rank threshold, so the two-variant code path is exercised
-    "fig1_single_layer": ["--rtol", "default,1e-4"],
-    "fig2_deep": [],
-    "fig3_post_training": [],
-    "fig4_runtime": [],
-    "compare_methods": [],  # issue 6's benchmark; its JSON has its own layout (checked below)
-    "width_independence": [],
+    "fig1_single_layer": ("fig1_single_layer", ["--rtol", "default,1e-4"]),
+    "fig2_deep": ("fig2_deep", []),
+    "fig3_post_training": ("fig3_post_training", []),
+    "fig4_runtime": ("fig4_runtime", []),
+    "compare_methods": ("compare_methods", []),
+    "compare_methods_four": ("compare_methods", [
+        "--methods", *(FOUR_METHODS := ["derivative", "collocation+omp/fwd", "data",
+                                        "random+lstsq"]), "--no-fig2"]),
+    "width_independence": ("width_independence", []),
     # the suite's own steps; the scripts it starts are the ones above
-    "accelerator_suite": ["--steps", "correctness,roofline"],
-    "input_dimension": [],
+    "accelerator_suite": ("accelerator_suite", ["--steps", "correctness,roofline"]),
+    "input_dimension": ("input_dimension", []),
 }
 DTYPES = {"fig1_single_layer": "float32", "fig2_deep": "float32",
           "fig3_post_training": "float64", "fig4_runtime": "float64"}
 
 
+def _run_of(item) -> str:
+    """The run a test of this module checks (from its ``run`` marker)."""
+    return item.get_closest_marker("run").args[0]
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(request, tmp_path_factory):
     out = tmp_path_factory.mktemp("figures")
-    procs = {
-        name: subprocess.Popen(
-            [sys.executable, f"benchmarks/{name}.py", "--quick", "--out", str(out / name),
+    wanted = sorted({_run_of(item) for item in request.session.items
+                     if item.module is request.module})
+    procs = {}
+    for name in wanted:
+        script, extra = RUNS[name]
+        procs[name] = subprocess.Popen(
+            [sys.executable, f"benchmarks/{script}.py", "--quick", "--out", str(out / name),
              *extra],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for name, extra in SCRIPTS.items()
-    }
     results = {}
     for name, proc in procs.items():
         try:
@@ -65,6 +92,7 @@ def _load(runs, name):
     return result
 
 
+@pytest.mark.run("fig1_single_layer")
 def test_fig1_quick(runs):
     result = _load(runs, "fig1_single_layer")
     cfg = result["config"]
@@ -80,6 +108,8 @@ def test_fig1_quick(runs):
                 assert errs[-1] < 0.5 * errs[0], (variant, act, r, errs)
 
 
+@pytest.mark.run("fig2_deep")
+@pytest.mark.slow
 def test_fig2_quick(runs):
     result = _load(runs, "fig2_deep")
     cfg = result["config"]
@@ -96,6 +126,7 @@ def test_fig2_quick(runs):
     assert comp["max_abs_log10_fwd_over_bwd"] < 0.5
 
 
+@pytest.mark.run("fig3_post_training")
 def test_fig3_quick(runs):
     result = _load(runs, "fig3_post_training")
     cfg = result["config"]
@@ -125,6 +156,7 @@ def test_fig3_quick(runs):
     assert result["paper"]["first_width_per_seed"] == [66, 21, 36, 28, 21]
 
 
+@pytest.mark.run("fig4_runtime")
 def test_fig4_quick(runs):
     result = _load(runs, "fig4_runtime")
     assert result["checks"]["passed"]
@@ -136,9 +168,9 @@ def test_fig4_quick(runs):
         assert len(r["warm_s"]) == result["config"]["repeats"]
 
 
-def test_compare_methods_quick(runs):
-    code, log, out = runs["compare_methods"]
-    assert code == 0, f"compare_methods exited {code}\n{log}"
+def _check_compare_methods(runs, name, methods, fig2: bool):
+    code, log, out = runs[name]
+    assert code == 0, f"{name} exited {code}\n{log}"
     assert "correctness check" in log and "FAILED" not in log
     path = out / "compare_methods_cpu_quick.json"
     if not path.exists():  # run on an accelerator
@@ -150,19 +182,40 @@ def test_compare_methods_quick(runs):
     result = json.loads(path.read_text())
     t1 = result["table1"]
     assert t1["widths"] == [1, 3, 6]
-    assert set(t1["summary"]) >= {"derivative", "derivative+maxvol", "taylor_multi",
-                                  "collocation", "data", "weight_norm+lstsq", "random+lstsq"}
-    for name, summary in t1["summary"].items():
-        assert len(summary["first_width_per_seed"]) == 2, name
-        assert all(r > 0 for r in summary["median_ratio_per_width"]), name
-        assert all(s >= 0 for s in summary["median_sup_per_width"]), name
-        for row in t1["per_seed"][name].values():
+    assert set(t1["summary"]) == set(methods)
+    for method, summary in t1["summary"].items():
+        assert len(summary["first_width_per_seed"]) == 2, method
+        assert all(r > 0 for r in summary["median_ratio_per_width"]), method
+        assert all(s >= 0 for s in summary["median_sup_per_width"]), method
+        for row in t1["per_seed"][method].values():
             assert row["width"] == [1, 3, 6]
     assert all(t["test_mse"] > 0 for t in t1["teachers"])
     assert result["targets"]["best_data_free_method"] in t1["summary"]
-    assert set(result["fig2"]["methods"]) == set(t1["summary"])
+    if fig2:
+        assert set(result["fig2"]["methods"]) == set(t1["summary"])
+    else:
+        assert result["fig2"] is None
 
 
+@pytest.mark.run("compare_methods")
+@pytest.mark.slow
+def test_compare_methods_quick(runs):
+    # every method of the table (issue 6's benchmark; its JSON has its own layout)
+    spec = importlib.util.spec_from_file_location("_bench_common", ROOT / "benchmarks/_common.py")
+    common = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(common)
+    methods = list(common.METHODS)
+    assert len(methods) == 12
+    _check_compare_methods(runs, "compare_methods", methods, fig2=True)
+
+
+@pytest.mark.run("compare_methods_four")
+def test_compare_methods_four_quick(runs):
+    _check_compare_methods(runs, "compare_methods_four", FOUR_METHODS, fig2=False)
+
+
+@pytest.mark.run("width_independence")
+@pytest.mark.slow
 def test_width_independence_quick(runs):
     code, log, out = runs["width_independence"]
     assert code == 0, f"width_independence exited {code}\n{log}"
@@ -178,6 +231,7 @@ def test_width_independence_quick(runs):
         assert 0 < r["error_estimate"] <= r["sup_error"] * (1 + 1e-6)
 
 
+@pytest.mark.run("accelerator_suite")
 def test_accelerator_suite_quick(runs):
     code, log, out = runs["accelerator_suite"]
     assert code == 0, f"accelerator_suite exited {code}\n{log}"
@@ -191,6 +245,8 @@ def test_accelerator_suite_quick(runs):
         assert row["cost"]["flops"] > 0 and row["error_estimate"] < 1e-2
 
 
+@pytest.mark.run("input_dimension")
+@pytest.mark.slow
 def test_input_dimension_quick(runs):
     code, log, out = runs["input_dimension"]
     assert code == 0, f"input_dimension exited {code}\n{log}"

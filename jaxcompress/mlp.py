@@ -61,28 +61,30 @@ def init_mlp(
     if init not in ("uniform", "normal"):
         raise ValueError(f"init_mlp: init must be 'uniform' or 'normal', got {init!r}")
     dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
-    return _init_jit(key, tuple(sizes), init, dtype)
-
-
-@functools.partial(jax.jit, static_argnums=(1, 2, 3))
-def _init_jit(key: jax.Array, sizes: tuple[int, ...], init: str, dtype) -> Params:
-    # one compiled program per (sizes, init, dtype), instead of one per layer shape when run
-    # op by op; bit for bit the values of the op-by-op run (the same threefry calls)
     params = []
     for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
-        key, kk, kb = jax.random.split(key, 3)
-        bound = 1.0 / np.sqrt(fan_in)
-        if init == "uniform":
-            kernel = jax.random.uniform(kk, (fan_in, fan_out), dtype, -bound, bound)
-            bias = jax.random.uniform(kb, (fan_out,), dtype, -bound, bound)
-        else:
-            # the barrier keeps XLA from fusing the scaling into the draw, which changes the
-            # last bit of some float64 entries relative to the op-by-op run
-            kernel = bound * jax.lax.optimization_barrier(
-                jax.random.normal(kk, (fan_in, fan_out), dtype))
-            bias = jnp.zeros((fan_out,), dtype)
-        params.append({"kernel": kernel, "bias": bias})
+        key, layer = _init_layer(key, fan_in, fan_out, init, dtype)
+        params.append(layer)
     return params
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4))
+def _init_layer(key: jax.Array, fan_in: int, fan_out: int, init: str, dtype):
+    # one compiled program per layer shape (shared by every network with that layer), instead of
+    # a split and two draws compiled separately when run op by op; bit for bit the values of the
+    # op-by-op run (the same threefry calls)
+    key, kk, kb = jax.random.split(key, 3)
+    bound = 1.0 / np.sqrt(fan_in)
+    if init == "uniform":
+        kernel = jax.random.uniform(kk, (fan_in, fan_out), dtype, -bound, bound)
+        bias = jax.random.uniform(kb, (fan_out,), dtype, -bound, bound)
+    else:
+        # the barrier keeps XLA from fusing the scaling into the draw, which changes the last
+        # bit of some float64 entries relative to the op-by-op run
+        kernel = bound * jax.lax.optimization_barrier(
+            jax.random.normal(kk, (fan_in, fan_out), dtype))
+        bias = jnp.zeros((fan_out,), dtype)
+    return key, {"kernel": kernel, "bias": bias}
 
 
 def _dense(h: jax.Array, layer: dict[str, jax.Array]) -> jax.Array:

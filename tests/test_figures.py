@@ -13,7 +13,8 @@ Four more are slow twins (``-m slow``), each with a fast one:
   (``_common.run_error_sweep``); the Fig 2 network itself is compressed in
   ``tests/test_compress.py::test_fig2_network_float64``;
 * ``compare_methods`` on all twelve methods and the Fig 2 network: the four-method run below
-  (same script, same code path), and every method of the table in ``tests/test_methods.py``;
+  (same script, same code path), and every feature map, selector and layer order the twelve
+  combine in ``tests/test_methods.py::test_every_method_runs_under_jit``;
 * ``width_independence``:
   ``tests/test_defaults.py::test_float32_error_does_not_grow_with_the_width``;
 * ``input_dimension``: ``tests/test_sharding.py`` (sharded vs one device, memory per device) and

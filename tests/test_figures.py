@@ -23,13 +23,10 @@ Four more are slow twins (``-m slow``), each with a fast one:
 
 import importlib.util
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from quick_runs import ROOT, run_together
 
-ROOT = Path(__file__).resolve().parent.parent
 #: run name -> (script, extra arguments)
 RUNS = {
     # fig1 also runs a second rank threshold, so the two-variant code path is exercised
@@ -60,23 +57,7 @@ def runs(request, tmp_path_factory):
     out = tmp_path_factory.mktemp("figures")
     wanted = sorted({_run_of(item) for item in request.session.items
                      if item.module is request.module})
-    procs = {}
-    for name in wanted:
-        script, extra = RUNS[name]
-        procs[name] = subprocess.Popen(
-            [sys.executable, f"benchmarks/{script}.py", "--quick", "--out", str(out / name),
-             *extra],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    results = {}
-    for name, proc in procs.items():
-        try:
-            log, _ = proc.communicate(timeout=300)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            log, _ = proc.communicate()
-            log += "\n[timed out after 300 s]"
-        results[name] = (proc.returncode, log, out / name)
-    return results
+    return run_together({name: RUNS[name] for name in wanted}, out, timeout=300)
 
 
 def _load(runs, name):

@@ -12,18 +12,16 @@ teacher cache, and every compression method of the comparison, polish included
 """
 
 import json
-import subprocess
 import sys
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from quick_runs import ROOT, run_together
 
 import jaxcompress as jc
 
-ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ("polish_table1", "image_field", "pinn_poisson")
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -127,22 +125,7 @@ def test_every_method_compresses_and_polish_improves_collocation():
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("workloads")
-    procs = {
-        name: subprocess.Popen(
-            [sys.executable, f"benchmarks/{name}.py", "--quick", "--out", str(out / name)],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for name in SCRIPTS
-    }
-    results = {}
-    for name, proc in procs.items():
-        try:
-            log, _ = proc.communicate(timeout=400)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            log, _ = proc.communicate()
-            log += "\n[timed out after 400 s]"
-        results[name] = (proc.returncode, log, out / name)
-    return results
+    return run_together({name: (name, []) for name in SCRIPTS}, out, timeout=400)
 
 
 def _load(runs, name):

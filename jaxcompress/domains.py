@@ -80,7 +80,12 @@ class Ball:
             raise ValueError(f"Ball: dim must be a positive int, got {self.dim!r}")
         check_radius(self.radius, "Ball")
         c = self.center
-        if _is_concrete_array(c) or isinstance(c, (list, tuple)):
+        if isinstance(c, (list, tuple)):
+            # user input, converted once (as Box does), so the ball passes through jax.jit
+            traced = any(isinstance(e, jax.core.Tracer) for e in jax.tree.leaves(c))
+            c = jnp.stack(c) if traced else np.asarray(c, dtype=np.float64)
+            object.__setattr__(self, "center", c)
+        if _is_concrete_array(c):
             if np.shape(c) != (self.dim,):
                 raise ValueError(f"Ball: center has shape {np.shape(c)}; expected ({self.dim},)")
 

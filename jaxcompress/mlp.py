@@ -63,9 +63,51 @@ def init_mlp(
     dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
     params = []
     for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
-        key, layer = _init_layer(key, fan_in, fan_out, init, dtype)
+        if fan_in * fan_out <= _BUCKET_MAX and jax.config.jax_threefry_partitionable:
+            key, layer = _init_layer_bucketed(key, fan_in, fan_out, init, dtype)
+        else:
+            key, layer = _init_layer(key, fan_in, fan_out, init, dtype)
         params.append(layer)
     return params
+
+
+#: Layers with at most this many kernel entries are drawn by :func:`_init_layer_bucketed`.
+_BUCKET_MAX = 1 << 20
+
+
+def _bucket(n: int) -> int:
+    """The smallest power of two ``>= max(n, 64)``."""
+    return 1 << max(6, (n - 1).bit_length())
+
+
+def _init_layer_bucketed(key: jax.Array, fan_in: int, fan_out: int, init: str, dtype):
+    """:func:`_init_layer`'s values, drawn by one program per power-of-two length.
+
+    With JAX's partitionable threefry (``jax_threefry_partitionable``, the default), entry ``i``
+    of a draw of ``n`` values depends only on the key and ``i``, so the first ``fan_in * fan_out``
+    values of a draw of ``N >= fan_in * fan_out`` are the kernel, bit for bit (tested against
+    the direct draw in tests/test_mlp.py). Kernels and biases of new shapes then reuse the
+    programs of earlier lengths; the cut to shape happens on the host.
+    """
+    key, kk, kb = jax.random.split(key, 3)
+    bound = 1.0 / np.sqrt(fan_in)
+    kernel = np.asarray(_draw_flat(kk, bound, _bucket(fan_in * fan_out), init, dtype))
+    kernel = kernel[: fan_in * fan_out].reshape(fan_in, fan_out)
+    if init == "uniform":
+        bias = np.asarray(_draw_flat(kb, bound, _bucket(fan_out), init, dtype))[:fan_out]
+    else:
+        bias = np.zeros((fan_out,), dtype)
+    # device_put, not jnp.asarray: the latter compiles a program per new shape
+    return key, {"kernel": jax.device_put(kernel), "bias": jax.device_put(bias)}
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3, 4))
+def _draw_flat(key: jax.Array, bound: float, n: int, init: str, dtype) -> jax.Array:
+    """``n`` entries of :func:`_init_layer`'s kernel draw, flat (``bound`` traced)."""
+    bound = jnp.asarray(bound).astype(dtype)
+    if init == "uniform":
+        return jax.random.uniform(key, (n,), dtype, -bound, bound)
+    return bound * jax.lax.optimization_barrier(jax.random.normal(key, (n,), dtype))
 
 
 @functools.partial(jax.jit, static_argnums=(1, 2, 3, 4))
@@ -74,7 +116,7 @@ def _init_layer(key: jax.Array, fan_in: int, fan_out: int, init: str, dtype):
     # a split and two draws compiled separately when run op by op; bit for bit the values of the
     # op-by-op run (the same threefry calls)
     key, kk, kb = jax.random.split(key, 3)
-    bound = 1.0 / np.sqrt(fan_in)
+    bound = float(1.0 / np.sqrt(fan_in))  # a Python float: weakly typed, so it takes dtype
     if init == "uniform":
         kernel = jax.random.uniform(kk, (fan_in, fan_out), dtype, -bound, bound)
         bias = jax.random.uniform(kb, (fan_out,), dtype, -bound, bound)

@@ -18,6 +18,8 @@ import os
 _FLAGS = {"xla_backend_optimization_level": "0",
           # the older elemental fusion emitter compiles small programs faster
           "xla_cpu_use_fusion_emitters": "false",
+          # one LLVM module per program: splitting it for parallel codegen costs more than it saves
+          "xla_cpu_parallel_codegen_split_count": "1",
           # four CPU devices: the sharding tests run in-process (others use device 0 only)
           "xla_force_host_platform_device_count": "4"}
 for _name, _value in _FLAGS.items():

@@ -38,6 +38,22 @@ def test_ball_bad_input():
         jc.Ball(0, 1.0)
     with pytest.raises(ValueError, match="center"):
         jc.Ball(2, 1.0, center=jnp.zeros(3))
+    with pytest.raises(ValueError, match=r"center has shape \(3,\)"):
+        jc.Ball(2, 1.0, center=[0.0, 0.0, 0.0])
+
+
+def test_a_ball_with_a_tuple_centre_passes_through_jit():
+    # a list or tuple centre is converted when the ball is built, so jit can flatten the ball
+    # and rebuild it from tracers; a tuple of tracers built inside jit works too
+    ball = jc.Ball(2, 0.5, center=(0.25, -0.5))
+    key = jax.random.PRNGKey(0)
+    x = jax.jit(lambda b: b.sample(key, 64))(ball)
+    np.testing.assert_allclose(np.linalg.norm(np.asarray(x) - [0.25, -0.5], axis=1).max(), 0.5,
+                               rtol=0.05)
+    far = jax.jit(lambda c: jc.Ball(2, 0.5, center=(c, -c)).project(jnp.full((1, 2), 9.0)))
+    c = np.array([0.25, -0.25])
+    v = 9.0 - c
+    np.testing.assert_allclose(far(0.25), [c + 0.5 * v / np.linalg.norm(v)], rtol=1e-14)
 
 
 def test_box_sampling_nodes_and_projection():

@@ -30,6 +30,42 @@ def test_init_follows_the_pytorch_default(dtype):
         jc.init_mlp(jax.random.PRNGKey(0), [3, 4], init="xavier")
 
 
+def _drawn_directly(key, sizes, init, dtype):
+    """What init_mlp documents, drawn with jax.random op by op at each layer's own shape."""
+    params = []
+    for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
+        key, kk, kb = jax.random.split(key, 3)
+        bound = float(1.0 / np.sqrt(fan_in))
+        if init == "uniform":
+            shape = (fan_in, fan_out)
+            params.append({"kernel": jax.random.uniform(kk, shape, dtype, -bound, bound),
+                           "bias": jax.random.uniform(kb, (fan_out,), dtype, -bound, bound)})
+        else:
+            params.append({"kernel": bound * jax.random.normal(kk, (fan_in, fan_out), dtype),
+                           "bias": jnp.zeros((fan_out,), dtype)})
+    return params
+
+
+def test_init_is_bit_for_bit_the_direct_draw():
+    # init_mlp draws small layers flat at a power-of-two length and cuts them on the host (one
+    # compiled program per length, not per shape); a layer above _BUCKET_MAX entries is drawn at
+    # its own shape: both must be the direct draw, bit for bit
+    from jaxcompress import mlp
+
+    cases = [(jax.random.PRNGKey(0), [3, 5, 7], "uniform", jnp.float32),
+             (jax.random.key(1), [3, 5, 7], "uniform", jnp.float64),
+             (jax.random.PRNGKey(2), [3, 5, 7], "normal", jnp.float32),
+             (jax.random.PRNGKey(3), [3, 5, 7], "normal", jnp.float64),
+             (jax.random.PRNGKey(4), [1, mlp._BUCKET_MAX + 1], "uniform", jnp.float32)]
+    for key, sizes, init, dtype in cases:
+        got = jc.init_mlp(key, sizes, init=init, dtype=dtype)
+        want = _drawn_directly(key, sizes, init, dtype)
+        for g, w in zip(got, want, strict=True):
+            assert g["kernel"].dtype == dtype and g["kernel"].shape == w["kernel"].shape
+            np.testing.assert_array_equal(g["kernel"], w["kernel"])
+            np.testing.assert_array_equal(g["bias"], w["bias"])
+
+
 @pytest.mark.parametrize("act,ref", [("sigmoid", lambda u: 1 / (1 + np.exp(-u))),
                                      ("tanh", np.tanh), ("identity", lambda u: u)])
 def test_apply_matches_numpy(act, ref):

@@ -636,4 +636,4 @@ def trim(params: Params, info: CompressInfo | None = None, *, atol: float = 0.0)
             keep[0] = True  # keep one neuron so the layer stays well-formed
         out[l - 1] = {"kernel": out[l - 1]["kernel"][:, keep], "bias": out[l - 1]["bias"][keep]}
         out[l] = {"kernel": out[l]["kernel"][keep], "bias": out[l]["bias"]}
-    return [{k: jnp.asarray(v) for k, v in layer.items()} for layer in out]
+    return [jax.device_put(layer) for layer in out]  # jnp.asarray would compile per shape

@@ -95,8 +95,12 @@ class Ball:
         return jnp.asarray(self.center, dtype)
 
     def sample(self, key: jax.Array, n: int, dtype=None) -> jax.Array:
-        """``n`` points uniform in the ball (Gaussian direction, radius ``R u^(1/d)``). Jit-able."""
-        dtype = jnp.zeros(()).dtype if dtype is None else dtype
+        """``n`` points uniform in the ball (Gaussian direction, radius ``R u^(1/d)``). Jit-able;
+        one compiled program per ``(n, dim, dtype)`` when called outside ``jit``."""
+        return _sample(self, key, int(n), jnp.dtype(jnp.zeros(()).dtype if dtype is None
+                                                    else dtype))
+
+    def _sample(self, key: jax.Array, n: int, dtype) -> jax.Array:
         kd, kr = jax.random.split(key)
         g = jax.random.normal(kd, (n, self.dim), dtype)
         g = g / jnp.linalg.norm(g, axis=1, keepdims=True)
@@ -185,6 +189,13 @@ def domain_center(domain, dtype) -> jax.Array:
     return jnp.asarray(domain.center, dtype)
 
 
+@functools.partial(jax.jit, static_argnums=(2, 3))
+def _sample(domain, key: jax.Array, n: int, dtype) -> jax.Array:
+    # one program instead of a split, two draws and five arithmetic ops each compiled for the
+    # shape when run op by op (inside an outer jit this is inlined as usual)
+    return domain._sample(key, n, dtype)
+
+
 def _is_concrete_array(x) -> bool:
     return isinstance(x, (np.ndarray, np.generic, jax.Array)) and not isinstance(
         x, jax.core.Tracer)
@@ -263,8 +274,12 @@ class Box:
         return c[None] + h[None] * jnp.asarray(u, dtype)
 
     def sample(self, key: jax.Array, n: int, dtype=None) -> jax.Array:
-        """``n`` points uniform in the box. Jit-able."""
-        dtype = jnp.zeros(()).dtype if dtype is None else dtype
+        """``n`` points uniform in the box. Jit-able; one compiled program per
+        ``(n, dim, dtype)`` when called outside ``jit``."""
+        return _sample(self, key, int(n), jnp.dtype(jnp.zeros(()).dtype if dtype is None
+                                                    else dtype))
+
+    def _sample(self, key: jax.Array, n: int, dtype) -> jax.Array:
         u = jax.random.uniform(key, (n, self.dim), dtype, -1.0, 1.0)
         return self._from_unit(u, dtype)
 

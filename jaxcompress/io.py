@@ -176,8 +176,8 @@ def load(path: str | os.PathLike) -> LoadedModel:
         raise _bad(path, f"missing or malformed field ({e})") from None
     if _digest(arrays) != doc.get("sha256"):
         raise _bad(path, "the parameters do not match the stored checksum (corrupted)")
-    params = validate_params([{k: jnp.asarray(v) for k, v in layer.items()} for layer in arrays],
-                             where="load")
+    # device_put, not jnp.asarray, which compiles a copy program for every new shape
+    params = validate_params([jax.device_put(layer) for layer in arrays], where="load")
     if layer_sizes(params) != list(doc.get("sizes", [])):
         raise _bad(path, "the stored sizes do not match the parameters")
     get_activation(activation)

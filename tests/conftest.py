@@ -7,7 +7,10 @@ XLA compiles at optimisation level 0 in the tests (unless XLA_FLAGS sets one): t
 compilation-bound, and level 0 compiles about 1.4x faster with the same results (measured on this
 suite's compress calls: identical kept neurons and errors). It also uses the CPU backend's older
 elemental fusion emitter (``--xla_cpu_use_fusion_emitters=false``), which compiles a mix of
-compress / sup_error / nested-jacfwd calls in 5.3-5.7 s instead of 6.8-7.5 s. The host also
+compress / sup_error / nested-jacfwd calls in 5.3-5.7 s instead of 6.8-7.5 s, and compiles each
+program as one LLVM module (``--xla_cpu_parallel_codegen_split_count=1``: with every core already
+running a test worker, splitting a program for parallel codegen costs more than it saves; the
+default run went from 224 s to 198 s). The host also
 shows four CPU devices, so the sharding tests run in the test process. The flags are set before
 JAX starts its CPU backend and are inherited by the benchmark scripts and notebooks the tests
 start.

@@ -141,13 +141,20 @@ def rounded_widths(widths: Sequence[int], hidden: Sequence[int], round_to: int |
                  for w, h in zip(widths, hidden, strict=True))
 
 
-def _check_matches(fn: Callable, params: Params, act: str, where: str) -> None:
-    """Refuse a model whose forward pass is not the MLP its parameters describe."""
+def _check_matches(fn: Callable, state, params: Params, act: str, where: str) -> None:
+    """Refuse a model whose forward pass ``fn(state, x)`` is not the MLP its parameters describe.
+
+    The forward pass runs as one compiled program (op by op, every layer shape would compile
+    its own dot, add and activation); a model that cannot be traced is run as it is.
+    """
     d = params[0]["kernel"].shape[0]
     dtype = jnp.result_type(params[0]["kernel"])
     x = jax.random.normal(jax.random.PRNGKey(0), (8, d), dtype)
     try:
-        got = np.asarray(fn(x))
+        try:
+            got = np.asarray(jax.jit(fn)(state, x))
+        except Exception:  # noqa: BLE001 - e.g. Python control flow on values: run it eagerly
+            got = np.asarray(fn(state, x))
     except Exception as e:
         raise ValueError(f"{where}: calling the model on inputs of shape (8, {d}) failed: {e}") \
             from e
@@ -228,7 +235,8 @@ def nnx_params(model: nnx.Module, *, activation=None) -> tuple[Params, str]:
     act = _activation_name(declared, activation, where)
     params = validate_params([{"kernel": lin.kernel[...], "bias": lin.bias[...]}
                               for _, lin in linears], where=where)
-    _check_matches(model, params, act, where)
+    graph, state = nnx.split(model)
+    _check_matches(lambda st, x: nnx.merge(graph, st)(x), state, params, act, where)
     return params, act
 
 
@@ -283,7 +291,7 @@ def linen_params(variables: dict, module: nn.Module | None = None, *, activation
     params = validate_params([{"kernel": tree[n]["kernel"], "bias": tree[n]["bias"]}
                               for n in names], where=where)
     if module is not None:
-        _check_matches(lambda x: module.apply(variables, x), params, act, where)
+        _check_matches(module.apply, variables, params, act, where)
     return params, act
 
 

@@ -81,14 +81,15 @@ def test_linen_round_trip():
 def test_round_to_never_increases_the_error():
     model = jf.MLP([2, 64, 64, 1], activation="sigmoid", rngs=nnx.Rngs(1),
                    param_dtype=jnp.float64)
-    teacher = model(X)
-    for order in (2, 3, 5):
+    teacher = np.asarray(model(X))
+    for order in (3, 5):  # D_k = 10 and 21: rounded up to 16 and 24
         plain = jf.compress_model(model, jc.derivative_matching(order))
         rounded = jf.compress_model(model, jc.derivative_matching(order), round_to=8)
         widths = [lin.out_features for lin in rounded.model.layers[:-1]]
         assert all(w % 8 == 0 for w in widths)
-        e_plain = float(jnp.max(jnp.abs(plain.model(X) - teacher)))
-        e_round = float(jnp.max(jnp.abs(rounded.model(X) - teacher)))
+        # the models compute jc.apply of their params (test_nnx_round_trip)
+        e_plain = np.max(np.abs(jc.apply(plain.params, X, activation="sigmoid") - teacher))
+        e_round = np.max(np.abs(jc.apply(rounded.params, X, activation="sigmoid") - teacher))
         assert e_round <= e_plain * (1 + 1e-6) + 1e-14
         # the extra slots hold real neurons from the teacher, not zero rows
         kept = np.asarray(rounded.info.layers[0].kept)

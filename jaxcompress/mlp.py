@@ -63,7 +63,9 @@ def init_mlp(
     dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
     params = []
     for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
-        if fan_in * fan_out <= _BUCKET_MAX and jax.config.jax_threefry_partitionable:
+        # a traced key (init_mlp under jit or vmap) stays on the traced per-shape path
+        if (fan_in * fan_out <= _BUCKET_MAX and jax.config.jax_threefry_partitionable
+                and not isinstance(key, jax.core.Tracer)):
             key, layer = _init_layer_bucketed(key, fan_in, fan_out, init, dtype)
         else:
             key, layer = _init_layer(key, fan_in, fan_out, init, dtype)

@@ -66,6 +66,17 @@ def test_init_is_bit_for_bit_the_direct_draw():
             np.testing.assert_array_equal(g["bias"], w["bias"])
 
 
+def test_init_under_jit_and_vmap():
+    # a traced key: a stack of teachers from a batch of keys, and init inside jit
+    keys = jax.random.split(jax.random.PRNGKey(0), 3)
+    stack = jax.vmap(lambda k: jc.init_mlp(k, [2, 5, 1]))(keys)
+    assert stack[0]["kernel"].shape == (3, 2, 5)
+    jitted = jax.jit(lambda k: jc.init_mlp(k, [2, 5, 1]))(keys[1])
+    for layer, one in zip(jitted, jc.init_mlp(keys[1], [2, 5, 1]), strict=True):
+        np.testing.assert_array_equal(layer["kernel"], one["kernel"])
+    np.testing.assert_array_equal(stack[1]["kernel"][1], jitted[1]["kernel"])  # teacher 1
+
+
 @pytest.mark.parametrize("act,ref", [("sigmoid", lambda u: 1 / (1 + np.exp(-u))),
                                      ("tanh", np.tanh), ("identity", lambda u: u)])
 def test_apply_matches_numpy(act, ref):

@@ -420,6 +420,21 @@ def replot(path: Path, plot: Callable[[dict, Path], None]) -> int:
     return 0
 
 
+def begin(parse: Callable, argv, plot: Callable[[dict, Path], None]):
+    """The start of a benchmark's ``main``: note the start time and parse ``argv``; then either
+    redraw the PNG of ``--replot`` (returns its exit status) or configure JAX for
+    ``args.dtype`` and return ``(start, args, cfg, env)`` with the environment record.
+
+    ``parse(argv)`` returns ``(args, cfg)``; the script must not have run a JAX computation yet.
+    """
+    start = time.perf_counter()
+    args, cfg = parse(argv)
+    if args.replot is not None:
+        return replot(args.replot, plot)
+    configure(args.dtype)
+    return start, args, cfg, environment()
+
+
 def fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2e}"
 

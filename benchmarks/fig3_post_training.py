@@ -65,9 +65,17 @@ import sys
 import time
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as C  # noqa: E402
+import compare_methods as CM  # noqa: E402
+import teachers as T  # noqa: E402
+
+import jaxcompress as jc  # noqa: E402
 
 NAME = "fig3_post_training"
 ACTIVATION = "sigmoid"
@@ -284,20 +292,10 @@ def _cert_line(cert) -> str:
 
 
 def main(argv=None) -> int:
-    start = time.perf_counter()
-    args, cfg = parse(argv)
-    if args.replot is not None:
-        return C.replot(args.replot, plot)
-    C.configure(args.dtype)
-    import compare_methods as CM
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    import teachers as T
-
-    import jaxcompress as jc
-
-    env = C.environment()
+    begun = C.begin(parse, argv, plot)
+    if isinstance(begun, int):
+        return begun  # --replot
+    start, args, cfg, env = begun
     dtype = jnp.dtype(args.dtype)
     tcfg = ((T.PAPER_QUICK if args.teachers == "paper" else T.QUICK) if args.quick
             else T.CONFIGS[args.teachers])

@@ -36,16 +36,24 @@ Run (from the repository root)::
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import sys
 import time
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as C  # noqa: E402
 import _workloads as W  # noqa: E402
+import teachers as T  # noqa: E402
+
+import jaxcompress as jc  # noqa: E402
 
 NAME = "image_field"
 ACTIVATION = "tanh"
@@ -86,7 +94,6 @@ def load_image(stride: int):
     """``(pixels (H, W, 3) float32 in [0, 1], coords (H W, 2) in [-1, 1]^2, rgb (H W, 3))``."""
     import matplotlib.cbook as cbook
     import matplotlib.pyplot as plt
-    import numpy as np
 
     with cbook.get_sample_data("grace_hopper.jpg") as f:
         img = plt.imread(f, format="jpg")[::stride, ::stride].astype(np.float32) / 255.0
@@ -98,9 +105,6 @@ def load_image(stride: int):
 
 def fourier_map(features: int, sigma: float):
     """``u -> [sin(B u), cos(B u)]`` with a fixed Gaussian ``B`` (``features x 2``, seed 0)."""
-    import jax.numpy as jnp
-    import numpy as np
-
     b = np.random.default_rng(0).normal(0.0, sigma, (features, 2))
 
     def fourier(u):
@@ -121,7 +125,6 @@ def points_study(jc, jax, teacher, setup, cfg, pixel_mse, x, y) -> list[dict]:
     (it is not, on the Fourier field: benchmarks/README.md).
     """
     import math
-    import time
 
     out = []
     for k in cfg["study"]["orders"]:
@@ -161,7 +164,6 @@ def plot(result, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
 
     kinds = list(result["teachers"])
     images = None
@@ -232,21 +234,10 @@ def plot(result, path: Path) -> None:
 
 
 def main(argv=None) -> int:
-    start = time.perf_counter()
-    args, cfg = parse(argv)
-    if args.replot is not None:
-        return C.replot(args.replot, plot)
-    C.configure(args.dtype)
-    import dataclasses
-
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    import teachers as T
-
-    import jaxcompress as jc
-
-    env = C.environment()
+    begun = C.begin(parse, argv, plot)
+    if isinstance(begun, int):
+        return begun  # --replot
+    start, args, cfg, env = begun
     img, coords, rgb = load_image(cfg["stride"])
     C.print_header(env, args.dtype, [
         f"grace_hopper.jpg at stride {cfg['stride']}: {img.shape[0]} x {img.shape[1]} pixels; "

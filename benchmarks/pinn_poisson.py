@@ -33,13 +33,19 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
-import time
 from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as C  # noqa: E402
 import _workloads as W  # noqa: E402
+import teachers as T  # noqa: E402
+
+import jaxcompress as jc  # noqa: E402
 
 NAME = "pinn_poisson"
 ACTIVATION = "tanh"
@@ -58,25 +64,17 @@ PAPER = {"figure": "none (beyond the paper)",
 
 def exact(x):
     """``u*(x, y) = sin(pi x) sin(pi y)`` on ``(..., 2)`` inputs."""
-    import jax.numpy as jnp
-
     return jnp.sin(jnp.pi * x[..., 0]) * jnp.sin(jnp.pi * x[..., 1])
 
 
 def source(x):
     """``f = -Delta u* = 2 pi^2 sin(pi x) sin(pi y)``."""
-    import jax.numpy as jnp
-
     return 2.0 * jnp.pi**2 * exact(x)
 
 
 def laplacian(params, x):
     """``Delta u`` of the network ``u = jc.apply(params, .)[..., 0]`` at ``x`` ``(n, 2)``:
     the trace of the Hessian, one forward-over-reverse product per coordinate."""
-    import jax
-    import jax.numpy as jnp
-
-    import jaxcompress as jc
 
     def u(p):
         return jc.apply(params, p, activation=ACTIVATION)[0]
@@ -92,9 +90,6 @@ def laplacian(params, x):
 
 def boundary_points(key, n, dtype):
     """``n`` uniform points on the boundary of the unit square."""
-    import jax
-    import jax.numpy as jnp
-
     ks, kt = jax.random.split(key)
     side = jax.random.randint(ks, (n,), 0, 4)
     t = jax.random.uniform(kt, (n,), dtype)
@@ -144,19 +139,10 @@ def plot(result, path: Path) -> None:
 
 
 def main(argv=None) -> int:
-    start = time.perf_counter()
-    args, cfg = parse(argv)
-    if args.replot is not None:
-        return C.replot(args.replot, plot)
-    C.configure(args.dtype)
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    import teachers as T
-
-    import jaxcompress as jc
-
-    env = C.environment()
+    begun = C.begin(parse, argv, plot)
+    if isinstance(begun, int):
+        return begun  # --replot
+    start, args, cfg, env = begun
     widths = [jc.num_monomials(2, k) for k in cfg["orders"]]
     C.print_header(env, args.dtype, [
         f"Poisson on the unit square, exact u = sin(pi x) sin(pi y); teacher {cfg['sizes']} "

@@ -34,9 +34,15 @@ import sys
 import time
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as C  # noqa: E402
+import teachers as T  # noqa: E402
+
+import jaxcompress as jc  # noqa: E402
 
 NAME = "polish_table1"
 ACTIVATION = "sigmoid"
@@ -184,18 +190,10 @@ def plot(result, path: Path) -> None:
 
 
 def main(argv=None) -> int:
-    start = time.perf_counter()
-    args, cfg = parse(argv)
-    if args.replot is not None:
-        return C.replot(args.replot, plot)
-    C.configure(args.dtype)
-    import jax
-    import jax.numpy as jnp
-    import teachers as T
-
-    import jaxcompress as jc
-
-    env = C.environment()
+    begun = C.begin(parse, argv, plot)
+    if isinstance(begun, int):
+        return begun  # --replot
+    start, args, cfg, env = begun
     teacher_cfg = T.QUICK if args.quick else T.FULL
     teachers_dir = args.teachers_dir or (args.out / "teachers" if args.quick
                                          else T.DEFAULT_CACHE)

@@ -97,8 +97,7 @@ class Ball:
     def sample(self, key: jax.Array, n: int, dtype=None) -> jax.Array:
         """``n`` points uniform in the ball (Gaussian direction, radius ``R u^(1/d)``). Jit-able;
         one compiled program per ``(n, dim, dtype)`` when called outside ``jit``."""
-        return _sample(self, key, int(n), jnp.dtype(jnp.zeros(()).dtype if dtype is None
-                                                    else dtype))
+        return _sample(self, key, int(n), dtype)
 
     def _sample(self, key: jax.Array, n: int, dtype) -> jax.Array:
         kd, kr = jax.random.split(key)
@@ -192,8 +191,9 @@ def domain_center(domain, dtype) -> jax.Array:
 @functools.partial(jax.jit, static_argnums=(2, 3))
 def _sample(domain, key: jax.Array, n: int, dtype) -> jax.Array:
     # one program instead of a split, two draws and five arithmetic ops each compiled for the
-    # shape when run op by op (inside an outer jit this is inlined as usual)
-    return domain._sample(key, n, dtype)
+    # shape when run op by op (inside an outer jit this is inlined as usual); dtype None is
+    # resolved here, where jax_enable_x64 is part of the cache key
+    return domain._sample(key, n, jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype))
 
 
 def _is_concrete_array(x) -> bool:
@@ -276,8 +276,7 @@ class Box:
     def sample(self, key: jax.Array, n: int, dtype=None) -> jax.Array:
         """``n`` points uniform in the box. Jit-able; one compiled program per
         ``(n, dim, dtype)`` when called outside ``jit``."""
-        return _sample(self, key, int(n), jnp.dtype(jnp.zeros(()).dtype if dtype is None
-                                                    else dtype))
+        return _sample(self, key, int(n), dtype)
 
     def _sample(self, key: jax.Array, n: int, dtype) -> jax.Array:
         u = jax.random.uniform(key, (n, self.dim), dtype, -1.0, 1.0)

@@ -61,74 +61,47 @@ def init_mlp(
     if init not in ("uniform", "normal"):
         raise ValueError(f"init_mlp: init must be 'uniform' or 'normal', got {init!r}")
     dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
+    # With JAX's partitionable threefry (the default) entry i of a draw depends only on the key
+    # and i, so a layer's draw is the first entries of any longer draw: a layer of at most
+    # _BUCKET_MAX entries is drawn at a power-of-two length and cut on the host, and networks of
+    # new shapes compile nothing new (bit for bit the direct draw: tests/test_mlp.py). A traced
+    # key (init_mlp under jit or vmap) is drawn at the layer's own size.
+    host_cut = jax.config.jax_threefry_partitionable and not isinstance(key, jax.core.Tracer)
     params = []
     for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
-        # a traced key (init_mlp under jit or vmap) stays on the traced per-shape path
-        if (fan_in * fan_out <= _BUCKET_MAX and jax.config.jax_threefry_partitionable
-                and not isinstance(key, jax.core.Tracer)):
-            key, layer = _init_layer_bucketed(key, fan_in, fan_out, init, dtype)
-        else:
-            key, layer = _init_layer(key, fan_in, fan_out, init, dtype)
-        params.append(layer)
+        key, kk, kb = jax.random.split(key, 3)
+        bound = 1.0 / np.sqrt(fan_in)
+        kernel = _draw(kk, bound, (fan_in, fan_out), init, dtype, host_cut)
+        bias = (_draw(kb, bound, (fan_out,), init, dtype, host_cut) if init == "uniform"
+                else jnp.zeros((fan_out,), dtype))
+        params.append({"kernel": kernel, "bias": bias})
     return params
 
 
-#: Layers with at most this many kernel entries are drawn by :func:`_init_layer_bucketed`.
+#: Layers with at most this many kernel entries are drawn at a power-of-two length.
 _BUCKET_MAX = 1 << 20
 
 
-def _bucket(n: int) -> int:
-    """The smallest power of two ``>= max(n, 64)``."""
-    return 1 << max(6, (n - 1).bit_length())
-
-
-def _init_layer_bucketed(key: jax.Array, fan_in: int, fan_out: int, init: str, dtype):
-    """:func:`_init_layer`'s values, drawn by one program per power-of-two length.
-
-    With JAX's partitionable threefry (``jax_threefry_partitionable``, the default), entry ``i``
-    of a draw of ``n`` values depends only on the key and ``i``, so the first ``fan_in * fan_out``
-    values of a draw of ``N >= fan_in * fan_out`` are the kernel, bit for bit (tested against
-    the direct draw in tests/test_mlp.py). Kernels and biases of new shapes then reuse the
-    programs of earlier lengths; the cut to shape happens on the host.
-    """
-    key, kk, kb = jax.random.split(key, 3)
-    bound = 1.0 / np.sqrt(fan_in)
-    kernel = np.asarray(_draw_flat(kk, bound, _bucket(fan_in * fan_out), init, dtype))
-    kernel = kernel[: fan_in * fan_out].reshape(fan_in, fan_out)
-    if init == "uniform":
-        bias = np.asarray(_draw_flat(kb, bound, _bucket(fan_out), init, dtype))[:fan_out]
-    else:
-        bias = np.zeros((fan_out,), dtype)
-    # device_put, not jnp.asarray: the latter compiles a program per new shape
-    return key, {"kernel": jax.device_put(kernel), "bias": jax.device_put(bias)}
+def _draw(key: jax.Array, bound: float, shape: tuple[int, ...], init: str, dtype,
+          host_cut: bool) -> jax.Array:
+    """The draw of ``shape`` entries: a power-of-two length cut on the host when allowed."""
+    n = int(np.prod(shape))
+    if host_cut and n <= _BUCKET_MAX:
+        flat = np.asarray(_draw_flat(key, bound, 1 << max(6, (n - 1).bit_length()), init, dtype))
+        # device_put, not jnp.asarray: the latter compiles a program per new shape
+        return jax.device_put(flat[:n].reshape(shape))
+    return _draw_flat(key, bound, n, init, dtype).reshape(shape)
 
 
 @functools.partial(jax.jit, static_argnums=(2, 3, 4))
 def _draw_flat(key: jax.Array, bound: float, n: int, init: str, dtype) -> jax.Array:
-    """``n`` entries of :func:`_init_layer`'s kernel draw, flat (``bound`` traced)."""
+    """``n`` entries of ``U(-bound, bound)`` or ``bound * N(0, 1)``, flat (``bound`` traced)."""
     bound = jnp.asarray(bound).astype(dtype)
     if init == "uniform":
         return jax.random.uniform(key, (n,), dtype, -bound, bound)
+    # the barrier keeps XLA from fusing the scaling into the draw, which changes the last bit of
+    # some float64 entries relative to scaling the drawn array
     return bound * jax.lax.optimization_barrier(jax.random.normal(key, (n,), dtype))
-
-
-@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4))
-def _init_layer(key: jax.Array, fan_in: int, fan_out: int, init: str, dtype):
-    # one compiled program per layer shape (shared by every network with that layer), instead of
-    # a split and two draws compiled separately when run op by op; bit for bit the values of the
-    # op-by-op run (the same threefry calls)
-    key, kk, kb = jax.random.split(key, 3)
-    bound = float(1.0 / np.sqrt(fan_in))  # a Python float: weakly typed, so it takes dtype
-    if init == "uniform":
-        kernel = jax.random.uniform(kk, (fan_in, fan_out), dtype, -bound, bound)
-        bias = jax.random.uniform(kb, (fan_out,), dtype, -bound, bound)
-    else:
-        # the barrier keeps XLA from fusing the scaling into the draw, which changes the last
-        # bit of some float64 entries relative to the op-by-op run
-        kernel = bound * jax.lax.optimization_barrier(
-            jax.random.normal(kk, (fan_in, fan_out), dtype))
-        bias = jnp.zeros((fan_out,), dtype)
-    return key, {"kernel": kernel, "bias": bias}
 
 
 def _dense(h: jax.Array, layer: dict[str, jax.Array]) -> jax.Array:

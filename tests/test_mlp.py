@@ -49,7 +49,7 @@ def _drawn_directly(key, sizes, init, dtype):
 def test_init_is_bit_for_bit_the_direct_draw():
     # init_mlp draws small layers flat at a power-of-two length and cuts them on the host (one
     # compiled program per length, not per shape); a layer above _BUCKET_MAX entries is drawn at
-    # its own shape: both must be the direct draw, bit for bit
+    # its own size: both must be the direct draw, bit for bit
     from jaxcompress import mlp
 
     cases = [(jax.random.PRNGKey(0), [3, 5, 7], "uniform", jnp.float32),

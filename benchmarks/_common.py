@@ -592,7 +592,9 @@ def compress_cost(sizes: Sequence[int], k: int, itemsize: int, *, error_points: 
     estimate = 2 * error_points * (sum(a * b for a, b in zip(sizes[:-1], sizes[1:], strict=True))
                                    + sum(a * b for a, b in zip(student[:-1], student[1:],
                                                                strict=True)))
-    params = sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:], strict=True))
+    from jaxcompress.mlp import param_count  # deferred: this module starts before JAX
+
+    params = param_count(sizes)
     return {"flops": float(taylor + select + reweight + estimate), "taylor_flops": float(taylor),
             "select_flops": float(select), "reweight_flops": float(reweight),
             "estimate_flops": float(estimate), "bytes": float(params * itemsize)}

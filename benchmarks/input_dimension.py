@@ -79,6 +79,7 @@ def main(argv=None) -> int:
 
     import jaxcompress as jc
     from jaxcompress.compression import _compress_jit, memory_estimate
+    from jaxcompress.sharding import params_placement
     from jaxcompress.taylor import memory_limit
 
     env = C.environment()
@@ -110,7 +111,8 @@ def main(argv=None) -> int:
         teacher = jax.block_until_ready(jc.init_mlp(jax.random.PRNGKey(m), sizes, dtype=dtype))
         runs = {"one": (teacher, None)}
         if mesh is not None and w % n_dev == 0:
-            runs["sharded"] = (jc.shard(teacher, mesh), (mesh, "neurons"))
+            placed = jc.shard(teacher, mesh)
+            runs["sharded"] = (placed, params_placement(placed))
         kept_one = None
         for name, (params, spec) in runs.items():
             with jax.default_matmul_precision(C.PRECISION):
@@ -130,7 +132,7 @@ def main(argv=None) -> int:
                     lambda params=params, method=method, domain=domain: jc.compress(
                         params, method, activation="sigmoid", domain=domain), cfg["repeats"])
                 stats = _compress_jit.lower(params, method, domain, activation="sigmoid",
-                                            mesh=spec).compile().memory_analysis()
+                                            placement=spec).compile().memory_analysis()
             kept = [set(np.asarray(li.kept).tolist()) for li in info.layers]
             entry = {"first_call_s": first, "warm_median_s": warm, "sup_error": err,
                      "error_estimate": float(np.asarray(info.error_estimate)),

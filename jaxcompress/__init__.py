@@ -32,12 +32,13 @@ from jaxcompress.certificates import (
     register_bound_rule,
 )
 from jaxcompress.compression import CompressInfo, LayerInfo, compress, compress_layer, trim
-from jaxcompress.domains import Ball, Box, Parameterization
+from jaxcompress.domains import Ball, Box, Domain, Parameterization
 from jaxcompress.evaluate import error_estimate, sup_error
 from jaxcompress.features import (
     CollocationFeatures,
     DataFeatures,
     DerivativeFeatures,
+    FeatureMap,
     LayerFeatures,
     derivative_features,
     point_features,
@@ -61,13 +62,20 @@ from jaxcompress.select import (
     PivotedQR,
     RandomChoice,
     Selection,
+    Selector,
     WeightNorm,
     greedy_pivoted_qr,
     select_columns,
 )
 from jaxcompress.sharding import shard
 from jaxcompress.taylor import monomials, num_monomials
-from jaxcompress.tolerance import ToleranceResult, compress_to_tolerance
+from jaxcompress.tolerance import (
+    Certified,
+    Measured,
+    ToleranceResult,
+    ToleranceStrategy,
+    compress_to_tolerance,
+)
 
 __version__ = "0.1.0"
 
@@ -78,17 +86,21 @@ __all__ = [
     "BoundRule",
     "Box",
     "Certificate",
+    "Certified",
     "CollocationFeatures",
     "CompressInfo",
     "DataFeatures",
     "DerivativeFeatures",
+    "Domain",
     "Exhaustive",
+    "FeatureMap",
     "GreedyGS",
     "LayerCertificate",
     "LayerFeatures",
     "LayerInfo",
     "LoadedModel",
     "MaxVol",
+    "Measured",
     "Method",
     "OMP",
     "Parameterization",
@@ -96,7 +108,9 @@ __all__ = [
     "PolishHistory",
     "RandomChoice",
     "Selection",
+    "Selector",
     "ToleranceResult",
+    "ToleranceStrategy",
     "WeightNorm",
     "apply",
     "best_of",

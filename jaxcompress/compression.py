@@ -37,13 +37,22 @@ from jaxcompress import sharding
 from jaxcompress.activations import get_activation
 from jaxcompress.domains import Ball, check_domain, check_radius
 from jaxcompress.evaluate import ERROR_POINTS, error_estimate
-from jaxcompress.features import LayerFeatures
+from jaxcompress.features import DerivativeFeatures, LayerFeatures
 from jaxcompress.methods import BestOf, Method, derivative_matching
-from jaxcompress.mlp import HIGHEST, Params, require_single_network, validate_params
-from jaxcompress.select import default_rtol, lstsq_coefficients, reduce_rows
+from jaxcompress.mlp import (
+    HIGHEST,
+    Params,
+    layer_sizes,
+    param_count,
+    require_single_network,
+    validate_params,
+)
+from jaxcompress.placement import Placement
+from jaxcompress.select import Selector, default_rtol, lstsq_coefficients, reduce_rows
+from jaxcompress.taylor import memory_limit, num_monomials
 
-__all__ = ["CompressInfo", "LayerInfo", "compress", "compress_layer", "memory_estimate",
-           "rewire", "trim"]
+__all__ = ["BackwardSteps", "CompressInfo", "LayerInfo", "compress", "compress_layer",
+           "memory_estimate", "rewire", "trim"]
 
 
 @functools.partial(
@@ -88,6 +97,16 @@ class LayerInfo:
     width_out: int
     num_rows: int
     coord_dim: int
+
+    @classmethod
+    def of(cls, features: LayerFeatures, width: int, *, kept, rank, residual, max_coef,
+           swaps) -> LayerInfo:
+        """The record of one compressed layer: the outcome arrays and the features' description
+        (the one constructor, used by :func:`compress_layer`)."""
+        return cls(kept=kept, rank=rank, residual=residual, max_coef=max_coef, swaps=swaps,
+                   layer=features.layer, order=features.order,
+                   num_features=features.num_features, width_in=features.z.shape[1],
+                   width_out=width, num_rows=features.z.shape[0], coord_dim=features.coord_dim)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values (lists, numbers); batched fields become nested lists."""
@@ -147,6 +166,18 @@ class CompressInfo:
     error_estimate: jax.Array | None = None
     choice: jax.Array | None = None
     candidates: tuple[str, ...] = ()
+
+    @classmethod
+    def for_method(cls, method: Method, domain, layers: Sequence[LayerInfo], *,
+                   activation: str, error_estimate: jax.Array | None) -> CompressInfo:
+        """The record of ``method`` applied to one network (the one constructor of a
+        compression's record; :func:`jaxcompress.best_of` combines such records)."""
+        coordinates = (domain.coordinates if domain.coordinates != "input"
+                       else method.features.coordinates)
+        return cls(layers=tuple(layers), activation=activation,
+                   layer_order=method.layer_order, features=method.features.name,
+                   selector=method.selector.name, coordinates=coordinates,
+                   method=method.describe(), error_estimate=error_estimate)
 
     def summary(self) -> str:
         """A table of the per-layer record and the error estimate (host side).
@@ -224,9 +255,10 @@ def compress_layer(
     features: LayerFeatures,
     out_kernel: jax.Array,
     width: int,
-    selector,
+    selector: Selector,
     *,
     target: jax.Array | None = None,
+    placement: Placement | None = None,
 ) -> tuple[jax.Array, jax.Array, LayerInfo]:
     """Select ``width`` neurons of one hidden layer and re-weight the next: a pure function.
 
@@ -235,17 +267,32 @@ def compress_layer(
         scaling, the layer's description).
       out_kernel: ``K_{l+1}`` (``d_l x d_{l+1}``), the next layer's kernel.
       width: neurons to keep (static), ``1 <= width <= d_l``.
-      selector: a selector object (:mod:`jaxcompress.select`).
+      selector: a :class:`~jaxcompress.Selector`.
       target: ``(rows, d_{l+1})``: what the kept neurons must reproduce instead of the layer's
         own next pre-activation features ``z K_{l+1}``; the new kernel is then the least-squares
         solution of ``Z_K K~ ~= target`` (forward order re-fits point features to the teacher).
+      placement: where the layer's neurons live (``None``: one device); with a
+        :class:`~jaxcompress.placement.Placement` the selection is the tournament of
+        :func:`jaxcompress.sharding.tournament` and every array stays split by neurons.
 
     Returns:
       ``(kept, new_out_kernel, info)``: the kept indices ``(width,)`` in pivot order, the new
       next-layer kernel ``(width, d_{l+1})`` and the complete :class:`LayerInfo`.
     """
-    if sharding.active() is not None:
-        return sharding.tournament_step(features, out_kernel, width, selector, target=target)
+    rtol = default_rtol(features.z.dtype) if selector.rtol is None else selector.rtol
+    if placement is not None:
+        kept, new_kernel, rank, residual, max_coef, swaps = sharding.tournament(
+            features, out_kernel, width, selector, placement, rtol=rtol, target=target)
+    else:
+        kept, new_kernel, rank, residual, max_coef, swaps = _select_and_reweight(
+            features, out_kernel, width, selector, rtol=rtol, target=target)
+    return kept, new_kernel, LayerInfo.of(features, width, kept=kept, rank=rank,
+                                          residual=residual, max_coef=max_coef, swaps=swaps)
+
+
+def _select_and_reweight(features: LayerFeatures, out_kernel, width: int, selector: Selector,
+                         *, rtol, target):
+    """Algorithm 1 on one device: ``(kept, new kernel, rank, residual, max|C|, swaps)``."""
     z, scale = features.z, features.scale
     zs = z if scale is None else z * scale[:, None]
     ts = target if (target is None or scale is None) else target * scale[:, None]
@@ -256,21 +303,14 @@ def compress_layer(
         new_kernel = jnp.matmul(sel.coef, out_kernel[sel.perm], precision=HIGHEST)
         before = jnp.matmul(z, out_kernel, precision=HIGHEST)
     else:
-        rtol = getattr(selector, "rtol", None)
-        rtol = default_rtol(z.dtype) if rtol is None else rtol
         new_kernel, _ = lstsq_coefficients(z[:, kept], jnp.arange(width, dtype=jnp.int32),
                                            width, rtol, rhs=target)
         before = target
     after = jnp.matmul(z[:, kept], new_kernel, precision=HIGHEST)
     # QR selectors: rows past the rank are zero; baselines (SVD least squares): all rows count
-    live = ((jnp.arange(width, dtype=jnp.int32) < sel.rank)
-            | bool(getattr(selector, "baseline", False)))
-    info = LayerInfo(
-        kept=kept, rank=sel.rank, residual=jnp.max(jnp.abs(after - before)),
-        max_coef=jnp.max(jnp.where(live[:, None], jnp.abs(sel.coef), 0)), swaps=sel.swaps,
-        layer=features.layer, order=features.order, num_features=features.num_features,
-        width_in=z.shape[1], width_out=width, num_rows=z.shape[0], coord_dim=features.coord_dim)
-    return kept, new_kernel, info
+    live = (jnp.arange(width, dtype=jnp.int32) < sel.rank) | selector.baseline
+    max_coef = jnp.max(jnp.where(live[:, None], jnp.abs(sel.coef), 0))
+    return kept, new_kernel, sel.rank, jnp.max(jnp.abs(after - before)), max_coef, sel.swaps
 
 
 def rewire(params: Params, layer: int, kept: jax.Array, out_kernel: jax.Array) -> Params:
@@ -299,47 +339,54 @@ def resolve_widths(method: Method, sizes: Sequence[int], domain) -> tuple[int, .
     return tuple(min(dk, w) for dk, w in zip(d_ks, sizes[1:-1], strict=True))
 
 
-def _coordinates_name(method: Method, domain) -> str:
-    from jaxcompress.domains import Parameterization
-
-    if isinstance(domain, Parameterization):
-        return "parameterization"
-    return getattr(method.features, "coordinates", "input")
-
-
-def _run_method(params: Params, method: Method, domain, act: str) -> tuple[Params, CompressInfo]:
-    """One method on one network (pure; traced inside :func:`compress`'s jit)."""
+def _backward(params: Params, method: Method, domain, act: str, widths, placement
+              ) -> tuple[Params, list[LayerInfo]]:
+    """Deepest hidden layer first; every layer's features from one pass of the original network
+    (Proposition 17)."""
     n_hidden = len(params) - 1
-    sizes = [params[0]["kernel"].shape[0]] + [p["kernel"].shape[1] for p in params]
-    widths = resolve_widths(method, sizes, domain)
-    fmap, sel = method.features, method.selector
-    teacher = params
     infos: list[LayerInfo] = [None] * n_hidden  # type: ignore[list-item]
-    if method.layer_order == "backward":
-        feats = fmap(params, list(range(1, n_hidden + 1)), activation=act, domain=domain)
-        for l in range(n_hidden, 0, -1):
-            kept, kernel, infos[l - 1] = compress_layer(feats[l], params[l]["kernel"],
-                                                         widths[l - 1], sel)
-            params = rewire(params, l, kept, kernel)
-    else:
-        refit = bool(getattr(fmap, "refit", False))
-        if refit:
-            # forward order re-fits each layer to the teacher at the same rows
-            ref = fmap(teacher, list(range(1, n_hidden + 1)), activation=act, domain=domain)
-        for l in range(1, n_hidden + 1):
-            # only the first l layers matter: the upstream map of layer l and the layer itself
-            feat = fmap(params[:l] + [params[l]], [l], activation=act, domain=domain)[l]
-            target = (jnp.matmul(ref[l].z, teacher[l]["kernel"], precision=HIGHEST)
-                      if refit else None)
-            kept, kernel, infos[l - 1] = compress_layer(feat, params[l]["kernel"],
-                                                        widths[l - 1], sel, target=target)
-            params = rewire(params, l, kept, kernel)
-    info = CompressInfo(
-        layers=tuple(infos), activation=act, layer_order=method.layer_order,
-        features=fmap.name, selector=getattr(sel, "name", type(sel).__name__),
-        coordinates=_coordinates_name(method, domain), method=method.describe(),
-        error_estimate=error_estimate(teacher, params, activation=act, domain=domain))
-    return params, info
+    feats = method.features(params, list(range(1, n_hidden + 1)), activation=act, domain=domain,
+                            placement=placement)
+    for l in range(n_hidden, 0, -1):
+        kept, kernel, infos[l - 1] = compress_layer(feats[l], params[l]["kernel"], widths[l - 1],
+                                                     method.selector, placement=placement)
+        params = rewire(params, l, kept, kernel)
+    return params, infos
+
+
+def _forward(params: Params, method: Method, domain, act: str, widths, placement
+             ) -> tuple[Params, list[LayerInfo]]:
+    """First hidden layer first; features of the partially compressed network (each layer
+    re-fitted to the teacher when the feature map says ``refit``)."""
+    n_hidden = len(params) - 1
+    infos: list[LayerInfo] = [None] * n_hidden  # type: ignore[list-item]
+    fmap, teacher = method.features, params
+    if fmap.refit:
+        # forward order re-fits each layer to the teacher at the same rows
+        ref = fmap(teacher, list(range(1, n_hidden + 1)), activation=act, domain=domain,
+                   placement=placement)
+    for l in range(1, n_hidden + 1):
+        # only the first l layers matter: the upstream map of layer l and the layer itself
+        feat = fmap(params[:l] + [params[l]], [l], activation=act, domain=domain,
+                    placement=placement)[l]
+        target = (jnp.matmul(ref[l].z, teacher[l]["kernel"], precision=HIGHEST)
+                  if fmap.refit else None)
+        kept, kernel, infos[l - 1] = compress_layer(feat, params[l]["kernel"], widths[l - 1],
+                                                    method.selector, target=target,
+                                                    placement=placement)
+        params = rewire(params, l, kept, kernel)
+    return params, infos
+
+
+def _run_method(params: Params, method: Method, domain, act: str,
+                placement: Placement | None = None) -> tuple[Params, CompressInfo]:
+    """One method on one network (pure; traced inside :func:`compress`'s jit)."""
+    widths = resolve_widths(method, layer_sizes(params), domain)
+    drive = _backward if method.layer_order == "backward" else _forward
+    small, infos = drive(params, method, domain, act, widths, placement)
+    estimate = error_estimate(params, small, activation=act, domain=domain, placement=placement)
+    return small, CompressInfo.for_method(method, domain, infos, activation=act,
+                                          error_estimate=estimate)
 
 
 def _best(results: list[tuple[Params, CompressInfo]], method: BestOf) -> tuple[Params,
@@ -365,8 +412,8 @@ def _best(results: list[tuple[Params, CompressInfo]], method: BestOf) -> tuple[P
     def joined(field):
         return "|".join(dict.fromkeys(getattr(info, field) for _, info in results))
 
-    info = CompressInfo(
-        layers=tuple(layers), activation=first.activation, layer_order=joined("layer_order"),
+    info = dataclasses.replace(
+        first, layers=tuple(layers), layer_order=joined("layer_order"),
         features=joined("features"), selector=joined("selector"),
         coordinates=joined("coordinates"), method=method.describe(),
         error_estimate=jnp.min(estimates), choice=choice,
@@ -374,21 +421,93 @@ def _best(results: list[tuple[Params, CompressInfo]], method: BestOf) -> tuple[P
     return params, info
 
 
-def _compress_impl(params, method, domain, *, activation, mesh=None):
-    with sharding.neuron_sharding(mesh):
-        if isinstance(method, BestOf):
-            out = _best([_run_method(params, m, domain, activation) for m in method.methods],
-                        method)
-        else:
-            out = _run_method(params, method, domain, activation)
-    if mesh is not None:  # the compressed network is D_k wide: replicated on the mesh
-        replicated = jax.sharding.NamedSharding(mesh[0], jax.sharding.PartitionSpec())
+def _compress_impl(params, method, domain, *, activation, placement=None):
+    if isinstance(method, BestOf):
+        out = _best([_run_method(params, m, domain, activation, placement)
+                     for m in method.methods], method)
+    else:
+        out = _run_method(params, method, domain, activation, placement)
+    if placement is not None:  # the compressed network is D_k wide: replicated on the mesh
+        replicated = placement.replicated()
         out = (jax.tree.map(lambda a: jax.lax.with_sharding_constraint(a, replicated), out[0]),
                out[1])
     return out
 
 
-_compress_jit = jax.jit(_compress_impl, static_argnames=("activation", "mesh"))
+_compress_jit = jax.jit(_compress_impl, static_argnames=("activation", "placement"))
+
+
+class BackwardSteps:
+    """Backward-order derivative matching, one cached per-layer step per ``(layer, order)``.
+
+    In backward order each hidden layer's features are those of the original network, so the
+    step of layer ``l`` at order ``k`` (:func:`compress_layer` against the original next-layer
+    kernel) does not depend on the other layers' orders, and any choice of per-layer orders is an
+    assembly of cached steps: :meth:`assemble` gives the compressed network (for selectors that
+    ignore the next layer's kernel, such as :class:`~jaxcompress.PivotedQR` and
+    :class:`~jaxcompress.MaxVol`, the same network as ``compress(params,
+    derivative_matching(orders, selector=...), domain=...)``), :meth:`padded` the same function
+    with the original shapes (dropped neurons get zero outgoing weight: one compilation of an
+    error measurement for every candidate). What :func:`jaxcompress.compress_to_tolerance`
+    searches over.
+    """
+
+    def __init__(self, params: Params, activation: str, domain, selector: Selector):
+        self.params, self.act, self.selector, self.domain = params, activation, selector, domain
+        self.widths = layer_sizes(params)[1:-1]
+        self.k_feat, self.feats = -1, None
+        self.step = functools.cache(self._step)
+
+    def _features(self, k: int) -> dict[int, LayerFeatures]:
+        if k > self.k_feat:
+            self.k_feat = max(k, self.k_feat + 4, 4)  # few recompilations as the order grows
+            self.feats = _features_of(self.params, self.domain,
+                                      DerivativeFeatures(order=self.k_feat), activation=self.act)
+        return self.feats
+
+    def _step(self, l: int, k: int) -> tuple[jax.Array, jax.Array, LayerInfo]:
+        full = self._features(k)[l]
+        d_k = num_monomials(full.coord_dim, k)
+        # monomials are ordered by degree: order k's features are the first D_k rows of order K's
+        feats = dataclasses.replace(full, z=full.z[:d_k], scale=full.scale[:d_k], order=k,
+                                    num_features=d_k)
+        return _step_jit(feats, self.params[l]["kernel"], width=min(d_k, self.widths[l - 1]),
+                         selector=self.selector)
+
+    def padded(self, orders: dict[int, int]) -> Params:
+        """The teacher with layer ``l`` compressed at ``orders[l]``, shapes unchanged."""
+        out = list(self.params)
+        for l, k in orders.items():
+            kept, kernel, _ = self.step(l, k)
+            out[l] = {"kernel": jnp.zeros_like(self.params[l]["kernel"]).at[kept].set(kernel),
+                      "bias": self.params[l]["bias"]}
+        return out
+
+    def assemble(self, orders: Sequence[int]) -> tuple[Params, CompressInfo]:
+        """The compressed network at per-layer ``orders`` and its record."""
+        steps = [self.step(l, k) for l, k in enumerate(orders, start=1)]
+        new = list(self.params)
+        for l in range(len(orders), 0, -1):
+            kept, kernel, _ = steps[l - 1]
+            cols = steps[l][0] if l < len(orders) else slice(None)
+            new = rewire(new, l, kept, kernel[:, cols])
+        method = derivative_matching(tuple(orders), selector=self.selector)
+        estimate = _estimate(self.params, new, activation=self.act, domain=self.domain)
+        return new, CompressInfo.for_method(method, self.domain, [step[2] for step in steps],
+                                            activation=self.act, error_estimate=estimate)
+
+
+@functools.partial(jax.jit, static_argnames=("activation",))
+def _features_of(params, domain, fmap, *, activation):
+    return fmap(params, list(range(1, len(params))), activation=activation, domain=domain)
+
+
+@functools.partial(jax.jit, static_argnames=("width", "selector"))
+def _step_jit(features, out_kernel, *, width, selector):
+    return compress_layer(features, out_kernel, width, selector)
+
+
+_estimate = jax.jit(error_estimate, static_argnames=("activation",))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -419,15 +538,13 @@ def check_method(method, params: Params, domain, where: str, *, devices: int = 1
                  ) -> tuple[int, ...]:
     """Eager checks of ``method`` against a network and domain (shapes, settings, memory over
     ``devices``); returns the hidden widths."""
-    sizes = [int(params[0]["kernel"].shape[0])] + [int(p["kernel"].shape[1]) for p in params]
+    sizes = layer_sizes(params)
     hidden = sizes[1:-1]
     dtype = jnp.result_type(params[0]["kernel"])
     candidates = method.methods if isinstance(method, BestOf) else (method,)
     found = []
     for m in candidates:
-        check = getattr(m.features, "check", None)
-        if check is not None:
-            check(sizes, dtype, domain, where)
+        m.features.check(sizes, dtype, domain, where)
         if m.widths is not None and len(m.widths) != len(hidden):
             raise ValueError(f"{where}: widths has {len(m.widths)} entries; expected one per "
                              f"hidden layer ({len(hidden)})")
@@ -436,9 +553,7 @@ def check_method(method, params: Params, domain, where: str, *, devices: int = 1
             if not 1 <= w <= h:
                 raise ValueError(f"{where}: target width {w} for hidden layer {l} must be in "
                                  f"[1, {h}] (the layer's width)")
-            sel_check = getattr(m.selector, "check", None)
-            if sel_check is not None:
-                sel_check(h, w, f"{where}: hidden layer {l}")
+            m.selector.check(h, w, f"{where}: hidden layer {l}")
         found.append(widths)
     if len(set(found)) > 1:
         raise ValueError(f"{where}: best_of needs methods of equal widths (one result is kept per "
@@ -460,11 +575,8 @@ def memory_estimate(method, sizes, dtype, domain, *, devices: int = 1) -> dict[s
     candidates = method.methods if isinstance(method, BestOf) else (method,)
     best: dict[str, int] = {}
     for m in candidates:
-        parts = {"teacher parameters": itemsize * sum(a * b + b for a, b in
-                                                      zip(sizes[:-1], sizes[1:], strict=True))}
-        mem = getattr(m.features, "memory", None)
-        if mem is not None:
-            parts.update(mem(sizes, itemsize, domain))
+        parts = {"teacher parameters": itemsize * param_count(sizes)}
+        parts.update(m.features.memory(sizes, itemsize, domain))
         d_ks = m.features.num_features(sizes, domain)
         parts["selection"] = itemsize * max(dk * w for dk, w in zip(d_ks, sizes[1:-1],
                                                                      strict=True))
@@ -477,8 +589,6 @@ def memory_estimate(method, sizes, dtype, domain, *, devices: int = 1) -> dict[s
 
 def check_memory(methods, sizes, dtype, domain, where: str, *, devices: int = 1) -> None:
     """Refuse, before allocating anything, a compression that would not fit in memory."""
-    from jaxcompress.taylor import memory_limit
-
     for m in methods:
         parts = memory_estimate(m, sizes, dtype, domain, devices=devices)
         need, limit = sum(parts.values()), memory_limit()
@@ -608,13 +718,13 @@ def compress(
                             f"jc.derivative_matching(k)), got {type(method).__name__}")
         domain = Ball(d, 1.0) if domain is None else domain
     check_domain(domain, d, where, dtype)
-    mesh = sharding.params_mesh(params)
+    placement = sharding.params_placement(params)
     check_method(method, params, domain, where,
-                 devices=1 if mesh is None else mesh[0].shape[mesh[1]])
-    if mesh is not None:
+                 devices=1 if placement is None else placement.devices)
+    if placement is not None:
         for m in method.methods if isinstance(method, BestOf) else (method,):
-            sharding._check_selector(m.selector)
-    return _compress_jit(params, method, domain, activation=act.name, mesh=mesh)
+            sharding.check_selector(m.selector, where)
+    return _compress_jit(params, method, domain, activation=act.name, placement=placement)
 
 
 def trim(params: Params, info: CompressInfo | None = None, *, atol: float = 0.0) -> Params:

@@ -21,9 +21,11 @@ dimension).
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import functools
 import math
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -31,8 +33,8 @@ import numpy as np
 
 from jaxcompress._sobol import SOBOL_MAX_DIM, sobol
 
-__all__ = ["DOMAIN_TYPES", "NODE_KINDS", "Ball", "Box", "Parameterization", "check_domain",
-           "check_radius", "domain_center"]
+__all__ = ["DOMAIN_TYPES", "NODE_KINDS", "Ball", "Box", "Domain", "Parameterization",
+           "check_domain", "check_radius", "domain_center"]
 
 #: Collocation node families: ``"sobol"`` (every domain), ``"chebyshev"`` and
 #: ``"chebyshev_grid"`` (boxes only; see :meth:`Box.nodes`).
@@ -58,11 +60,77 @@ def check_radius(radius, where: str) -> None:
         raise ValueError(f"{where}: radius must be one finite positive number, got {radius!r}")
 
 
+class Domain(abc.ABC):
+    """What the compression, the error measurements and the certificates need of a domain.
+
+    Members every domain has (fields or properties): ``dim`` (the dimension of the coordinates
+    the features are taken in), ``radius`` and ``center``. Abstract: :meth:`center_as`,
+    :meth:`half_widths`, :meth:`sobol`, :meth:`nodes`; :meth:`sample` and :meth:`project` (for
+    :func:`jaxcompress.sup_error`) where the domain has them. The
+    defaults below describe a domain of the network's own inputs; :class:`Parameterization`
+    overrides them (features in the parameter ``u``), so no caller asks which kind it holds.
+    """
+
+    #: ``"input"``: features are taken in the network's inputs; ``"parameterization"``: in the
+    #: parameter of an analytic map (:class:`Parameterization`).
+    coordinates: ClassVar[str] = "input"
+    #: The collocation node kinds :meth:`nodes` accepts.
+    node_kinds: ClassVar[tuple[str, ...]] = ("sobol",)
+
+    @property
+    def parameter_map(self):
+        """``iota`` for a :class:`Parameterization` (features in ``u``), else ``None``."""
+        return None
+
+    @property
+    def base(self) -> Domain:
+        """The domain of the feature coordinates (``U`` for a parameterisation; else itself)."""
+        return self
+
+    def input_dim(self, dtype=None) -> int:
+        """``d_in``, the size of the network inputs this domain describes."""
+        del dtype
+        return self.dim
+
+    def expansion(self, dtype) -> tuple[jax.Array, jax.Array]:
+        """``(x0, R)``: the expansion point of derivative features and the radius that scales
+        their rows (``R^|alpha|``), in the feature coordinates, as ``dtype``."""
+        return self.center_as(dtype), jnp.asarray(self.radius, dtype)
+
+    @abc.abstractmethod
+    def center_as(self, dtype) -> jax.Array:
+        """The centre as a ``(dim,)`` array of ``dtype``."""
+
+    @abc.abstractmethod
+    def half_widths(self, dtype) -> jax.Array:
+        """``(dim,)`` half extents along the axes (where :func:`default_centers
+        <jaxcompress.features.default_centers>` puts the extra expansion points)."""
+
+    def sample(self, key: jax.Array, n: int, dtype=None) -> jax.Array:
+        """``n`` uniform samples, ``(n, d_in)`` (what :func:`jaxcompress.sup_error` needs)."""
+        raise TypeError(f"{type(self).__name__} has no uniform sampling (sup_error needs a Ball "
+                        "or a Box)")
+
+    @abc.abstractmethod
+    def sobol(self, n: int, *, skip: int = 0, dtype=None) -> jax.Array:
+        """Quasi-random points ``skip .. skip + n - 1`` of the domain, ``(n, d_in)``."""
+
+    @abc.abstractmethod
+    def nodes(self, n: int, kind: str = "sobol", dtype=None) -> jax.Array:
+        """``n`` collocation nodes of a kind in :attr:`node_kinds`."""
+
+    def project(self, x: jax.Array) -> jax.Array:
+        """The Euclidean projection of the rows of ``x`` onto the domain (the local search of
+        :func:`jaxcompress.sup_error`)."""
+        raise TypeError(f"{type(self).__name__} has no projection (sup_error needs a Ball or a "
+                        "Box)")
+
+
 @functools.partial(
     jax.tree_util.register_dataclass, data_fields=["radius", "center"], meta_fields=["dim"]
 )
 @dataclasses.dataclass(frozen=True)
-class Ball:
+class Ball(Domain):
     """The closed Euclidean ball ``{x in R^dim : |x - center| <= radius}``.
 
     Args:
@@ -93,6 +161,14 @@ class Ball:
         if self.center is None:
             return jnp.zeros((self.dim,), dtype)
         return jnp.asarray(self.center, dtype)
+
+    def center_as(self, dtype) -> jax.Array:
+        """The centre (the origin when unset) as ``dtype``."""
+        return self._center(dtype)
+
+    def half_widths(self, dtype) -> jax.Array:
+        """``R`` along every axis."""
+        return jnp.full((self.dim,), 1.0, dtype) * jnp.asarray(self.radius, dtype)
 
     def sample(self, key: jax.Array, n: int, dtype=None) -> jax.Array:
         """``n`` points uniform in the ball (Gaussian direction, radius ``R u^(1/d)``). Jit-able;
@@ -181,11 +257,9 @@ def _unit_cube_nodes(dim: int, n: int, kind: str, skip: int = 0) -> np.ndarray:
     return pts
 
 
-def domain_center(domain, dtype) -> jax.Array:
-    """The centre of a :class:`Ball` (origin when unset) or :class:`Box`, as ``dtype``."""
-    if isinstance(domain, Ball):
-        return domain._center(dtype)
-    return jnp.asarray(domain.center, dtype)
+def domain_center(domain: Domain, dtype) -> jax.Array:
+    """The centre of a domain as ``dtype`` (:meth:`Domain.center_as`)."""
+    return domain.center_as(dtype)
 
 
 @functools.partial(jax.jit, static_argnums=(2, 3))
@@ -203,7 +277,7 @@ def _is_concrete_array(x) -> bool:
 
 @functools.partial(jax.tree_util.register_dataclass, data_fields=["lo", "hi"], meta_fields=[])
 @dataclasses.dataclass(frozen=True)
-class Box:
+class Box(Domain):
     """The axis-aligned box ``{x : lo <= x <= hi}`` (componentwise).
 
     Args:
@@ -218,6 +292,7 @@ class Box:
 
     lo: jax.Array
     hi: jax.Array
+    node_kinds: ClassVar[tuple[str, ...]] = NODE_KINDS
 
     def __post_init__(self):
         for name in ("lo", "hi"):
@@ -268,6 +343,14 @@ class Box:
         """The half-diagonal ``|hi - lo| / 2``."""
         return jnp.linalg.norm(self.half_width)
 
+    def center_as(self, dtype) -> jax.Array:
+        """The midpoint as ``dtype``."""
+        return jnp.asarray(self.center, dtype)
+
+    def half_widths(self, dtype) -> jax.Array:
+        """``(hi - lo) / 2`` as ``dtype``."""
+        return jnp.asarray(self.half_width, dtype)
+
     def _from_unit(self, u: np.ndarray | jax.Array, dtype) -> jax.Array:
         lo, hi = self._bounds(dtype)
         c, h = 0.5 * (lo + hi), 0.5 * (hi - lo)
@@ -315,7 +398,7 @@ class Box:
     jax.tree_util.register_dataclass, data_fields=["domain"], meta_fields=["fn"]
 )
 @dataclasses.dataclass(frozen=True)
-class Parameterization:
+class Parameterization(Domain):
     """An input domain given as the image ``Omega = iota(U)`` of an analytic map.
 
     The paper's effective-input-dimension corollary ("exact analytic parameterization"): when
@@ -340,6 +423,7 @@ class Parameterization:
 
     fn: object
     domain: object
+    coordinates: ClassVar[str] = "parameterization"
 
     def __post_init__(self):
         if not callable(self.fn):
@@ -364,6 +448,29 @@ class Parameterization:
     def radius(self):
         """The radius of ``U`` (it scales the features, which are taken in ``u``)."""
         return self.domain.radius
+
+    @property
+    def node_kinds(self) -> tuple[str, ...]:
+        """``U``'s node kinds."""
+        return self.domain.node_kinds
+
+    @property
+    def parameter_map(self):
+        """``iota``."""
+        return self.fn
+
+    @property
+    def base(self) -> Domain:
+        """``U``."""
+        return self.domain
+
+    def center_as(self, dtype) -> jax.Array:
+        """``U``'s centre as ``dtype``."""
+        return self.domain.center_as(dtype)
+
+    def half_widths(self, dtype) -> jax.Array:
+        """``U``'s half widths."""
+        return self.domain.half_widths(dtype)
 
     def input_dim(self, dtype=None) -> int:
         """``d_in``: the size of ``iota``'s output (by :func:`jax.eval_shape`)."""
@@ -393,11 +500,11 @@ DOMAIN_TYPES = (Ball, Box, Parameterization)
 def check_domain(domain, d_in: int, where: str, dtype=None) -> None:
     """Refuse anything but a :class:`Ball`, :class:`Box` or :class:`Parameterization` of inputs of
     size ``d_in`` (the one place that decides what a domain is)."""
-    if not isinstance(domain, DOMAIN_TYPES):
+    if not isinstance(domain, Domain):
         raise TypeError(f"{where}: domain must be a jaxcompress.Ball, jaxcompress.Box or "
                         f"jaxcompress.Parameterization, got {type(domain).__name__}")
-    size = domain.input_dim(dtype) if isinstance(domain, Parameterization) else domain.dim
+    size = domain.input_dim(dtype)
     if size != d_in:
-        what = "maps to inputs of size" if isinstance(domain, Parameterization) else "has dim"
+        what = "has dim" if domain.parameter_map is None else "maps to inputs of size"
         raise ValueError(f"{where}: the domain {what} {size}; the network takes inputs of size "
                          f"{d_in}")

@@ -18,9 +18,9 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from jaxcompress import sharding
 from jaxcompress.activations import get_activation
 from jaxcompress.mlp import Params, apply, validate_params
+from jaxcompress.placement import Placement
 
 __all__ = ["ERROR_POINTS", "ERROR_SKIP", "error_estimate", "error_points", "sup_error"]
 
@@ -53,6 +53,7 @@ def error_estimate(
     activation,
     domain,
     n_points: int = ERROR_POINTS,
+    placement: Placement | None = None,
 ) -> jax.Array:
     """``max_p max_o |F_a(x_p)_o - F_b(x_p)_o|`` over the fixed points of :func:`error_points`.
 
@@ -66,10 +67,10 @@ def error_estimate(
     x = error_points(domain, n_points, dtype)
 
     def worst(xs):
-        return jnp.max(jnp.abs(apply(params_a, xs, activation=act)
-                               - apply(params_b, xs, activation=act)))
+        return jnp.max(jnp.abs(apply(params_a, xs, activation=act, placement=placement)
+                               - apply(params_b, xs, activation=act, placement=placement)))
 
-    if sharding.active() is not None and n_points % SHARDED_CHUNK == 0:
+    if placement is not None and n_points % SHARDED_CHUNK == 0:
         # with neurons split over devices each contraction's partial sums are full width per
         # device: evaluate in chunks of points to keep that buffer small
         return jnp.max(jax.lax.map(worst, x.reshape(-1, SHARDED_CHUNK, x.shape[-1])))

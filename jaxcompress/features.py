@@ -40,16 +40,13 @@ called as ``feature_map(params, layers, activation=, domain=) -> {l: LayerFeatur
 :class:`DataFeatures`
     the same on user inputs (the interpolative decomposition of Chee et al. 2022).
 
-A user-written feature map is any hashable object (or registered pytree) with a ``name``, a
-``num_features(sizes, domain)`` giving ``D_k`` per hidden layer (the default widths are
-``min(D_k, d_l)``) and ``__call__(params, layers, *, activation, domain)`` returning a
-:class:`LayerFeatures` per requested layer; optional are ``refit`` (``True``: forward order
-re-fits each layer to the teacher's next pre-activation at the same rows) and
-``check(sizes, dtype, domain, where)`` (eager validation).
+A user-written feature map subclasses :class:`FeatureMap` (the declared protocol, with defaults
+for everything optional) and is hashable (a frozen dataclass) or a registered pytree.
 """
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import functools
 import math
@@ -61,17 +58,18 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import jet as _jet
 
-from jaxcompress import sharding
 from jaxcompress.activations import Activation, get_activation
-from jaxcompress.domains import NODE_KINDS, Box, Parameterization, domain_center
+from jaxcompress.domains import NODE_KINDS
 from jaxcompress.mlp import (
     HIGHEST,
     Params,
     _dense,
     hidden_activations,
+    layer_sizes,
     require_single_network,
     validate_params,
 )
+from jaxcompress.placement import Placement
 from jaxcompress.taylor import (
     check_feature_budget,
     input_polynomial,
@@ -87,6 +85,7 @@ __all__ = [
     "CollocationFeatures",
     "DataFeatures",
     "DerivativeFeatures",
+    "FeatureMap",
     "LayerFeatures",
     "bottleneck_sources",
     "default_centers",
@@ -224,6 +223,7 @@ def derivative_features(
     order: int,
     backend: str = "taylor",
     center: jax.Array | Sequence[float] | None = None,
+    placement: Placement | None = None,
 ) -> list[jax.Array]:
     """Taylor-coefficient features of every hidden layer at the expansion point.
 
@@ -233,6 +233,7 @@ def derivative_features(
       order: the truncation order ``k >= 0``.
       backend: ``"taylor"`` (default), ``"jet"`` or ``"jacfwd"`` (slow reference).
       center: the expansion point ``x_0`` (default: the origin).
+      placement: the hidden neurons' placement in a sharded compression (``None``: one device).
 
     Returns:
       A list over hidden layers ``l = 1..L`` of ``Z_l`` with shape ``(D_k, d_l)``:
@@ -256,27 +257,27 @@ def derivative_features(
     if center.shape != (d,):
         raise ValueError(f"{where}: center has shape {center.shape}; expected ({d},)")
     feats = _features_jit(params, center, act=act, order=order, backend=backend,
-                          spec=sharding.active())
+                          placement=placement)
     n_mon = num_monomials(d, order)
     assert all(z.shape == (n_mon, w) for z, w in zip(feats, widths, strict=True))
     return feats
 
 
-@functools.partial(jax.jit, static_argnames=("act", "order", "backend", "spec"))
-def _features_jit(params, center, *, act, order, backend, spec):
-    # One compiled program per (shapes, act, order, backend): run op by op, the Taylor pass
-    # compiles every primitive of a new shape separately (4-6x slower on first use). ``spec``,
-    # the neuron sharding being traced (or None), is only a cache key (see mlp._evaluate_jit).
-    del spec
+@functools.partial(jax.jit, static_argnames=("act", "order", "backend", "placement"))
+def _features_jit(params, center, *, act, order, backend, placement=None):
+    # One compiled program per (shapes, act, order, backend, placement): run op by op, the Taylor
+    # pass compiles every primitive of a new shape separately (4-6x slower on first use).
     if backend == "taylor":
-        return taylor_features(params, activation=act, order=order, center=center)
+        return taylor_features(params, activation=act, order=order, center=center,
+                               placement=placement)
     if backend == "jet":
         return _jet_features(params, act, order, center)
     return _jacfwd_features(params, act, order, center)
 
 
 def point_features(
-    params: Params, x: jax.Array, *, activation: str | Activation, upto: int | None = None
+    params: Params, x: jax.Array, *, activation: str | Activation, upto: int | None = None,
+    placement: Placement | None = None,
 ) -> list[jax.Array]:
     """Activations of every hidden neuron at the points ``x``: the point feature matrices.
 
@@ -287,6 +288,7 @@ def point_features(
       x: ``(N, d_in)`` points (collocation nodes of the domain, or data).
       activation: the activation.
       upto: only the first ``upto`` hidden layers (default: all).
+      placement: the hidden neurons' placement in a sharded compression (``None``: one device).
 
     Returns:
       A list over hidden layers of ``(N, d_l)`` arrays. One forward pass; jit-able.
@@ -294,7 +296,7 @@ def point_features(
     act = get_activation(activation)
     n_hidden = len(params) - 1 if upto is None else upto
     sub = list(params[:n_hidden]) + [params[n_hidden]]
-    return hidden_activations(sub, x, activation=act)
+    return hidden_activations(sub, x, activation=act, placement=placement)
 
 
 def parameterization_polynomial(fn, center: jax.Array, order: int) -> jax.Array:
@@ -404,7 +406,7 @@ def _check_coordinates(coordinates, where: str) -> str:
 def _sources(coordinates: str, sizes, domain) -> tuple[int, ...]:
     """Per hidden layer: 0 the input, j >= 1 hidden layer j (bottleneck), -1 ``iota(u)``."""
     n_hidden = len(sizes) - 2
-    if isinstance(domain, Parameterization):
+    if domain.parameter_map is not None:
         return (-1,) * n_hidden
     if coordinates == "bottleneck":
         return bottleneck_sources(sizes)
@@ -415,10 +417,55 @@ def _coord_dims(sources, sizes, domain) -> tuple[int, ...]:
     return tuple(domain.dim if src == -1 else sizes[src] for src in sources)
 
 
-class _FeatureMap:
-    """Shared by the feature maps: orders, coordinates and ``D_k`` per hidden layer."""
+class FeatureMap(abc.ABC):
+    """The protocol of a feature map: what :func:`jaxcompress.compress` needs of one.
 
+    Required: a ``name`` (shown in ``CompressInfo``), :meth:`num_features` and :meth:`__call__`.
+    Declared with defaults (override what applies): :attr:`refit`, :attr:`coordinates`,
+    :meth:`describe_order`, :meth:`check` and :meth:`memory`. A subclass must be hashable (a frozen
+    dataclass: static configuration) or a registered pytree (its arrays traced).
+    """
+
+    #: ``True``: forward order re-fits each layer to the teacher's next pre-activation at the
+    #: same rows (point features); ``False``: it matches the layer's own features.
     refit: bool = False
+    #: ``"input"`` or ``"bottleneck"``: the coordinates the features are taken in.
+    coordinates: str = "input"
+
+    @property
+    @abc.abstractmethod
+    def name(self) -> str:
+        """How the feature map is shown in ``CompressInfo.features``."""
+
+    @abc.abstractmethod
+    def num_features(self, sizes: Sequence[int], domain) -> tuple[int, ...]:
+        """``D_k`` per hidden layer of a network of layer ``sizes`` (the default widths are
+        ``min(D_k, d_l)``)."""
+
+    @abc.abstractmethod
+    def __call__(self, params: Params, layers: Sequence[int], *, activation, domain,
+                 placement: Placement | None = None) -> dict[int, LayerFeatures]:
+        """The :class:`LayerFeatures` of each requested hidden layer (1-based) of ``params``."""
+
+    def describe_order(self) -> Any:
+        """The truncation order(s) ``k`` shown by ``Method.describe`` (``None``: no order)."""
+        return None
+
+    def check(self, sizes: Sequence[int], dtype, domain, where: str) -> None:
+        """Refuse, eagerly and before compiling, a network or domain the map cannot handle."""
+        del sizes, dtype, domain, where
+
+    def memory(self, sizes: Sequence[int], itemsize: int, domain) -> dict[str, int]:
+        """Bytes of the map's working set, by part (for the memory check of ``compress``)."""
+        del sizes, itemsize, domain
+        return {}
+
+
+class _OrderedFeatureMap(FeatureMap):
+    """Shared by the built-in maps: orders, coordinates and ``D_k`` per hidden layer."""
+
+    def describe_order(self) -> Any:
+        return self.order
 
     def orders(self, n_hidden: int, where: str = "compress", *, prefix: bool = False
                ) -> tuple[int, ...]:
@@ -434,17 +481,12 @@ class _FeatureMap:
         self.orders(len(sizes) - 2, where)
 
 
-def _expansion(domain, dtype):
-    """``(centre, radius)`` the features are expanded at and scaled by, in their coordinates."""
-    inner = domain.domain if isinstance(domain, Parameterization) else domain
-    return domain_center(inner, dtype), jnp.asarray(inner.radius, dtype)
-
-
-def _bottleneck_image(params, src: int, act, domain, center, dtype):
+def _bottleneck_image(params, src: int, act, domain, center, dtype, placement):
     """``(to_z, radius of the image of the domain)`` for coordinates ``z = h^(src)(x)``."""
 
     def to_z(x):
-        return hidden_activations(params[:src] + [params[src]], x, activation=act)[-1]
+        return hidden_activations(params[:src] + [params[src]], x, activation=act,
+                                  placement=placement)[-1]
 
     z0 = to_z(center[None])[0]
     zr = to_z(domain.nodes(BOTTLENECK_RADIUS_POINTS, "sobol", dtype))
@@ -454,7 +496,7 @@ def _bottleneck_image(params, src: int, act, domain, center, dtype):
 @functools.partial(jax.tree_util.register_dataclass, data_fields=["centers"],
                    meta_fields=["order", "backend", "auto_centers", "coordinates"])
 @dataclasses.dataclass(frozen=True)
-class DerivativeFeatures(_FeatureMap):
+class DerivativeFeatures(_OrderedFeatureMap):
     """Taylor-coefficient features ``d^alpha h_i(x0) / alpha!`` (the paper's Eqs. 18-19).
 
     The expansion point ``x0`` is the domain's centre (``u0``, the centre of ``U``, for a
@@ -503,7 +545,7 @@ class DerivativeFeatures(_FeatureMap):
 
     def check(self, sizes, dtype, domain, where: str) -> None:
         self._check_common(sizes, where)
-        param = isinstance(domain, Parameterization)
+        param = domain.parameter_map is not None
         if param and self.backend != "taylor":
             raise ValueError(f"{where}: with a Parameterization domain derivative features need "
                              f"backend='taylor', got {self.backend!r}")
@@ -532,23 +574,21 @@ class DerivativeFeatures(_FeatureMap):
                                              zip(dims, orders, sizes[1:-1], strict=True)),
         }
 
-    def __call__(self, params, layers, *, activation, domain) -> dict[int, LayerFeatures]:
+    def __call__(self, params, layers, *, activation, domain, placement=None
+                 ) -> dict[int, LayerFeatures]:
         act = get_activation(activation)
         dtype = jnp.result_type(params[0]["kernel"])
-        sizes = [params[0]["kernel"].shape[0]] + [p["kernel"].shape[1] for p in params]
+        sizes = layer_sizes(params)
         sources = _sources(self.coordinates, sizes, domain)
         dims = _coord_dims(sources, sizes, domain)
         orders = self.orders(len(params) - 1, prefix=True)
-        center, radius = _expansion(domain, dtype)
+        center, radius = domain.expansion(dtype)
         multi = self.centers is not None or self.auto_centers
         if multi:
             if self.centers is not None:
                 pts = jnp.asarray(self.centers, dtype)
             else:
-                inner = domain.domain if isinstance(domain, Parameterization) else domain
-                half = (inner.half_width if isinstance(inner, Box)
-                        else jnp.full((inner.dim,), 1.0, dtype) * jnp.asarray(inner.radius, dtype))
-                pts = default_centers(center, jnp.asarray(half, dtype))
+                pts = default_centers(center, domain.half_widths(dtype))
         else:
             pts = center[None]
         out = {}
@@ -562,12 +602,14 @@ class DerivativeFeatures(_FeatureMap):
             if src == 0 and not multi:
                 # plain derivative matching at the domain's centre, any backend
                 feats = derivative_features(list(params[:top]) + [params[top]], activation=act,
-                                            order=k, backend=self.backend, center=center)
+                                            order=k, backend=self.backend, center=center,
+                                            placement=placement)
                 feats = [f[None] for f in feats]
                 r_src, first = radius, 0
             else:
                 if src > 0:
-                    to_z, r_src = _bottleneck_image(params, src, act, domain, center, dtype)
+                    to_z, r_src = _bottleneck_image(params, src, act, domain, center, dtype,
+                                                      placement)
                     pts_c, body = to_z(pts), params[src:top]
                 else:
                     r_src, pts_c, body = radius, pts, params[:top]
@@ -575,17 +617,18 @@ class DerivativeFeatures(_FeatureMap):
                 if self.backend != "taylor":  # only src > 0 reaches here (checked eagerly)
                     feats = derivative_features(list(params[src:top]) + [params[top]],
                                                 activation=act, order=k, backend=self.backend,
-                                                center=pts_c[0])
+                                                center=pts_c[0], placement=placement)
                     feats = [f[None] for f in feats]
                 else:
                     def start(c, src=src, k=k):
                         if src == -1:
-                            return parameterization_polynomial(domain.fn, c, k)
+                            return parameterization_polynomial(domain.parameter_map, c, k)
                         return input_polynomial(c, k)
 
                     feats = jax.vmap(lambda c, start=start, body=body, k=k, m=m:
                                      propagate_polynomial(start(c), body, activation=act,
-                                                          order=k, num_vars=m))(pts_c)
+                                                          order=k, num_vars=m,
+                                                          placement=placement))(pts_c)
             n_c = pts.shape[0]
             # J well-spread centres each cover a region of radius ~ r J^(-1/m): scale rows to it
             r_eff = r_src * (float(n_c) ** (-1.0 / m) if multi else 1.0)
@@ -600,8 +643,9 @@ class DerivativeFeatures(_FeatureMap):
         return out
 
 
-def _point_layer_features(params, layers, x, orders, dims, n_points, act, trim: bool):
-    hs = point_features(params, x, activation=act, upto=max(layers))
+def _point_layer_features(params, layers, x, orders, dims, n_points, act, trim: bool,
+                          placement):
+    hs = point_features(params, x, activation=act, upto=max(layers), placement=placement)
     out = {}
     for l in layers:
         z = hs[l - 1]
@@ -616,7 +660,7 @@ def _point_layer_features(params, layers, x, orders, dims, n_points, act, trim: 
 @functools.partial(jax.tree_util.register_dataclass, data_fields=[],
                    meta_fields=["order", "oversample", "nodes", "coordinates"])
 @dataclasses.dataclass(frozen=True)
-class CollocationFeatures(_FeatureMap):
+class CollocationFeatures(_OrderedFeatureMap):
     """Activations at ``N = oversample * D_k`` nodes of the domain (data-free; ours).
 
     ``Z[p, i] = h_i^(l)(x_p)``; every layer uses a prefix of one node sequence (Sobol nodes of a
@@ -656,8 +700,7 @@ class CollocationFeatures(_FeatureMap):
 
     def check(self, sizes, dtype, domain, where: str) -> None:
         self._check_common(sizes, where)
-        inner = domain.domain if isinstance(domain, Parameterization) else domain
-        if self.nodes != "sobol" and not isinstance(inner, Box):
+        if self.nodes not in domain.node_kinds:
             raise ValueError(f"{where}: nodes={self.nodes!r} needs a Box domain (a ball only has "
                              "Sobol nodes)")
 
@@ -666,22 +709,23 @@ class CollocationFeatures(_FeatureMap):
         n = max(self.n_points(sizes, domain))
         return {"activations at the nodes": n * (sum(sizes[1:-1]) + sizes[0]) * itemsize}
 
-    def __call__(self, params, layers, *, activation, domain) -> dict[int, LayerFeatures]:
+    def __call__(self, params, layers, *, activation, domain, placement=None
+                 ) -> dict[int, LayerFeatures]:
         act = get_activation(activation)
         dtype = jnp.result_type(params[0]["kernel"])
-        sizes = [params[0]["kernel"].shape[0]] + [p["kernel"].shape[1] for p in params]
+        sizes = layer_sizes(params)
         dims = _coord_dims(_sources(self.coordinates, sizes, domain), sizes, domain)
         n_points = self.n_points(sizes, domain)
         x = domain.nodes(max(n_points[l - 1] for l in layers), self.nodes, dtype)
         orders = self.orders(len(params) - 1, prefix=True)
         return _point_layer_features(params, layers, x, orders, dims, n_points, act,
-                                     trim=self.nodes != "chebyshev_grid")
+                                     trim=self.nodes != "chebyshev_grid", placement=placement)
 
 
 @functools.partial(jax.tree_util.register_dataclass, data_fields=["x"],
                    meta_fields=["order", "coordinates"])
 @dataclasses.dataclass(frozen=True)
-class DataFeatures(_FeatureMap):
+class DataFeatures(_OrderedFeatureMap):
     """Activations at user inputs ``x`` (``(N, d_in)``; Chee et al. 2022).
 
     Args:
@@ -714,13 +758,15 @@ class DataFeatures(_FeatureMap):
             raise ValueError(f"{where}: data has shape {shape}; expected (N, {d}) with N >= 1 "
                              f"(the network takes inputs of size {d})")
 
-    def __call__(self, params, layers, *, activation, domain) -> dict[int, LayerFeatures]:
+    def __call__(self, params, layers, *, activation, domain, placement=None
+                 ) -> dict[int, LayerFeatures]:
         act = get_activation(activation)
         dtype = jnp.result_type(params[0]["kernel"])
-        sizes = [params[0]["kernel"].shape[0]] + [p["kernel"].shape[1] for p in params]
+        sizes = layer_sizes(params)
         dims = _coord_dims(_sources(self.coordinates, sizes, domain), sizes, domain)
         x = jnp.asarray(self.x, dtype)
         orders = self.orders(len(params) - 1, prefix=True)
-        return _point_layer_features(params, layers, x, orders, dims, None, act, trim=False)
+        return _point_layer_features(params, layers, x, orders, dims, None, act, trim=False,
+                                     placement=placement)
 
 

@@ -310,7 +310,7 @@ def _linen_rebuild(module: nn.Module, variables: dict, params: Params, where: st
             elif len(old) == n - 1:
                 new_val = out_sizes[:-1]
             elif len(old) == n + 1:
-                new_val = [int(params[0]["kernel"].shape[0])] + out_sizes
+                new_val = layer_sizes(params)[:1] + out_sizes
             else:
                 continue
             new_module = module.clone(**{field: type(old)(new_val)})
@@ -339,7 +339,7 @@ def from_params(params: Params, *, activation: str, api: str = "nnx", rngs=None)
     module, or ``(module, variables)`` for ``api="linen"``.
     """
     params = validate_params(params, where="from_params")
-    sizes = [int(params[0]["kernel"].shape[0])] + [int(p["kernel"].shape[1]) for p in params]
+    sizes = layer_sizes(params)
     dtype = jnp.result_type(params[0]["kernel"])
     if api == "nnx":
         model = nnx.eval_shape(lambda: MLP(sizes, activation=activation,

@@ -32,9 +32,9 @@ Factories:
     runs several methods of equal widths and keeps, per teacher, the one with the smallest
     ``error_estimate`` on the domain (data-free).
 
-A method of your own is ``Method(features=my_feature_map, selector=my_selector, ...)``; the
-protocols are :class:`jaxcompress.features.FeatureMap` (documented in
-:mod:`jaxcompress.features`) and :class:`jaxcompress.select.Selector`.
+A method of your own is ``Method(features=my_feature_map, selector=my_selector, ...)`` with
+subclasses of the declared protocols :class:`jaxcompress.FeatureMap` and
+:class:`jaxcompress.Selector`.
 """
 
 from __future__ import annotations
@@ -46,7 +46,12 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxcompress.features import CollocationFeatures, DataFeatures, DerivativeFeatures
+from jaxcompress.features import (
+    CollocationFeatures,
+    DataFeatures,
+    DerivativeFeatures,
+    FeatureMap,
+)
 from jaxcompress.select import PivotedQR, as_selector
 
 __all__ = [
@@ -107,18 +112,15 @@ class Method:
                 raise ValueError(f"Method: widths must be positive ints, one per hidden layer, "
                                  f"got {self.widths!r}")
             object.__setattr__(self, "widths", tuple(int(w) for w in widths))
-        for part, needs in (("features", ("num_features", "__call__")),
-                            ("selector", ("__call__",))):
-            obj = getattr(self, part)
-            if not all(hasattr(obj, a) for a in needs):
-                raise TypeError(f"Method: {part} must provide {needs} (see "
-                                f"jaxcompress.{'features' if part == 'features' else 'select'}), "
-                                f"got {type(obj).__name__}")
+        if not isinstance(self.features, FeatureMap):
+            raise TypeError("Method: features must provide name, num_features(sizes, domain) "
+                            "and __call__(params, layers, *, activation, domain, placement) by "
+                            "subclassing jc.FeatureMap (jaxcompress.features), got "
+                            f"{type(self.features).__name__}")
 
     def describe(self) -> str:
-        order = getattr(self.features, "order", None)
-        sel = getattr(self.selector, "name", type(self.selector).__name__)
-        return (f"{self.name}(order={order}, features={self.features.name}, selector={sel}, "
+        return (f"{self.name}(order={self.features.describe_order()}, "
+                f"features={self.features.name}, selector={self.selector.name}, "
                 f"{self.layer_order})")
 
     def with_widths(self, widths: Sequence[int] | None) -> Method:

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress.activations import Activation, get_activation
-from jaxcompress.sharding import active, constrain_neurons
+from jaxcompress.placement import Placement, constrain_neurons
 
 __all__ = ["apply", "init_mlp", "layer_sizes", "num_params", "param_count",
            "validate_params"]
@@ -104,47 +104,48 @@ def _draw_flat(key: jax.Array, bound: float, n: int, init: str, dtype) -> jax.Ar
     return bound * jax.lax.optimization_barrier(jax.random.normal(key, (n,), dtype))
 
 
-def _dense(h: jax.Array, layer: dict[str, jax.Array]) -> jax.Array:
+def _dense(h: jax.Array, layer: dict[str, jax.Array], placement: Placement | None = None
+           ) -> jax.Array:
     out = jnp.matmul(h, layer["kernel"], precision=HIGHEST)
-    return constrain_neurons(out + jnp.expand_dims(layer["bias"], tuple(range(out.ndim - 1))))
+    return constrain_neurons(out + jnp.expand_dims(layer["bias"], tuple(range(out.ndim - 1))),
+                             placement)
 
 
 def hidden_activations(
-    params: Params, x: jax.Array, *, activation: str | Activation
+    params: Params, x: jax.Array, *, activation: str | Activation,
+    placement: Placement | None = None,
 ) -> list[jax.Array]:
-    """Outputs ``h^(1), ..., h^(L)`` of every hidden layer at ``x`` of shape ``(..., d_in)``."""
+    """Outputs ``h^(1), ..., h^(L)`` of every hidden layer at ``x`` of shape ``(..., d_in)``.
+
+    ``placement``: the hidden neurons' :class:`~jaxcompress.placement.Placement` during a sharded
+    compression (``None``: one device).
+    """
     _check_input(params, x, "hidden_activations")
-    return _evaluate(_hidden, params, x, get_activation(activation))
+    return _evaluate_jit(params, x, fn=_hidden, act=get_activation(activation),
+                         placement=placement)
 
 
-def _hidden(params: Params, x: jax.Array, act: Activation) -> list[jax.Array]:
+def _hidden(params: Params, x: jax.Array, act: Activation, placement) -> list[jax.Array]:
     outs = []
     h = x
     for layer in params[:-1]:
-        h = act.fn(_dense(h, layer))
+        h = act.fn(_dense(h, layer, placement))
         outs.append(h)
     return outs
 
 
-def _output(params: Params, x: jax.Array, act: Activation) -> jax.Array:
+def _output(params: Params, x: jax.Array, act: Activation, placement) -> jax.Array:
     h = x
     for layer in params[:-1]:
-        h = act.fn(_dense(h, layer))
-    return _dense(h, params[-1])
+        h = act.fn(_dense(h, layer, placement))
+    return _dense(h, params[-1], placement)
 
 
-def _evaluate(fn, params: Params, x: jax.Array, act: Activation):
-    """``fn(params, x, act)`` as one compiled program (op by op, every call would compile each
-    primitive of a new shape separately: several times slower on first use)."""
-    return _evaluate_jit(params, x, fn=fn, act=act, spec=active())
-
-
-@functools.partial(jax.jit, static_argnames=("fn", "act", "spec"))
-def _evaluate_jit(params, x, *, fn, act, spec):
-    # ``spec``, the neuron sharding being traced (or None), is only a cache key: _dense reads it
-    # while tracing, so a trace made inside a sharded compression is never reused outside it
-    del spec
-    return fn(params, x, act)
+# One compiled program per (shapes, fn, act, placement): op by op, every call would compile each
+# primitive of a new shape separately (several times slower on first use).
+@functools.partial(jax.jit, static_argnames=("fn", "act", "placement"))
+def _evaluate_jit(params, x, *, fn, act, placement):
+    return fn(params, x, act, placement)
 
 
 def _check_input(params: Params, x, where: str) -> None:
@@ -156,14 +157,17 @@ def _check_input(params: Params, x, where: str) -> None:
                          f"takes inputs of size {d_in}")
 
 
-def apply(params: Params, x: jax.Array, *, activation: str | Activation) -> jax.Array:
+def apply(params: Params, x: jax.Array, *, activation: str | Activation,
+          placement: Placement | None = None) -> jax.Array:
     """Evaluate the MLP at ``x`` of shape ``(..., d_in)``; returns ``(..., d_out)``.
 
     Every matmul requests ``Precision.HIGHEST`` so float32 on GPUs does not fall back to TF32.
     An ``x`` whose last axis is not ``d_in`` is a ``ValueError`` naming both sizes.
+    ``placement``: as in :func:`hidden_activations`.
     """
     _check_input(params, x, "apply")
-    return _evaluate(_output, params, x, get_activation(activation))
+    return _evaluate_jit(params, x, fn=_output, act=get_activation(activation),
+                         placement=placement)
 
 
 def layer_sizes(params: Params) -> list[int]:

@@ -69,11 +69,12 @@ Pivots below ``rtol |R_00|`` count as rank deficient; the default is :func:`defa
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import functools
 import itertools
 import math
-from typing import Any, ClassVar, NamedTuple, Protocol
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -365,8 +366,8 @@ def lstsq_coefficients(
 # ------------------------------------------------------------------------------------------------
 
 
-class Selector(Protocol):
-    """What :func:`jaxcompress.compress` needs of a selector (a structural protocol).
+class Selector(abc.ABC):
+    """The protocol of a selector: what :func:`jaxcompress.compress` needs of one.
 
     A selector has a ``name`` (shown in ``CompressInfo``) and is called as
     ``selector(z, m, *, out_kernel, target, layer) -> Selection`` on the row-scaled features
@@ -376,17 +377,36 @@ class Selector(Protocol):
     hidden layer. The result must satisfy the :class:`Selection` contract (pivot order,
     ``coef[:, :rank] = I``, zero rows past ``rank``); :func:`coefficients_from_r` and
     :func:`lstsq_coefficients` build ``coef`` from a pivoted R factor or from any column order.
-    Optionally ``check(n, m, where)`` refuses a size eagerly, before compilation.
 
-    The selector must be hashable (it is part of the compiled configuration) or a registered
-    pytree (its arrays traced): a frozen :mod:`dataclasses` dataclass works, and
-    :func:`selector_dataclass` registers one with its array fields traced.
+    Declared with defaults (override what applies): :attr:`rtol`, :attr:`baseline`,
+    :attr:`distributable` and :meth:`check`. A subclass must be hashable (it is part of the
+    compiled configuration) or a registered pytree (its arrays traced): a frozen dataclass works,
+    and :func:`selector_dataclass` registers one with its array fields traced.
     """
 
-    name: str
+    #: The relative rank threshold (``None``: :func:`default_rtol` of the dtype); also used by
+    #: the least-squares re-weighting of forward order.
+    rtol: float | None = None
+    #: ``True`` for baselines whose coefficients come from an SVD least-squares fit (every row of
+    #: ``coef`` counts for ``max |C|``), ``False`` for QR selectors (rows past the rank are zero).
+    baseline: bool = False
+    #: Whether the selector has a sharded form (:mod:`jaxcompress.sharding`'s tournament); a
+    #: random choice has none (it would depend on the number of devices).
+    distributable: bool = True
 
-    def __call__(self, z: jax.Array, m: int, *, out_kernel: jax.Array,
-                 target: jax.Array | None = None, layer: int = 0) -> Selection: ...
+    @property
+    @abc.abstractmethod
+    def name(self) -> str:
+        """How the selector is shown in ``CompressInfo.selector``."""
+
+    @abc.abstractmethod
+    def __call__(self, z: jax.Array, m: int, *, out_kernel: jax.Array | None = None,
+                 target: jax.Array | None = None, layer: int = 0) -> Selection:
+        """Choose ``m`` columns of ``z`` (see the class docstring)."""
+
+    def check(self, n: int, m: int, where: str) -> None:
+        """Refuse, eagerly and before compiling, a size the selector cannot handle."""
+        del n, m, where
 
 
 def selector_dataclass(cls=None, *, data_fields: tuple[str, ...] = ()):
@@ -424,7 +444,7 @@ def _qr_selection(r_mat, perm, m, rtol) -> Selection:
 
 
 @selector_dataclass
-class PivotedQR:
+class PivotedQR(Selector):
     """Column-pivoted QR (Businger-Golub; LAPACK ``geqp3``, greedy Gram-Schmidt on TPU).
 
     Args:
@@ -446,7 +466,7 @@ class PivotedQR:
 
 
 @selector_dataclass
-class GreedyGS:
+class GreedyGS(Selector):
     """Greedy pivoted Gram-Schmidt (:func:`greedy_pivoted_qr`): pivoted QR in pure JAX.
 
     Args:
@@ -465,7 +485,7 @@ class GreedyGS:
 
 
 @selector_dataclass
-class MaxVol:
+class MaxVol(Selector):
     """Pivoted QR, then maxvol swaps until every ``|C_ij| <= 1 + delta`` (Lemma 10).
 
     Args:
@@ -501,7 +521,7 @@ class MaxVol:
 
 
 @selector_dataclass
-class Exhaustive:
+class Exhaustive(Selector):
     """The maximum-volume subset by enumeration (Algorithm 1, line 8): tiny problems only.
 
     Args:
@@ -530,7 +550,7 @@ class Exhaustive:
 
 
 @selector_dataclass
-class OMP:
+class OMP(Selector):
     """Output-aware greedy selection (see the module docstring; ours, not the paper's).
 
     Args:
@@ -563,7 +583,7 @@ def _lstsq_selection(z, perm, m, rtol) -> Selection:
 
 
 @selector_dataclass
-class WeightNorm:
+class WeightNorm(Selector):
     """Baseline: keep the largest outgoing-weight norms ``||K_{l+1}[i, :]||`` (magnitude pruning).
 
     Args:
@@ -589,7 +609,7 @@ class WeightNorm:
 
 
 @functools.partial(selector_dataclass, data_fields=("key",))
-class RandomChoice:
+class RandomChoice(Selector):
     """Baseline: keep ``m`` columns chosen uniformly at random.
 
     Args:
@@ -601,6 +621,7 @@ class RandomChoice:
     rtol: float | None = None
     name: ClassVar[str] = "random"
     baseline: ClassVar[bool] = True
+    distributable: ClassVar[bool] = False
 
     def __post_init__(self):
         _check_rtol(self.rtol, "RandomChoice")
@@ -631,10 +652,10 @@ def as_selector(selector, where: str = "select") -> Selector:
             raise ValueError(f"{where}: selector must be one of {sorted(SELECTORS)} or a "
                              f"selector object (e.g. jc.MaxVol(delta=0.01)), got {selector!r}")
         return SELECTORS[selector]()
-    if not callable(selector) or not isinstance(getattr(selector, "name", None), str):
-        raise TypeError(f"{where}: a selector is a name or an object with a 'name' and "
-                        "__call__(z, m, *, out_kernel, target, layer) -> Selection (see "
-                        f"jaxcompress.select.Selector), got {type(selector).__name__}")
+    if not isinstance(selector, Selector):
+        raise TypeError(f"{where}: a selector is a name or an instance of a jc.Selector subclass "
+                        "(a 'name' and __call__(z, m, *, out_kernel, target, layer) -> Selection; "
+                        f"see jaxcompress.select.Selector), got {type(selector).__name__}")
     return selector
 
 
@@ -684,9 +705,7 @@ def select_columns(
     n = z.shape[1]
     if not 1 <= m <= n:
         raise ValueError(f"select_columns: m must be in [1, {n}], got {m}")
-    check = getattr(sel, "check", None)
-    if check is not None:
-        check(n, m, "select_columns")
+    sel.check(n, m, "select_columns")
     if scale is not None:
         z = z * jnp.asarray(scale, z.dtype)[:, None]
         if target is not None:

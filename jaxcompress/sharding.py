@@ -21,7 +21,8 @@ device; ours, not the paper's):
   asks XLA (GSPMD) to keep every pre-activation split by neurons, so the contraction over the
   previous layer's neurons becomes a reduce-scatter, and the Taylor pass (or the activations at
   collocation points) of each neuron runs on the device that holds it;
-* **selection** is a tournament (:func:`tournament_step`, in :func:`jax.shard_map`): every
+* **selection** is a tournament (:func:`tournament`, in :func:`jax.shard_map`, called by the one
+  per-layer step :func:`jaxcompress.compress_layer` when it is given a placement): every
   device runs the method's selector on its own columns and nominates ``min(width, n_local)``
   candidates; the candidates (``D x n_devices width`` features, their next-layer rows) are
   gathered and the selector runs again among them, identically on every device. This is
@@ -33,7 +34,10 @@ device; ours, not the paper's):
   coefficients against the chosen basis and multiplies by its own rows of the next kernel, and
   one ``psum`` adds the ``width x d_{l+1}`` results.
 
-The compressed network (``D_k`` wide) comes back replicated on the same mesh. How close the
+The placement is explicit: :func:`params_placement` reads it from the arrays' own shardings
+and :func:`jaxcompress.compress` passes it, as a :class:`~jaxcompress.placement.Placement`
+argument, to the feature maps, the evaluation code and the per-layer step. The compressed
+network (``D_k`` wide) comes back replicated on the same mesh. How close the
 tournament is to the single-device selection is measured by ``tests/test_sharding.py`` and
 ``benchmarks/input_dimension.py``.
 
@@ -44,28 +48,24 @@ References:
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-from collections.abc import Iterator
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-__all__ = ["NEURONS", "neuron_specs", "params_mesh", "shard", "tournament_step"]
+from jaxcompress.features import LayerFeatures
+from jaxcompress.mlp import HIGHEST, validate_params
+from jaxcompress.placement import Placement
+from jaxcompress.select import Selector, coefficients_from_r, lstsq_coefficients, reduce_rows
 
-HIGHEST = jax.lax.Precision.HIGHEST
+__all__ = ["NEURONS", "check_selector", "neuron_specs", "params_placement", "shard",
+           "tournament"]
 
 #: The default name of the mesh axis the neurons are split over.
 NEURONS = "neurons"
 #: Candidates each device nominates in the tournament, per kept neuron (capped by its columns).
 CANDIDATES = 2
-
-_ACTIVE: contextvars.ContextVar[tuple[Mesh, str] | None] = contextvars.ContextVar(
-    "jaxcompress_neuron_sharding", default=None)
 
 
 def neuron_specs(num_layers: int, axis: str = NEURONS) -> list[dict[str, P]]:
@@ -92,8 +92,6 @@ def shard(params, mesh: Mesh, axis: str = NEURONS) -> list[dict[str, jax.Array]]
       device holds ``1/n`` of every kernel and of every hidden bias. The placement uses the mesh's
       devices with ``Auto`` axes (:func:`auto_mesh`), whatever the given mesh's axis types.
     """
-    from jaxcompress.mlp import validate_params
-
     where = "shard"
     params = validate_params(params, where=where)
     if params[0]["kernel"].ndim != 2:
@@ -137,8 +135,9 @@ def auto_mesh(mesh: Mesh) -> Mesh:
                 axis_types=(jax.sharding.AxisType.Auto,) * len(mesh.axis_names))
 
 
-def params_mesh(params) -> tuple[Mesh, str] | None:
-    """``(mesh, axis)`` when ``params`` were placed by :func:`shard` (or alike), else ``None``.
+def params_placement(params) -> Placement | None:
+    """The :class:`~jaxcompress.placement.Placement` of ``params`` placed by :func:`shard` (or
+    alike), else ``None``.
 
     Looks at the first kernel: a :class:`~jax.sharding.NamedSharding` whose last dimension is
     split over a mesh axis with more than one device. Tracers (inside an outer ``jit``) carry no
@@ -147,74 +146,38 @@ def params_mesh(params) -> tuple[Mesh, str] | None:
     kernel = params[0]["kernel"]
     if isinstance(kernel, jax.core.Tracer) or not isinstance(kernel, jax.Array):
         return None
-    sharding = getattr(kernel, "sharding", None)
+    sharding = kernel.sharding
     if not isinstance(sharding, NamedSharding) or len(sharding.spec) < 2:
         return None
     axis = sharding.spec[1]
     if not isinstance(axis, str) or sharding.mesh.shape[axis] < 2:
         return None
-    return sharding.mesh, axis
+    return Placement(sharding.mesh, axis)
 
 
-@contextlib.contextmanager
-def neuron_sharding(spec: tuple[Mesh, str] | None) -> Iterator[None]:
-    """While tracing inside this context, :func:`constrain_neurons` splits arrays by neurons."""
-    token = _ACTIVE.set(spec)
-    try:
-        yield
-    finally:
-        _ACTIVE.reset(token)
+def check_selector(selector: Selector, where: str) -> None:
+    """Refuse a selector without a sharded form (:attr:`jaxcompress.Selector.distributable`)."""
+    if not selector.distributable:
+        kind = "baseline" if selector.baseline else "selector"
+        raise ValueError(f"{where}: the {selector.name} {kind} has no sharded form (its choice "
+                         "would depend on the number of devices); use it on one device")
 
 
-def active() -> tuple[Mesh, str] | None:
-    """The ``(mesh, axis)`` of the compression being traced, or ``None``."""
-    return _ACTIVE.get()
+def tournament(features: LayerFeatures, out_kernel: jax.Array, width: int, selector: Selector,
+               placement: Placement, *, rtol, target: jax.Array | None = None):
+    """Selection and re-weighting of one hidden layer with its neurons split over ``placement``.
 
-
-def constrain_neurons(x: jax.Array) -> jax.Array:
-    """Ask XLA to keep ``x`` split by its last axis (neurons) during a sharded compression.
-
-    A no-op (the identity, decided while tracing) outside :func:`neuron_sharding`.
+    See the module docstring (tournament selection, local re-weighting, one ``psum``). Called by
+    :func:`jaxcompress.compress_layer`, which builds the layer's record. Returns ``(kept,
+    new_out_kernel, rank, residual, max_coef, swaps)`` like its single-device selection, all
+    replicated.
     """
-    spec = _ACTIVE.get()
-    if spec is None or x.shape[-1] % spec[0].shape[spec[1]]:
-        return x
-    mesh, axis = spec
-    return jax.lax.with_sharding_constraint(
-        x, NamedSharding(mesh, P(*(None,) * (x.ndim - 1), axis)))
-
-
-def _check_selector(selector) -> None:
-    if getattr(selector, "name", None) == "random":
-        raise ValueError("compress: the random baseline has no sharded form (its choice would "
-                         "depend on the number of devices); use it on one device")
-
-
-def tournament_step(features, out_kernel: jax.Array, width: int, selector, *,
-                    target: jax.Array | None = None):
-    """:func:`jaxcompress.compress_layer` with the neurons split over the active mesh axis.
-
-    See the module docstring (tournament selection, local re-weighting, one ``psum``). Returns
-    ``(kept, new_out_kernel, LayerInfo)`` like the single-device step, all replicated.
-    """
-    from jaxcompress.compression import LayerInfo
-    from jaxcompress.select import (
-        coefficients_from_r,
-        default_rtol,
-        lstsq_coefficients,
-        reduce_rows,
-    )
-
-    mesh, axis = _ACTIVE.get()
-    _check_selector(selector)
-    n_dev = mesh.shape[axis]
+    mesh, axis = placement.mesh, placement.axis
+    n_dev = placement.devices
     z, scale = features.z, features.scale
     n = z.shape[1]
     n_loc = n // n_dev
     cand = min(CANDIDATES * width, n_loc)
-    rtol = getattr(selector, "rtol", None)
-    rtol = default_rtol(z.dtype) if rtol is None else rtol
-    baseline = bool(getattr(selector, "baseline", False))
     scale = jnp.ones((z.shape[0],), z.dtype) if scale is None else scale
     has_target = target is not None
     target = jnp.zeros((z.shape[0], out_kernel.shape[1]), z.dtype) if target is None else target
@@ -236,23 +199,8 @@ def tournament_step(features, out_kernel: jax.Array, width: int, selector, *,
         cr, ctr = reduce_rows(cands, goal_s)
         final = selector(cr, width, out_kernel=cand_k, target=ctr, layer=features.layer)
         chosen = final.perm[:width]
-        kept = cand_idx[chosen]
-        basis = cands[:, chosen]
-        if baseline:
-            coef_loc, _ = lstsq_coefficients(basis, jnp.arange(width, dtype=jnp.int32), width,
-                                             rtol, rhs=zs)
-            live = jnp.ones((width,), bool)
-        else:
-            q, r = jnp.linalg.qr(basis, mode="reduced")
-            rows = r.shape[0]
-            rhs = jnp.matmul(q.T, zs, precision=HIGHEST)
-            if rows < width:  # fewer feature rows than kept neurons: pad with zero rows
-                pad = width - rows
-                r = jnp.concatenate([r, jnp.zeros((pad, width), r.dtype)])
-                rhs = jnp.concatenate([rhs, jnp.zeros((pad, rhs.shape[1]), rhs.dtype)])
-            coef_loc = coefficients_from_r(jnp.concatenate([r, rhs], axis=1), final.rank)
-            coef_loc = coef_loc[:, width:]
-            live = jnp.arange(width, dtype=jnp.int32) < final.rank
+        coef_loc, live = _local_coefficients(cands[:, chosen], zs, width, final.rank, rtol,
+                                             selector.baseline)
         if has_target:
             new_kernel, _ = lstsq_coefficients(cands_raw[:, chosen],
                                                jnp.arange(width, dtype=jnp.int32), width, rtol,
@@ -262,20 +210,32 @@ def tournament_step(features, out_kernel: jax.Array, width: int, selector, *,
         after = jnp.matmul(cands_raw[:, chosen], new_kernel, precision=HIGHEST)
         residual = jnp.max(jnp.abs(after - goal))
         max_coef = jax.lax.pmax(jnp.max(jnp.where(live[:, None], jnp.abs(coef_loc), 0)), axis)
-        return kept, new_kernel, final.rank, residual, max_coef, final.swaps
+        return cand_idx[chosen], new_kernel, final.rank, residual, max_coef, final.swaps
 
     fn = jax.shard_map(local, mesh=mesh,
                        in_specs=(P(None, axis), P(axis, None), P(), P()),
                        out_specs=(P(), P(), P(), P(), P(), P()), check_vma=False)
-    kept, new_kernel, rank, residual, max_coef, swaps = fn(z, out_kernel, scale, target)
-    info = LayerInfo(
-        kept=kept, rank=rank, residual=residual, max_coef=max_coef, swaps=swaps,
-        layer=features.layer, order=features.order, num_features=features.num_features,
-        width_in=n, width_out=width, num_rows=z.shape[0], coord_dim=features.coord_dim)
-    return kept, new_kernel, info
+    return fn(z, out_kernel, scale, target)
 
 
-def live_bytes(fn, *args: Any) -> int:
+def _local_coefficients(basis, zs, width: int, rank, rtol, baseline: bool):
+    """``C`` with ``basis C = zs`` for this device's columns ``zs``, and which rows count."""
+    if baseline:
+        coef, _ = lstsq_coefficients(basis, jnp.arange(width, dtype=jnp.int32), width, rtol,
+                                     rhs=zs)
+        return coef, jnp.ones((width,), bool)
+    q, r = jnp.linalg.qr(basis, mode="reduced")
+    rows = r.shape[0]
+    rhs = jnp.matmul(q.T, zs, precision=HIGHEST)
+    if rows < width:  # fewer feature rows than kept neurons: pad with zero rows
+        pad = width - rows
+        r = jnp.concatenate([r, jnp.zeros((pad, width), r.dtype)])
+        rhs = jnp.concatenate([rhs, jnp.zeros((pad, rhs.shape[1]), rhs.dtype)])
+    coef = coefficients_from_r(jnp.concatenate([r, rhs], axis=1), rank)
+    return coef[:, width:], jnp.arange(width, dtype=jnp.int32) < rank
+
+
+def live_bytes(fn, *args) -> int:
     """Bytes one device holds for the compiled ``fn(*args)``: arguments plus temporaries.
 
     From XLA's :meth:`~jax.stages.Compiled.memory_analysis` (per device for SPMD programs);

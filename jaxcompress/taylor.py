@@ -30,7 +30,7 @@ import numpy as np
 
 from jaxcompress.activations import Activation, get_activation
 from jaxcompress.mlp import HIGHEST, Params
-from jaxcompress.sharding import constrain_neurons
+from jaxcompress.placement import Placement, constrain_neurons
 
 __all__ = [
     "MAX_FEATURE_BYTES",
@@ -192,7 +192,8 @@ def input_polynomial(center: jax.Array, k: int) -> jax.Array:
 
 
 def propagate_polynomial(
-    p: jax.Array, layers: Params, *, activation: str | Activation, order: int, num_vars: int
+    p: jax.Array, layers: Params, *, activation: str | Activation, order: int, num_vars: int,
+    placement: Placement | None = None,
 ) -> list[jax.Array]:
     """Push the coefficient array ``p`` through hidden ``layers`` (each ``dense -> activation``).
 
@@ -200,13 +201,13 @@ def propagate_polynomial(
     order ``k``, e.g. the input expansion ``x0 + t`` (:func:`input_polynomial`: derivative
     features), an earlier narrow layer's activations in their own coordinates (the bottleneck
     corollary) or an analytic parameterisation ``iota(u0 + t)``. Returns every layer's
-    coefficient array.
+    coefficient array. ``placement``: the neurons' placement in a sharded compression.
     """
     act = get_activation(activation)
     feats = []
     for layer in layers:
         u = jnp.matmul(p, layer["kernel"], precision=HIGHEST).at[0].add(layer["bias"])
-        u = constrain_neurons(u)
+        u = constrain_neurons(u, placement)
         p = compose(act.series(u[0], order), u, num_vars, order)
         feats.append(p)
     return feats
@@ -219,14 +220,17 @@ def taylor_features(
     order: int,
     center: jax.Array | None = None,
     upto: int | None = None,
+    placement: Placement | None = None,
 ) -> list[jax.Array]:
     """Features ``Z_l`` of shape ``(D_k, d_l)`` of the first ``upto`` hidden layers, one pass.
 
-    See the module docstring. ``center`` is the expansion point ``x_0`` (default: the origin).
+    See the module docstring. ``center`` is the expansion point ``x_0`` (default: the origin);
+    ``placement`` the neurons' placement in a sharded compression (``None``: one device).
     """
     d = params[0]["kernel"].shape[0]
     dtype = jnp.result_type(params[0]["kernel"])
     center = jnp.zeros((d,), dtype) if center is None else jnp.asarray(center, dtype)
     n_hidden = len(params) - 1 if upto is None else upto
     return propagate_polynomial(input_polynomial(center, order), params[:n_hidden],
-                                activation=activation, order=order, num_vars=d)
+                                activation=activation, order=order, num_vars=d,
+                                placement=placement)

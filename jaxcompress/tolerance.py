@@ -1,39 +1,39 @@
 """Compression to an error budget: choose the Taylor orders, certified or measured.
 
 :func:`compress_to_tolerance` picks per-layer orders for a backward-order derivative-matching
-compression so that the sup error on the domain is at most ``eps``, either with a proof
-(``mode="certified"``: the a priori orders of the paper's or our certificate, checked by our a
-posteriori certificate) or by measurement (``mode="measured"``: :func:`jaxcompress.sup_error`).
+compression so that the sup error on the domain is at most ``eps``. How is a value, a
+*strategy*: :class:`Certified` (with a proof: the a priori orders of the paper's or our
+certificate, checked by our a posteriori certificate) or :class:`Measured` (by measurement:
+:func:`jaxcompress.sup_error`). Both search over the cached per-layer steps of
+:class:`jaxcompress.compression.BackwardSteps`, the compression module's own.
 """
 
 from __future__ import annotations
 
+import abc
 import dataclasses
-import functools
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress.activations import Activation, get_activation
 from jaxcompress.certificates.bounds import has_bound_rule
 from jaxcompress.certificates.certificate import certify, certify_prepared
 from jaxcompress.certificates.chain import domain_geometry
-from jaxcompress.certificates.prepared import Prepared, _features_jit
+from jaxcompress.certificates.prepared import Prepared
 from jaxcompress.certificates.report import Certificate
-from jaxcompress.compression import CompressInfo, compress_layer, rewire
-from jaxcompress.domains import Ball, domain_center
-from jaxcompress.evaluate import error_estimate, sup_error
-from jaxcompress.features import LayerFeatures
-from jaxcompress.mlp import Params, validate_params
-from jaxcompress.select import MaxVol, as_selector
-from jaxcompress.taylor import monomials, num_monomials
+from jaxcompress.compression import BackwardSteps, CompressInfo
+from jaxcompress.domains import Ball
+from jaxcompress.evaluate import sup_error
+from jaxcompress.mlp import Params, layer_sizes, param_count, validate_params
+from jaxcompress.select import MaxVol, Selector, as_selector
+from jaxcompress.taylor import num_monomials
 
-__all__ = ["ToleranceResult", "compress_to_tolerance", "order_advice",
-           "smallest_uniform_order"]
+__all__ = ["Certified", "Measured", "ToleranceResult", "ToleranceStrategy",
+           "compress_to_tolerance", "order_advice", "smallest_uniform_order"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,22 +44,20 @@ class ToleranceResult:
       params: the compressed network (untrimmed: static widths ``min(D_k, d_l)``; pass it to
         :func:`jaxcompress.trim` to drop rank-deficient neurons).
       orders: the Taylor order chosen per hidden layer.
-      report: the :class:`Certificate` (with the a posteriori bound of ``params``).
+      report: the :class:`Certificate` (with the a posteriori bound of ``params``); ``None``
+        for a measured search on an activation without a bound rule.
       measured_error: :func:`jaxcompress.sup_error` (samples + local search) of ``params``.
       info: the :class:`jaxcompress.CompressInfo` of the compression.
-      mode: ``"certified"`` or ``"measured"``.
-      orders_from: certified mode: ``"paper"`` (the paper's ``k_cert``, Eq. 72), ``"ours"``
-        (``k_ours``), or ``"best"`` (default: whichever of the two certifies the smaller
-        network, by parameter count; the paper's on ties).
+      mode: the strategy's name, ``"certified"`` or ``"measured"``.
       history: one line per step of the search (what was tried and why).
-      orders_source: certified mode: ``"paper"`` (the paper's ``k_cert``, Eq. 72) or ``"ours"``
-        (``k_ours``), the certificate whose a priori orders started the search; measured mode:
+      orders_source: certified: ``"paper"`` (the paper's ``k_cert``, Eq. 72) or ``"ours"``
+        (``k_ours``), the certificate whose a priori orders started the search; measured:
         ``"measured"``.
     """
 
     params: Params
     orders: tuple[int, ...]
-    report: Certificate
+    report: Certificate | None
     measured_error: float
     info: CompressInfo
     mode: str
@@ -70,78 +68,364 @@ class ToleranceResult:
         return iter((self.params, self.orders, self.report))
 
 
-class _BackwardSteps:
-    """Backward-order derivative matching, one cached per-layer step per (layer, order).
+@dataclasses.dataclass(frozen=True)
+class _Problem:
+    """One search: the teacher, the budget, and how steps are reported and measured."""
 
-    In backward order each hidden layer's features are those of the original network, so the
-    step of layer ``l`` at order ``k`` (:func:`~jaxcompress.compression.compress_layer`, computed
-    against the original next-layer kernel) does not depend on the other layers' orders, and any
-    choice of per-layer orders is an assembly of cached steps: :meth:`assemble` gives the
-    compressed network (for selectors that ignore the next layer's kernel, such as
-    :class:`~jaxcompress.PivotedQR` and :class:`~jaxcompress.MaxVol`, the same network as
-    ``jc.compress(params, jc.derivative_matching(orders, selector=...), domain=...)``),
-    :meth:`padded` the same function with the original shapes (dropped neurons get zero outgoing
-    weight: one ``sup_error`` compilation for every candidate).
+    params: Params
+    act: Activation
+    domain: Any
+    eps: float
+    radius: float
+    emit: Callable[[str], None]
+    history: list[str]
+    measure: Callable[[Params], float]
+
+    @property
+    def n_hidden(self) -> int:
+        return len(self.params) - 1
+
+    def fail(self, message: str) -> ValueError:
+        """A ``ValueError`` saying what failed and, from the history, where the search got to."""
+        tail = "\n  ".join(self.history[-6:])
+        return ValueError(f"compress_to_tolerance: {message}" + (
+            f"\nthe search so far (last {min(len(self.history), 6)} steps):\n  {tail}"
+            if self.history else ""))
+
+
+def _check_int(value, name: str, where: str, lo: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo:
+        raise ValueError(f"{where}: {name} must be an int >= {lo}, got {value!r}")
+    return int(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class ToleranceStrategy(abc.ABC):
+    """How :func:`compress_to_tolerance` chooses the orders (a value that validates itself).
+
+    The fields shared by every strategy set the search's range and the sup-error measurement
+    (:func:`jaxcompress.sup_error`) of the result.
+
+    Args:
+      max_order: the largest order tried.
+      key: the measurement's PRNG key (default ``PRNGKey(0)``).
+      n_samples, local_search_steps: the measurement's uniform samples and projected-ascent
+        steps.
     """
 
-    def __init__(self, params: Params, act: str, domain, selector):
-        self.params, self.act, self.selector = params, act, selector
-        self.dtype = jnp.result_type(params[0]["kernel"])
-        self.d = int(params[0]["kernel"].shape[0])
-        self.widths = [int(layer["kernel"].shape[1]) for layer in params[:-1]]
-        self.domain = domain
-        self.center = domain_center(domain, self.dtype)
-        self.radius = jnp.asarray(domain.radius, self.dtype)
-        self.k_feat, self.feats = -1, None
-        self.step = functools.cache(self._step)
+    max_order: int = 20
+    key: jax.Array | None = None
+    n_samples: int = 4096
+    local_search_steps: int = 100
+    name: ClassVar[str] = "strategy"
 
-    def _features(self, k: int):
-        if k > self.k_feat:
-            self.k_feat = max(k, self.k_feat + 4, 4)  # few recompilations as the order grows
-            self.feats = _features_jit(self.params, self.center, activation=self.act,
-                                       order=self.k_feat)
-        return self.feats
+    def __post_init__(self):
+        where = type(self).__name__
+        _check_int(self.max_order, "max_order", where, 0)
+        _check_int(self.n_samples, "n_samples", where, 1)
+        _check_int(self.local_search_steps, "local_search_steps", where, 0)
+        if self.key is not None and not (isinstance(self.key, jax.Array)
+                                         or isinstance(self.key, np.ndarray)):
+            raise TypeError(f"{where}: key must be a PRNG key (e.g. jax.random.PRNGKey(0)), got "
+                            f"{type(self.key).__name__}")
 
-    def _step(self, l: int, k: int):
-        d_k = num_monomials(self.d, k)
-        z = self._features(k)[l - 1][:d_k]
-        scale = self.radius ** jnp.asarray(monomials(self.d, k).sum(axis=1), self.dtype)
-        feats = LayerFeatures(z=z, scale=scale, layer=l, order=k, num_features=d_k,
-                              coord_dim=self.d)
-        return _step_jit(feats, self.params[l]["kernel"], width=min(d_k, self.widths[l - 1]),
-                         selector=self.selector)
+    @property
+    def measurement_key(self) -> jax.Array:
+        return jax.random.PRNGKey(0) if self.key is None else self.key
 
-    def padded(self, orders: dict[int, int]) -> Params:
-        out = list(self.params)
-        for l, k in orders.items():
-            kept, kernel, _ = self.step(l, k)
-            out[l] = {"kernel": jnp.zeros_like(self.params[l]["kernel"]).at[kept].set(kernel),
-                      "bias": self.params[l]["bias"]}
-        return out
-
-    def assemble(self, orders: Sequence[int]) -> tuple[Params, CompressInfo]:
-        steps = [self.step(l, k) for l, k in enumerate(orders, start=1)]
-        new = list(self.params)
-        for l in range(len(orders), 0, -1):
-            kept, kernel, _ = steps[l - 1]
-            cols = steps[l][0] if l < len(orders) else slice(None)
-            new = rewire(new, l, kept, kernel[:, cols])
-        sel = getattr(self.selector, "name", type(self.selector).__name__)
-        info = CompressInfo(
-            layers=tuple(step[2] for step in steps), activation=self.act, layer_order="backward",
-            features="taylor", selector=sel, coordinates="input",
-            method=f"derivative_matching(order={tuple(orders)}, features=taylor, selector={sel}, "
-                   "backward)",
-            error_estimate=_estimate(self.params, new, activation=self.act, domain=self.domain))
-        return new, info
+    @abc.abstractmethod
+    def search(self, problem: _Problem) -> ToleranceResult:
+        """Run the search on ``problem``."""
 
 
-@functools.partial(jax.jit, static_argnames=("width", "selector"))
-def _step_jit(features, out_kernel, *, width, selector):
-    return compress_layer(features, out_kernel, width, selector)
+@dataclasses.dataclass(frozen=True)
+class Certified(ToleranceStrategy):
+    """Orders with a proof: the a priori orders of :func:`jaxcompress.certify`, checked a
+    posteriori.
+
+    The a priori orders (``orders_from``: the paper's ``k_cert`` of Eq. 72 at the uniform budget
+    of Eq. 62 and Lemma 19, or ours ``k_ours``) are compressed with the maxvol selector (Lemma
+    10's coefficient bound, up to ``1 + delta``); the a posteriori certificates of the result
+    (ours and the paper's Theorem 5 on the actual weights; the smaller is used) are then
+    computed and, should it exceed ``eps`` (floating-point residuals, maxvol swap cap), the
+    order of the layer contributing most is raised until it does not. Refuses with
+    ``ValueError`` (naming the layer and ``rho`` vs ``R``) when the chosen certificate(s) cannot
+    certify the layer (Assumption 4 not proven, or no order certifies the budget).
+
+    Args:
+      orders_from: ``"paper"`` (the paper's ``k_cert``, Eq. 72), ``"ours"`` (``k_ours``), or
+        ``"best"`` (default: whichever of the two certifies the smaller network, by parameter
+        count; the paper's on ties).
+      refine: lower the orders afterwards, deepest layer first (bisection on each layer's
+        order), to the smallest found whose a posteriori certificate is ``<= eps`` (still
+        rigorous, usually much smaller networks).
+      delta: the maxvol tolerance.
+      selector: ``None`` (``MaxVol(delta=delta)``) or a :class:`~jaxcompress.MaxVol` (its
+        ``delta`` is then the strategy's).
+      max_order, key, n_samples, local_search_steps: see :class:`ToleranceStrategy`.
+    """
+
+    orders_from: str = "best"
+    refine: bool = False
+    delta: float = 1e-2
+    selector: MaxVol | None = None
+    name: ClassVar[str] = "certified"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.orders_from not in ("best", "paper", "ours"):
+            raise ValueError(f"Certified: orders_from must be 'best', 'paper' or 'ours', got "
+                             f"{self.orders_from!r}")
+        if not isinstance(self.refine, bool):
+            raise TypeError(f"Certified: refine must be a bool, got {self.refine!r}")
+        sel = self.selector
+        if sel is None or sel == "maxvol":
+            sel = MaxVol(delta=self.delta)
+        if not isinstance(sel, MaxVol):
+            raise ValueError("Certified: the certified search uses the maxvol selector (Lemma "
+                             f"10's coefficient bound), got {sel!r}")
+        object.__setattr__(self, "selector", sel)
+        object.__setattr__(self, "delta", sel.delta)
+
+    def search(self, problem: _Problem) -> ToleranceResult:
+        prep = Prepared(problem.params, problem.act, problem.domain)
+        report = certify_prepared(prep, eps=problem.eps, delta=self.delta)
+        orders, source = _certified_orders(report, self.orders_from, problem.radius,
+                                           problem.params)
+        if source == "paper":
+            problem.emit(f"a priori orders: the paper's k_cert (Eq. 72) = {orders} (budget "
+                         f"eps_l = {report.eps_uniform:.3g} (Eq. 62), Lambda_bar = "
+                         f"{report.Lambda_bar:.3g} (Lemma 19))")
+        else:
+            problem.emit(f"a priori orders: ours k_ours = {orders} (budget eps_l = "
+                         f"{report.eps_uniform_ours:.3g}, Lambda_bar_ours = "
+                         f"{report.Lambda_bar_ours:.3g})")
+        steps = BackwardSteps(problem.params, problem.act.name, problem.domain, self.selector)
+
+        def post(ords):
+            small, info = steps.assemble(ords)
+            rep = certify_prepared(prep, eps=problem.eps, delta=self.delta, compressed=small,
+                                   info=info)
+            return small, info, rep
+
+        result = self._raise_until_proven(problem, orders, post)
+        if self.refine:
+            result = self._refine(problem, result, post)
+        orders, small, info, rep = result
+        return ToleranceResult(params=small, orders=tuple(orders), report=rep,
+                               measured_error=problem.measure(small), info=info, mode=self.name,
+                               history=tuple(problem.history), orders_source=source)
+
+    def _raise_until_proven(self, problem: _Problem, orders: list[int], post):
+        small, info, rep = post(orders)
+        widths = layer_sizes(problem.params)[1:-1]
+        d = layer_sizes(problem.params)[0]
+        while _proof(rep)[0] > problem.eps:
+            bound, which = _proof(rep)
+            contrib = _contributions(rep)
+            cands = [l for l in range(problem.n_hidden) if orders[l] < self.max_order
+                     and num_monomials(d, orders[l]) < widths[l]]
+            if not cands:
+                raise problem.fail(f"the a posteriori certificate {bound:.3g} ({which}) exceeds "
+                                   f"eps = {problem.eps:g} at orders {orders} and no order can "
+                                   "be raised")
+            l = max(cands, key=lambda i: contrib[i])
+            orders[l] += 1
+            problem.emit(f"a posteriori bound {bound:.3g} ({which}) > eps: raise layer {l + 1} "
+                         f"to k = {orders[l]}")
+            small, info, rep = post(orders)
+        problem.emit(f"a posteriori bound {_proof(rep)[0]:.3g} ({_proof(rep)[1]}) <= eps at "
+                     f"{orders}")
+        return orders, small, info, rep
+
+    def _refine(self, problem: _Problem, result, post):
+        # bisection per layer, deepest first; only verified orders are ever accepted
+        orders, small, info, rep = result
+        for l in range(problem.n_hidden - 1, -1, -1):
+            lo, hi = -1, orders[l]
+            while hi - lo > 1:
+                trial = list(orders)
+                trial[l] = (lo + hi) // 2
+                t_small, t_info, t_rep = post(trial)
+                if _proof(t_rep)[0] <= problem.eps:
+                    hi = trial[l]
+                    orders, small, info, rep = trial, t_small, t_info, t_rep
+                    problem.emit(f"refine: layer {l + 1} -> k = {orders[l]}, a posteriori "
+                                 f"bound {_proof(rep)[0]:.3g} ({_proof(rep)[1]})")
+                else:
+                    lo = trial[l]
+        return orders, small, info, rep
 
 
-_estimate = jax.jit(error_estimate, static_argnames=("activation",))
+@dataclasses.dataclass(frozen=True)
+class Measured(ToleranceStrategy):
+    """Orders by measurement (:func:`jaxcompress.sup_error`); nothing is guaranteed beyond it.
+
+    The smallest uniform order ``k_u`` whose measured sup error (samples plus projected local
+    search) is ``<= eps`` bounds the search; then, deepest layer first, each layer alone gets
+    the smallest order ``<= k_u`` meeting ``eps / L``; orders are raised (largest single-layer
+    error first) until the whole network meets ``eps`` and finally lowered, deepest first, while
+    it still does. Every order is ``<= k_u``, so no width exceeds the uniform one.
+
+    Args:
+      selector: a deterministic selector object or name (default
+        :class:`~jaxcompress.PivotedQR`; a random one is refused: the search compares many
+        compressions).
+      max_order, key, n_samples, local_search_steps: see :class:`ToleranceStrategy`.
+    """
+
+    selector: Selector | str = "pivoted_qr"
+    name: ClassVar[str] = "measured"
+
+    def __post_init__(self):
+        super().__post_init__()
+        sel = self.selector
+        if sel == "random" or (isinstance(sel, Selector) and not sel.distributable):
+            raise ValueError("Measured: the random selector is not supported (the search "
+                             "compares many compressions; use a deterministic selector)")
+        object.__setattr__(self, "selector", as_selector(sel, "Measured"))
+
+    def search(self, problem: _Problem) -> ToleranceResult:
+        steps = BackwardSteps(problem.params, problem.act.name, problem.domain, self.selector)
+        n_hidden, eps = problem.n_hidden, problem.eps
+
+        def err_of(ords: dict[int, int]) -> float:
+            return problem.measure(steps.padded(ords))
+
+        k_u, _, errs = smallest_uniform_order(
+            lambda k: steps.padded({l: k for l in range(1, n_hidden + 1)}), problem.measure,
+            eps, self.max_order, problem.emit)
+        if k_u is None:
+            raise problem.fail(order_advice(errs, eps))
+        orders, single = _per_layer_orders(problem, err_of, k_u)
+        total = err_of({l: orders[l - 1] for l in range(1, n_hidden + 1)})
+        while total > eps:
+            cands = [l for l in range(n_hidden) if orders[l] < k_u]
+            l = max(cands, key=lambda i: single[i])
+            orders[l] += 1
+            single[l] = err_of({l + 1: orders[l]})
+            total = err_of({m: orders[m - 1] for m in range(1, n_hidden + 1)})
+            problem.emit(f"whole network above eps: layer {l + 1} -> k = {orders[l]}, measured "
+                         f"{total:.3e}")
+        orders = _lower_while_within(problem, err_of, orders)
+        small, info = steps.assemble(orders)
+        err = problem.measure(small)
+        problem.emit(f"final orders {orders} (uniform would be {k_u}): measured {err:.3e}")
+        report = certify(problem.params, activation=problem.act, domain=problem.domain, eps=eps,
+                         compressed=small, info=info) if has_bound_rule(problem.act) else None
+        return ToleranceResult(params=small, orders=tuple(orders), report=report,
+                               measured_error=err, info=info, mode=self.name,
+                               history=tuple(problem.history))
+
+
+def _per_layer_orders(problem: _Problem, err_of, k_u: int) -> tuple[list[int], list[float]]:
+    """Deepest layer first, each layer alone: the smallest order meeting ``eps / L``."""
+    n_hidden = problem.n_hidden
+    orders, single = [k_u] * n_hidden, [0.0] * n_hidden
+    budget = problem.eps / n_hidden
+    for l in range(n_hidden, 0, -1):
+        for k in range(k_u + 1):
+            e = err_of({l: k})
+            if e <= budget or k == k_u:
+                orders[l - 1], single[l - 1] = k, e
+                break
+        problem.emit(f"layer {l} alone: k = {orders[l - 1]} (measured {single[l - 1]:.3e}, "
+                     f"budget {budget:.3e})")
+    return orders, single
+
+
+def _lower_while_within(problem: _Problem, err_of, orders: list[int]) -> list[int]:
+    """Deepest layer first, lower each order while the whole network still meets ``eps``."""
+    n_hidden = problem.n_hidden
+    for l in range(n_hidden - 1, -1, -1):
+        while orders[l] > 0:
+            trial = list(orders)
+            trial[l] -= 1
+            e = err_of({m: trial[m - 1] for m in range(1, n_hidden + 1)})
+            if e > problem.eps:
+                break
+            orders = trial
+            problem.emit(f"lower layer {l + 1} -> k = {orders[l]}, measured {e:.3e}")
+    return orders
+
+
+#: The keyword arguments of the earlier ``compress_to_tolerance(..., mode=...)`` and where each
+#: lives now (for the error message of a stale call).
+_MOVED = {
+    "mode": "the strategy: jc.Certified(...) or jc.Measured(...)",
+    "orders_from": "jc.Certified(orders_from=...)",
+    "refine": "jc.Certified(refine=...)",
+    "delta": "jc.Certified(delta=...)",
+    "selector": "jc.Measured(selector=...) (jc.Certified always uses jc.MaxVol)",
+    "max_order": "the strategy: jc.Measured(max_order=...) or jc.Certified(max_order=...)",
+    "key": "the strategy: jc.Measured(key=...) or jc.Certified(key=...)",
+    "n_samples": "the strategy: jc.Measured(n_samples=...)",
+    "local_search_steps": "the strategy: jc.Measured(local_search_steps=...)",
+}
+
+
+def compress_to_tolerance(
+    params: Params,
+    strategy: ToleranceStrategy | None = None,
+    *,
+    activation: str | Activation,
+    domain,
+    eps: float,
+    progress=None,
+    **moved: Any,
+) -> ToleranceResult:
+    """Compress ``params`` so that the sup error on ``domain`` is at most ``eps``.
+
+    >>> teacher = jc.init_mlp(jax.random.PRNGKey(0), [2, 16, 16, 1])
+    >>> res = jc.compress_to_tolerance(teacher, jc.Measured(n_samples=256), activation="tanh",
+    ...                                domain=jc.Ball(2, 0.5), eps=1e-6)
+    >>> bool(res.measured_error <= 1e-6), res.mode
+    (True, 'measured')
+
+    Args:
+      params, activation, domain, eps: as in :func:`certify` (``domain`` a Ball or Box).
+      strategy: :class:`Certified` (default: ``Certified()``) or :class:`Measured`; each holds
+        its own settings (orders' source, refinement, selector, the measurement's key and
+        samples).
+      progress: ``None`` (quiet), ``True`` (each step of the search printed to stderr as it
+        happens) or a callable receiving each line. Every line is also in ``history``, and an
+        error names the last steps reached.
+
+    Returns:
+      A :class:`ToleranceResult` (``params``, ``orders``, ``report``, ``measured_error``, ...).
+      The compressed network equals ``jaxcompress.compress(params,
+      jaxcompress.derivative_matching(orders, selector=...), activation=..., domain=domain)``
+      (for selectors that ignore the next layer's kernel; the per-layer records' residuals are
+      measured against each original next layer).
+    """
+    where = "compress_to_tolerance"
+    if moved:
+        name = next(iter(moved))
+        if name not in _MOVED:
+            raise TypeError(f"{where}() got an unexpected keyword argument {name!r}")
+        raise TypeError(f"{where}: {name}= is now part of {_MOVED[name]} (strategies are "
+                        "values; see jaxcompress.tolerance)")
+    strategy = Certified() if strategy is None else strategy
+    if not isinstance(strategy, ToleranceStrategy):
+        raise TypeError(f"{where}: strategy must be jc.Certified(...) or jc.Measured(...), got "
+                        f"{type(strategy).__name__}")
+    params = validate_params(params, where=where)
+    act = get_activation(activation)
+    d = layer_sizes(params)[0]
+    radius, _ = domain_geometry(domain, d, where=where)
+    if isinstance(domain, (int, float, np.floating, np.integer)):
+        domain = Ball(d, radius)
+    history: list[str] = []
+    key = strategy.measurement_key
+
+    def measure(p) -> float:
+        return float(sup_error(params, p, activation=act.name, domain=domain, key=key,
+                               n_samples=strategy.n_samples,
+                               local_search_steps=strategy.local_search_steps))
+
+    problem = _Problem(params=params, act=act, domain=domain, eps=float(eps), radius=radius,
+                       emit=_emitter(progress, history), history=history, measure=measure)
+    return strategy.search(problem)
 
 
 def _emitter(progress, history: list[str]):
@@ -165,13 +449,6 @@ def _emitter(progress, history: list[str]):
     return emit
 
 
-def _failure(message: str, history: list[str]) -> ValueError:
-    """A ``ValueError`` saying what failed and, from the history, where the search got to."""
-    tail = "\n  ".join(history[-6:])
-    return ValueError(f"compress_to_tolerance: {message}" + (
-        f"\nthe search so far (last {min(len(history), 6)} steps):\n  {tail}" if history else ""))
-
-
 def smallest_uniform_order(compress_at, measure, eps: float, max_order: int, emit,
                            describe=None) -> tuple[int | None, Any, list[float]]:
     """The smallest ``k <= max_order`` whose compression ``compress_at(k)`` measures ``<= eps``.
@@ -179,7 +456,7 @@ def smallest_uniform_order(compress_at, measure, eps: float, max_order: int, emi
     ``measure(result) -> float``. Reports each order through ``emit`` (with
     ``describe(result)`` appended when given). Returns ``(k, result, errors)`` with
     ``k = None`` (and the last result) when no order reaches ``eps``; :func:`order_advice` then
-    says why. Shared by ``compress_to_tolerance(mode="measured")`` and
+    says why. Shared by :class:`Measured` and
     ``jaxcompress compress --eps``.
     """
     errs: list[float] = []
@@ -206,209 +483,6 @@ def order_advice(errs: Sequence[float], eps: float, max_order_name: str = "max_o
     return msg + f"; raise {max_order_name} or eps"
 
 
-def compress_to_tolerance(
-    params: Params,
-    *,
-    activation: str | Activation,
-    domain,
-    eps: float,
-    mode: str = "certified",
-    orders_from: str = "best",
-    selector: str | None = None,
-    delta: float = 1e-2,
-    refine: bool = False,
-    max_order: int = 20,
-    key: jax.Array | None = None,
-    n_samples: int = 4096,
-    local_search_steps: int = 100,
-    progress=None,
-) -> ToleranceResult:
-    """Compress ``params`` so that the sup error on ``domain`` is at most ``eps``.
-
-    Modes:
-      ``"certified"``: the a priori orders of :func:`certify` (``orders_from``: the paper's
-        ``k_cert`` of Eq. 72 at the uniform budget of Eq. 62 and Lemma 19, or ours ``k_ours``),
-        compressed with ``selector="maxvol"`` (Lemma 10's coefficient bound, up to
-        ``1 + delta``); the a posteriori certificates of the result (ours and the paper's
-        Theorem 5 on the actual weights; the smaller is used) are then computed and,
-        should it exceed ``eps`` (floating-point residuals, maxvol swap cap), the order of the
-        layer contributing most is raised until it does not. ``ToleranceResult.orders_source``
-        and the first line of ``history`` say which certificate's orders were used. Refuses
-        with ``ValueError`` (naming the layer and ``rho`` vs ``R``) when the chosen
-        certificate(s) cannot certify the layer (Assumption 4 not proven, or no order
-        certifies the budget). With
-        ``refine=True`` the orders are then lowered, deepest layer first (bisection on each
-        layer's order), to the smallest found whose a posteriori certificate is ``<= eps``
-        (still rigorous, usually much smaller networks).
-      ``"measured"``: the smallest uniform order ``k_u`` whose measured sup error
-        (:func:`jaxcompress.sup_error`, samples plus projected local search) is ``<= eps``
-        bounds the search; then, deepest layer first, each layer alone gets the smallest order
-        ``<= k_u`` meeting ``eps / L``; orders are raised (largest single-layer error first)
-        until the whole network meets ``eps`` and finally lowered, deepest first, while it still
-        does. Every order is ``<= k_u``, so no width exceeds the uniform one. Nothing is
-        guaranteed beyond the measurement.
-
-    Args:
-      params, activation, domain, eps: as in :func:`certify` (``domain`` a Ball or Box).
-      mode: ``"certified"`` or ``"measured"``.
-      orders_from: certified mode: ``"paper"`` (the paper's ``k_cert``, Eq. 72), ``"ours"``
-        (``k_ours``), or ``"best"`` (default: whichever of the two certifies the smaller
-        network, by parameter count; the paper's on ties).
-      selector: certified mode: :class:`~jaxcompress.MaxVol` (the default, with ``delta``);
-        measured mode: a deterministic selector object or name (default
-        :class:`~jaxcompress.PivotedQR`).
-      delta: maxvol tolerance.
-      refine: certified mode only, see above.
-      max_order: the largest order tried.
-      key, n_samples, local_search_steps: the sup-error measurement (default key
-        ``PRNGKey(0)``).
-      progress: ``None`` (quiet), ``True`` (each step of the search printed to stderr as it
-        happens) or a callable receiving each line. Every line is also in ``history``, and an
-        error names the last steps reached.
-
-    Returns:
-      A :class:`ToleranceResult` (``params``, ``orders``, ``report``, ``measured_error``, ...).
-      The compressed network equals ``jaxcompress.compress(params,
-      jaxcompress.derivative_matching(orders, selector=...), activation=..., domain=domain)``
-      (for selectors that ignore the next layer's kernel; the per-layer records' residuals are
-      measured against each original next layer).
-    """
-    if mode not in ("certified", "measured"):
-        raise ValueError(f"compress_to_tolerance: mode must be 'certified' or 'measured', got "
-                         f"{mode!r}")
-    if orders_from not in ("best", "paper", "ours"):
-        raise ValueError(f"compress_to_tolerance: orders_from must be 'best', 'paper' or "
-                         f"'ours', got {orders_from!r}")
-    params = validate_params(params, where="compress_to_tolerance")
-    act = get_activation(activation)
-    d = int(params[0]["kernel"].shape[0])
-    radius, _ = domain_geometry(domain, d, where="compress_to_tolerance")
-    eps = float(eps)
-    n_hidden = len(params) - 1
-    key = jax.random.PRNGKey(0) if key is None else key
-    if isinstance(domain, (int, float, np.floating, np.integer)):
-        domain = Ball(d, radius)
-    history: list[str] = []
-    emit = _emitter(progress, history)
-
-    def measure(p) -> float:
-        return float(sup_error(params, p, activation=act.name, domain=domain, key=key,
-                               n_samples=n_samples, local_search_steps=local_search_steps))
-
-    if mode == "certified":
-        if selector is None or selector == "maxvol":
-            selector = MaxVol(delta=delta)
-        if not isinstance(selector, MaxVol):
-            raise ValueError("compress_to_tolerance: mode='certified' uses the maxvol selector "
-                             f"(Lemma 10's coefficient bound), got {selector!r}")
-        prep = Prepared(params, act, domain)
-        report = certify_prepared(prep, eps=eps, delta=delta)
-        orders, source = _certified_orders(report, orders_from, radius, params)
-        comp = _BackwardSteps(params, act.name, domain, selector)
-        if source == "paper":
-            emit(f"a priori orders: the paper's k_cert (Eq. 72) = {orders} (budget "
-                           f"eps_l = {report.eps_uniform:.3g} (Eq. 62), Lambda_bar = "
-                           f"{report.Lambda_bar:.3g} (Lemma 19))")
-        else:
-            emit(f"a priori orders: ours k_ours = {orders} (budget eps_l = "
-                           f"{report.eps_uniform_ours:.3g}, Lambda_bar_ours = "
-                           f"{report.Lambda_bar_ours:.3g})")
-
-        def post(ords):
-            small, info = comp.assemble(ords)
-            rep = certify_prepared(prep, eps=eps, delta=delta, compressed=small, info=info)
-            return small, info, rep
-
-        small, info, rep = post(orders)
-        while _proof(rep)[0] > eps:
-            bound, which = _proof(rep)
-            contrib = _contributions(rep)
-            cands = [l for l in range(n_hidden) if orders[l] < max_order
-                     and num_monomials(d, orders[l]) < int(params[l]["kernel"].shape[1])]
-            if not cands:
-                raise _failure(
-                    f"the a posteriori certificate {bound:.3g} ({which}) exceeds eps = {eps:g} "
-                    f"at orders {orders} and no order can be raised", history)
-            l = max(cands, key=lambda i: contrib[i])
-            orders[l] += 1
-            emit(f"a posteriori bound {bound:.3g} ({which}) > eps: raise layer "
-                           f"{l + 1} to k = {orders[l]}")
-            small, info, rep = post(orders)
-        emit(f"a posteriori bound {_proof(rep)[0]:.3g} ({_proof(rep)[1]}) <= eps at "
-                       f"{orders}")
-        if refine:
-            # bisection per layer, deepest first; only verified orders are ever accepted
-            for l in range(n_hidden - 1, -1, -1):
-                lo, hi = -1, orders[l]
-                while hi - lo > 1:
-                    trial = list(orders)
-                    trial[l] = (lo + hi) // 2
-                    t_small, t_info, t_rep = post(trial)
-                    if _proof(t_rep)[0] <= eps:
-                        hi = trial[l]
-                        orders, small, info, rep = trial, t_small, t_info, t_rep
-                        emit(f"refine: layer {l + 1} -> k = {orders[l]}, a posteriori "
-                                       f"bound {_proof(rep)[0]:.3g} ({_proof(rep)[1]})")
-                    else:
-                        lo = trial[l]
-        err = measure(small)
-        return ToleranceResult(params=small, orders=tuple(orders), report=rep,
-                               measured_error=err, info=info, mode=mode,
-                               history=tuple(history), orders_source=source)
-
-    # --- measured ---------------------------------------------------------------------------
-    selector = "pivoted_qr" if selector is None else selector
-    if selector == "random" or getattr(selector, "name", None) == "random":
-        raise ValueError("compress_to_tolerance: the random selector is not supported (the "
-                         "search compares many compressions; use a deterministic selector)")
-    comp = _BackwardSteps(params, act.name, domain, as_selector(selector, "compress_to_tolerance"))
-
-    def err_of(ords: dict[int, int]) -> float:
-        return measure(comp.padded(ords))
-
-    k_u, _, errs = smallest_uniform_order(
-        lambda k: comp.padded({l: k for l in range(1, n_hidden + 1)}), measure, eps, max_order,
-        emit)
-    if k_u is None:
-        raise _failure(order_advice(errs, eps), history)
-    orders = [k_u] * n_hidden
-    single = [0.0] * n_hidden
-    budget = eps / n_hidden
-    for l in range(n_hidden, 0, -1):
-        for k in range(k_u + 1):
-            e = err_of({l: k})
-            if e <= budget or k == k_u:
-                orders[l - 1], single[l - 1] = k, e
-                break
-        emit(f"layer {l} alone: k = {orders[l - 1]} (measured {single[l - 1]:.3e}, "
-                       f"budget {budget:.3e})")
-    total = err_of({l: orders[l - 1] for l in range(1, n_hidden + 1)})
-    while total > eps:
-        cands = [l for l in range(n_hidden) if orders[l] < k_u]
-        l = max(cands, key=lambda i: single[i])
-        orders[l] += 1
-        single[l] = err_of({l + 1: orders[l]})
-        total = err_of({m: orders[m - 1] for m in range(1, n_hidden + 1)})
-        emit(f"whole network above eps: layer {l + 1} -> k = {orders[l]}, measured "
-                       f"{total:.3e}")
-    for l in range(n_hidden - 1, -1, -1):
-        while orders[l] > 0:
-            trial = list(orders)
-            trial[l] -= 1
-            e = err_of({m: trial[m - 1] for m in range(1, n_hidden + 1)})
-            if e > eps:
-                break
-            orders, total = trial, e
-            emit(f"lower layer {l + 1} -> k = {orders[l]}, measured {e:.3e}")
-    small, info = comp.assemble(orders)
-    err = measure(small)
-    emit(f"final orders {orders} (uniform would be {k_u}): measured {err:.3e}")
-    report = certify(params, activation=act, domain=domain, eps=eps, delta=delta,
-                     compressed=small, info=info) if has_bound_rule(act) else None
-    return ToleranceResult(params=small, orders=tuple(orders), report=report,
-                           measured_error=err, info=info, mode=mode, history=tuple(history))
-
-
 def _certified_orders(report: Certificate, orders_from: str, radius: float,
                       params: Params) -> tuple[list[int], str]:
     """The a priori orders of the paper's or our certificate (see ``orders_from``)."""
@@ -416,12 +490,10 @@ def _certified_orders(report: Certificate, orders_from: str, radius: float,
     ours_ok = report.orders_ours is not None
     if orders_from == "best":
         if paper_ok and ours_ok:
-            sizes = [int(params[0]["kernel"].shape[0])]
-            out = int(params[-1]["kernel"].shape[1])
+            sizes = layer_sizes(params)
 
             def count(widths):
-                arch = [*sizes, *widths, out]
-                return sum(a * b + b for a, b in zip(arch[:-1], arch[1:], strict=True))
+                return param_count([sizes[0], *widths, sizes[-1]])
 
             paper_n, ours_n = count(report.widths), count(report.widths_ours)
             source = "paper" if paper_n <= ours_n else "ours"
@@ -439,10 +511,10 @@ def _certified_orders(report: Certificate, orders_from: str, radius: float,
                     f"compress_to_tolerance: {which} certificate fails in hidden layer "
                     f"{li.layer}: its holomorphy radius rho = {rho:.4g} is not larger than the "
                     f"domain radius R = {radius:g} (Assumption 4; q_hat = {li.q_hat:.3g}); no "
-                    "certificate exists. Use mode='measured', a smaller domain, or smaller "
+                    "certificate exists. Use jc.Measured(), a smaller domain, or smaller "
                     "weights.")
         raise ValueError(f"compress_to_tolerance: {which} certificate gives no orders: "
-                         + "; ".join(report.notes) + "; use mode='measured' or a larger eps")
+                         + "; ".join(report.notes) + "; use jc.Measured() or a larger eps")
     orders = report.orders if source == "paper" else report.orders_ours
     return [int(k) for k in orders], source
 

@@ -135,8 +135,8 @@ def test_assumption4_violated_large_weights():
     with pytest.raises(ValueError, match="fails in hidden layer 1"):
         jc.compress_to_tolerance(params, activation="sigmoid", domain=jc.Ball(2, 1.0), eps=1e-3)
     with pytest.raises(ValueError, match="orders_from must be"):
-        jc.compress_to_tolerance(params, activation="sigmoid", domain=jc.Ball(2, 1.0), eps=1e-3,
-                                 orders_from="theirs")
+        jc.compress_to_tolerance(params, jc.Certified(orders_from="theirs"),
+                                 activation="sigmoid", domain=jc.Ball(2, 1.0), eps=1e-3)
 
 
 # --------------------------------------------------------------------------------------------
@@ -172,8 +172,8 @@ def test_measured_mode_fig2_network():
     params = jc.init_mlp(jax.random.PRNGKey(0), [2, 16, 16, 16, 16, 2])
     domain, eps, key = jc.Ball(2, 1.0), 1e-5, jax.random.PRNGKey(5)
     kw = {"n_samples": 2048, "local_search_steps": 50}
-    res = jc.compress_to_tolerance(params, activation="sigmoid", domain=domain, eps=eps,
-                                   mode="measured", key=key, **kw)
+    res = jc.compress_to_tolerance(params, jc.Measured(key=key, **kw), activation="sigmoid",
+                                   domain=domain, eps=eps)
     assert res.measured_error <= eps
     again = float(jc.sup_error(params, res.params, activation="sigmoid", domain=domain,
                                key=jax.random.PRNGKey(9), **kw))
@@ -200,8 +200,8 @@ def test_certified_mode():
     kw = {"n_samples": 1024, "local_search_steps": 30}
     a_priori = jc.certify(params, activation="sigmoid", domain=domain, eps=eps, n_samples=16)
     assert a_priori.non_vacuous_ours and a_priori.width_bound_ours < 32
-    res = jc.compress_to_tolerance(params, activation="sigmoid", domain=domain, eps=eps,
-                                   refine=True, **kw)
+    res = jc.compress_to_tolerance(params, jc.Certified(refine=True, **kw),
+                                   activation="sigmoid", domain=domain, eps=eps)
     assert res.mode == "certified" and res.info.selector == "maxvol"
     # "best": the certificate whose a priori orders give the smaller network, said in the
     # result; refine=True then lowers them while the a posteriori certificate stays <= eps
@@ -217,16 +217,16 @@ def test_certified_mode():
     assert jc.num_params(res.params) < jc.num_params(params)
     # the paper's orders on request (a larger budget keeps them, and the test, small)
     rep3 = jc.certify(params, activation="sigmoid", domain=domain, eps=1e-3, n_samples=16)
-    paper = jc.compress_to_tolerance(params, activation="sigmoid", domain=domain, eps=1e-3,
-                                     orders_from="paper", **kw)
+    paper = jc.compress_to_tolerance(params, jc.Certified(orders_from="paper", **kw),
+                                     activation="sigmoid", domain=domain, eps=1e-3)
     assert paper.orders_source == "paper" and paper.orders == rep3.orders
     assert paper.history[0] == (f"a priori orders: the paper's k_cert (Eq. 72) = "
                                 f"{list(rep3.orders)} (budget eps_l = {rep3.eps_uniform:.3g} "
                                 f"(Eq. 62), Lambda_bar = {rep3.Lambda_bar:.3g} (Lemma 19))")
     assert paper.measured_error <= paper.report.a_posteriori_bound <= 1e-3
     with pytest.raises(ValueError, match="uses the maxvol selector"):
-        jc.compress_to_tolerance(params, activation="sigmoid", domain=domain, eps=eps,
-                                 selector="pivoted_qr")
+        jc.compress_to_tolerance(params, jc.Certified(selector="pivoted_qr"),
+                                 activation="sigmoid", domain=domain, eps=eps)
 
 
 # --------------------------------------------------------------------------------------------
@@ -348,7 +348,8 @@ def test_tolerance_search_reports_progress_and_where_it_stopped():
     lines = []
     with pytest.raises(ValueError, match=r"(?s)no order <= 1 reaches sup error 1e-14.*the search "
                                          r"so far.*uniform k = 1: measured"):
-        jc.compress_to_tolerance(params, activation="sigmoid", domain=jc.Ball(2, 1.0), eps=1e-14,
-                                 mode="measured", max_order=1, progress=lines.append,
-                                 n_samples=256, local_search_steps=0)
+        jc.compress_to_tolerance(params, jc.Measured(max_order=1, n_samples=256,
+                                                     local_search_steps=0),
+                                 activation="sigmoid", domain=jc.Ball(2, 1.0), eps=1e-14,
+                                 progress=lines.append)
     assert [line.split(":")[0] for line in lines] == ["uniform k = 0", "uniform k = 1"]

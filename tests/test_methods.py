@@ -304,7 +304,7 @@ def test_best_of_keeps_the_smaller_error_estimate_per_teacher():
 
 
 @dataclasses.dataclass(frozen=True)
-class LargestColumn:
+class LargestColumn(jc.Selector):
     """A user-written selector: keep the m largest columns, least-squares re-weighting."""
 
     name: str = "largest_column"
@@ -318,7 +318,7 @@ class LargestColumn:
 
 
 @dataclasses.dataclass(frozen=True)
-class ValuesAndSlopes:
+class ValuesAndSlopes(jc.FeatureMap):
     """A user-written feature map: activations and their x_1-slopes at a grid of points."""
 
     order: int
@@ -328,7 +328,7 @@ class ValuesAndSlopes:
     def num_features(self, sizes, domain):
         return (jc.num_monomials(sizes[0], self.order),) * (len(sizes) - 2)
 
-    def __call__(self, params, layers, *, activation, domain):
+    def __call__(self, params, layers, *, activation, domain, placement=None):
         x = domain.sobol(self.n, dtype=params[0]["kernel"].dtype)
         sub = params[: max(layers)] + [params[max(layers)]]
         vals = jc.point_features(sub, x, activation=activation)

@@ -14,6 +14,7 @@ from jax.sharding import PartitionSpec as P
 
 import jaxcompress as jc
 from jaxcompress.compression import _compress_jit
+from jaxcompress.sharding import params_placement
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -74,9 +75,9 @@ def test_sharding_divides_the_memory_per_device(mesh):
     sharded = jc.shard(teacher, mesh)
     method, domain = jc.derivative_matching(5), jc.Ball(2, 1.0)
     one = _compress_jit.lower(teacher, method, domain, activation="sigmoid",
-                              mesh=None).compile().memory_analysis()
+                              placement=None).compile().memory_analysis()
     four = _compress_jit.lower(sharded, method, domain, activation="sigmoid",
-                               mesh=(mesh, "neurons")).compile().memory_analysis()
+                               placement=params_placement(sharded)).compile().memory_analysis()
     assert one.argument_size_in_bytes / four.argument_size_in_bytes > 3.99
     live1 = one.argument_size_in_bytes + one.temp_size_in_bytes
     live4 = four.argument_size_in_bytes + four.temp_size_in_bytes

@@ -323,17 +323,24 @@ def test_readme_examples_found() -> None:
     p.relative_to(ROOT).as_posix() for p in _handwritten_pages()])
 def test_markdown_tables_well_formed(name: str) -> None:
     """Every table row has its header's number of cells: a ``|`` inside a code span must be
-    written ``\\|`` (GitHub and the docs both split cells on it)."""
+    written ``\\|`` (GitHub and the docs both split cells on it). Every table has one header
+    row, then its ``|---|`` separator, and no other separator."""
     rows, bad, fenced = [], [], False
-    for n, line in enumerate((ROOT / name).read_text().splitlines(), 1):
+    headless = []
+    sep = re.compile(r"^\|(\s*:?-+:?\s*\|)+\s*$")
+    for n, line in enumerate((ROOT / name).read_text().splitlines() + [""], 1):
         fenced ^= line.startswith("```")
         if not fenced and line.startswith("|"):
-            rows.append((n, len(re.findall(r"(?<!\\)\|", line))))
+            rows.append((n, len(re.findall(r"(?<!\\)\|", line)), bool(sep.match(line))))
             continue
         if rows:
-            bad += [n for n, cells in rows if cells != rows[0][1]]
+            bad += [n for n, cells, _ in rows if cells != rows[0][1]]
+            if [is_sep for _, _, is_sep in rows[:2]] != [False, True] or any(
+                    is_sep for _, _, is_sep in rows[2:]):
+                headless.append(rows[0][0])
             rows = []
     assert not bad, f"{name}: table rows with the wrong number of cells on lines {bad}"
+    assert not headless, f"{name}: tables without one header row and separator on lines {headless}"
 
 
 @pytest.mark.slow

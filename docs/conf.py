@@ -4,7 +4,8 @@ Sphinx + MyST-NB, as optax and flax do: autodoc/autosummary/napoleon turn the Go
 docstrings (with their ``.. math::``) into the API reference, MyST-NB renders the notebooks with
 the outputs stored in them (``nb_execution_mode = "off"``: the build never runs a cell). The
 guide and the API listing are generated from README.md and ``__all__`` (``_ext/jaxcompress_docs``).
-Nothing is fetched while building: no intersphinx, the theme's assets ship with the package.
+Nothing is fetched while building or viewing: no intersphinx, the theme's assets ship with the
+package, and MathJax ships with ``sphinx-mathjax-offline`` (copied into ``_static/mathjax``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
+    "sphinx-mathjax-offline",  # MathJax 3 copied into _static/: formulas render offline
     "sphinx.ext.viewcode",
     "sphinx_copybutton",
     "myst_nb",
@@ -58,6 +60,9 @@ myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
 myst_heading_anchors = 3
 nb_execution_mode = "off"  # render the outputs stored in the notebooks; never execute
 nb_merge_streams = True
+
+# -- Math: MathJax from the site itself, never a CDN (the pages are read offline too) ----------
+mathjax_path = "mathjax/tex-chtml.js"  # what sphinx-mathjax-offline copies into _static/
 
 # -- HTML ------------------------------------------------------------------------------------
 html_theme = "sphinx_book_theme"

@@ -41,7 +41,8 @@ try:
     from flax import nnx
 except ImportError as e:  # pragma: no cover - flax is a declared dependency
     raise ImportError(
-        "jaxcompress.flax needs Flax: pip install flax (or pip install 'jaxcompress[flax]')"
+        "jaxcompress.flax needs Flax, a core dependency of jaxcompress that is missing from "
+        "this environment: pip install 'flax>=0.10'"
     ) from e
 
 from jaxcompress.activations import get_activation

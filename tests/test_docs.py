@@ -28,8 +28,11 @@ HTML comments right before a block (invisible on GitHub and in the docs) adjust 
 ``# doctest: +SKIP``.
 
 **The site.** Every name in ``jaxcompress.__all__`` and ``jaxcompress.flax.__all__`` gets an API
-page with a docstring, every README section a guide page, every notebook a page (checked from
-``docs/_ext/jaxcompress_docs.py`` without building); ``-m slow`` builds the site with ``-W``.
+page with a docstring, every README section a guide page, every hand-written page of ``docs/`` a
+place in the toctree, every notebook a page (checked from ``docs/_ext/jaxcompress_docs.py``
+without building); the links of the README and of the hand-written pages point at files and
+headings that exist; ``-m slow`` builds the site with ``-W`` and checks that its mathematics is
+typeset by the MathJax shipped with the site, not one from a CDN.
 """
 
 from __future__ import annotations
@@ -281,6 +284,32 @@ def test_markers_and_literals() -> None:
         run_block("x = [1, 2]\nx  # [1, 3]\n", "", "self-test")
 
 
+def _handwritten_pages() -> list[pathlib.Path]:
+    return sorted(p for p in DOCS.glob("*.md") if p.name != "README.md")
+
+
+def test_readme_is_short() -> None:
+    """The README gets a newcomer started: the two commands first, at most 250 lines; the depth
+    lives in the docs pages."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines; move a section to docs/"
+    assert lines[2:6] == ["```bash", "pip install . && jaxcompress demo",
+                          'pip install -e ".[dev]" && python -m pytest', "```"], lines[:6]
+
+
+def test_docs_pages_examples_found() -> None:
+    """The hand-written pages' examples are collected (a fence typo would silently drop one), and
+    the pages the README's long sections moved to still carry their examples."""
+    counts = {}
+    for path in _handwritten_pages():
+        blocks = code_blocks(path)
+        fences = sum(1 for line in path.read_text().splitlines() if line.strip() == "```python")
+        assert len(blocks) == fences, path.name
+        counts[path.stem] = sum(1 for b in blocks if not b.skip)
+    for stem in ("index", "methods", "certificates", "flax", "io", "scale_out"):
+        assert counts.get(stem, 0) >= 1, (stem, counts)
+
+
 def test_readme_examples_found() -> None:
     """The README's examples are all collected (a fence typo would silently drop one)."""
     blocks = code_blocks(ROOT / "README.md")
@@ -290,20 +319,28 @@ def test_readme_examples_found() -> None:
     assert any(b.shrink for b in blocks)
 
 
-@pytest.mark.parametrize("name", ["README.md", "benchmarks/README.md"])
+@pytest.mark.parametrize("name", ["README.md", "benchmarks/README.md"] + [
+    p.relative_to(ROOT).as_posix() for p in _handwritten_pages()])
 def test_markdown_tables_well_formed(name: str) -> None:
     """Every table row has its header's number of cells: a ``|`` inside a code span must be
-    written ``\\|`` (GitHub and the docs both split cells on it)."""
+    written ``\\|`` (GitHub and the docs both split cells on it). Every table has one header
+    row, then its ``|---|`` separator, and no other separator."""
     rows, bad, fenced = [], [], False
-    for n, line in enumerate((ROOT / name).read_text().splitlines(), 1):
+    headless = []
+    sep = re.compile(r"^\|(\s*:?-+:?\s*\|)+\s*$")
+    for n, line in enumerate((ROOT / name).read_text().splitlines() + [""], 1):
         fenced ^= line.startswith("```")
         if not fenced and line.startswith("|"):
-            rows.append((n, len(re.findall(r"(?<!\\)\|", line))))
+            rows.append((n, len(re.findall(r"(?<!\\)\|", line)), bool(sep.match(line))))
             continue
         if rows:
-            bad += [n for n, cells in rows if cells != rows[0][1]]
+            bad += [n for n, cells, _ in rows if cells != rows[0][1]]
+            if [is_sep for _, _, is_sep in rows[:2]] != [False, True] or any(
+                    is_sep for _, _, is_sep in rows[2:]):
+                headless.append(rows[0][0])
             rows = []
     assert not bad, f"{name}: table rows with the wrong number of cells on lines {bad}"
+    assert not headless, f"{name}: tables without one header row and separator on lines {headless}"
 
 
 @pytest.mark.slow
@@ -408,6 +445,52 @@ def test_every_readme_section_is_in_the_guide() -> None:
             assert resolved.exists() or generated, f"guide/{stem}: broken link {target}"
 
 
+def _heading_slugs(path: pathlib.Path) -> set[str]:
+    gen = _docs_module()
+    fenced, out = False, set()
+    for line in path.read_text().splitlines():
+        fenced ^= line.startswith("```")
+        if not fenced and re.match(r"^#{1,6} ", line):
+            out.add(gen.slug(line.lstrip("#")))
+    return out
+
+
+@pytest.mark.parametrize("name", ["README.md"] + [
+    p.relative_to(ROOT).as_posix() for p in _handwritten_pages()])
+def test_links_resolve(name: str) -> None:
+    """Relative links of the README and the hand-written pages, as GitHub follows them: the file
+    exists and a ``#heading`` anchor names one of its headings (the site rewrites them)."""
+    path = ROOT / name
+    text = re.sub(r"^```.*?^```", "", path.read_text(), flags=re.S | re.M)
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"^[a-z]+:", target):
+            continue
+        file, _, anchor = target.partition("#")
+        resolved = (path.parent / file).resolve() if file else path
+        assert resolved.exists(), f"{name}: broken link {target}"
+        if anchor and resolved.suffix == ".md":
+            assert anchor in _heading_slugs(resolved), f"{name}: no heading #{anchor} in {file}"
+
+
+def test_handwritten_pages_in_the_site() -> None:
+    """Each hand-written page is in the index's toctree and has its links rewritten for the
+    site; the landing page shows the two commands (the README's intro) and a first example
+    before its table of contents."""
+    gen = _docs_module()
+    index = (DOCS / "index.md").read_text()
+    stems = [p.stem for p in _handwritten_pages()]
+    assert sorted(stems) == sorted(gen.HANDWRITTEN), (stems, gen.HANDWRITTEN)
+    for stem in stems:
+        assert stem == "index" or f"\n{stem}\n" in index, f"docs/{stem}.md is not in the toctree"
+    first_screen = index.split("## Contents", 1)[0]
+    assert "{include} guide/_intro.md" in first_screen and "```python" in first_screen
+    intro = gen.guide_pages()["_intro"]
+    assert "pip install . && jaxcompress demo" in intro
+    text = gen._rewrite_links("[a](../README.md#the-api-at-a-glance) [b](../benchmarks/README.md)",
+                              DOCS / "methods.md", DOCS)
+    assert text == "[a](guide/at_a_glance.md#the-api-at-a-glance) [b](guide/benchmarks.md)", text
+
+
 def test_every_notebook_is_in_the_docs() -> None:
     link = DOCS / "notebooks"
     assert link.resolve() == (ROOT / "notebooks").resolve()
@@ -429,6 +512,14 @@ def test_docs_build(tmp_path) -> None:
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
         page = (html / "notebooks" / f"{nb.stem}.html").read_text()
         assert "data:image/png" in page or "<img" in page, f"{nb.name}: no figure rendered"
+    # the mathematics renders offline: MathJax is loaded from the site itself
+    assert (html / "_static" / "mathjax" / "tex-chtml.js").exists()
+    page = (html / "api" / "jaxcompress.compress.html").read_text()
+    assert 'src="../_static/mathjax/tex-chtml.js"' in page
+    for f in html.rglob("*.html"):
+        scripts = re.findall(r'<script[^>]*src="([^"]+)"', f.read_text())
+        remote = [src for src in scripts if re.match(r"^(https?:)?//", src)]
+        assert not remote, f"{f.relative_to(html)} loads {remote}"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,11 +6,16 @@ looks for sources, which writes (into git-ignored folders of ``docs/``):
 * ``guide/*.md``: ``README.md`` split at its ``## `` headings into the pages of :data:`PAGES`
   (a heading not named there joins the page of the section before it, so a new README section
   appears in the docs without editing them), with links rewritten for the site;
-  ``guide/benchmarks.md`` adds ``benchmarks/README.md`` and every figure in
+  ``guide/benchmarks.md`` is ``benchmarks/README.md`` with every figure in
   ``benchmarks/results/*.png``;
 * ``api/``: one page per public name, every name in ``jaxcompress.__all__`` and
   ``jaxcompress.flax.__all__`` (grouped by the module that defines it, see :data:`GROUPS`),
   and one page per module for the module docstrings (where the maths lives).
+
+The hand-written pages (``docs/*.md``: methods, certificates, Flax, saving and loading, scale-out,
+reproducing the paper) link to repository files as GitHub shows them (``../README.md#...``,
+``../benchmarks/README.md``); :func:`setup` rewrites those links for the site as Sphinx reads
+each page (``source-read``), the same way as the README's.
 
 The notebooks need no generation: ``docs/notebooks`` is a link to ``notebooks/`` and the index's
 toctree takes ``notebooks/*``. ``tests/test_docs.py`` imports this file to check that every
@@ -31,27 +36,23 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 
 #: Guide pages in site order: (file stem, title, README ``## `` headings that start the page).
+#: ``benchmarks`` takes no README section: it is ``benchmarks/README.md`` and its figures.
 PAGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("quickstart", "Quick start", ("Quick start",)),
-    ("methods", "Methods, and which to use", ("The API", "Which method to use")),
-    ("certificates", "Certificates", ("Certificates",)),
-    ("flax", "Flax models, saving and loading", ("Flax models",)),
-    ("reproducing", "Reproducing the paper", ("Reproducing the paper",)),
-    ("benchmarks", "Benchmarks", ("Benchmarks",)),
+    ("at_a_glance", "The API at a glance", ("The API at a glance",)),
+    ("results", "Results", ("Results",)),
+    ("benchmarks", "Benchmarks", ()),
     ("layout", "Layout", ("Layout",)),
 )
 #: The "See also" line at the top of a guide page.
 SEE_ALSO = {
     "quickstart": "{doc}`the quick-start notebook <../notebooks/01_quickstart>` (the same steps "
                   "with plots) and the {doc}`API reference <../api/index>`",
-    "methods": "the {doc}`API reference <../api/index>` for every argument",
-    "certificates": "{func}`jaxcompress.certify` and {func}`jaxcompress.compress_to_tolerance`",
-    "flax": "{doc}`the Flax notebook <../notebooks/03_flax>` (training, compressing, "
-            "`round_to`, `split`/`merge`/`jit`, saving) and {mod}`jaxcompress.flax`",
-    "reproducing": "{doc}`the reproduction notebook <../notebooks/02_reproduce_paper>` (the "
-                   "quick versions, with their plots) and {doc}`the benchmarks <benchmarks>` "
-                   "(every full result)",
+    "at_a_glance": "{doc}`the methods in depth <../methods>` (which to use, and how they work) "
+                   "and the {doc}`API reference <../api/index>` for every argument",
 }
+#: The hand-written pages of ``docs/`` (their links are rewritten as Sphinx reads them).
+HANDWRITTEN = ("index", "methods", "certificates", "flax", "io", "scale_out", "reproduce")
 
 #: API sections: defining module -> section title. Modules not listed get a section named after
 #: themselves, at the end, so a new module's names are documented without editing this file.
@@ -121,6 +122,22 @@ def assign_pages(readme: str) -> dict[str, list[Section]]:
     return pages
 
 
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub and MyST write it (``"The API at a glance"`` ->
+    ``"the-api-at-a-glance"``)."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def readme_page(anchor: str, readme: str | None = None) -> str:
+    """The site page (a path under ``docs/``) that holds the README section ``#anchor``."""
+    readme = (ROOT / "README.md").read_text() if readme is None else readme
+    for stem, secs in assign_pages(readme).items():
+        if any(sec.heading and slug(sec.heading) == anchor for sec in secs):
+            return "index.md" if stem == "index" else f"guide/{stem}.md"
+    return "index.md"
+
+
 def _rewrite_links(text: str, source: pathlib.Path, page_dir: pathlib.Path) -> str:
     """Make the links of ``source`` (a repository file) work from a page in ``page_dir``."""
 
@@ -132,11 +149,10 @@ def _rewrite_links(text: str, source: pathlib.Path, page_dir: pathlib.Path) -> s
         resolved = (source.parent / path).resolve()
         rel = resolved.relative_to(ROOT).as_posix() if resolved.is_relative_to(ROOT) else path
         if rel == "benchmarks/README.md":
-            new = "benchmarks.md"
+            resolved = DOCS / "guide" / "benchmarks.md"
         elif rel == "README.md":
-            new = "../index.md"
-        else:
-            new = os.path.relpath(resolved, page_dir)
+            resolved = DOCS / readme_page(anchor)
+        new = os.path.relpath(resolved, page_dir)
         return f"{bang}[{label}]({new}{'#' + anchor if anchor else ''})"
 
     return _LINK.sub(fix, text)
@@ -332,6 +348,13 @@ def _check_docstrings(app) -> None:
             log.warning(f"{public}.{name} has no docstring: its API page would be empty")
 
 
+def _rewrite_handwritten(app, docname: str, source: list[str]) -> None:
+    """``source-read``: a hand-written page's repository links, rewritten for the site."""
+    if docname in HANDWRITTEN:
+        source[0] = _rewrite_links(source[0], DOCS / f"{docname}.md", DOCS)
+
+
 def setup(app):
     app.connect("builder-inited", _check_docstrings)
+    app.connect("source-read", _rewrite_handwritten)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -22,12 +22,12 @@ from jaxcompress.activations import Activation, get_activation
 from jaxcompress.certificates.bounds import has_bound_rule
 from jaxcompress.certificates.certificate import certify, certify_prepared
 from jaxcompress.certificates.chain import domain_geometry
-from jaxcompress.certificates.prepared import Prepared, _features_jit
+from jaxcompress.certificates.prepared import Prepared
 from jaxcompress.certificates.report import Certificate
 from jaxcompress.compression import CompressInfo, compress_layer, rewire
 from jaxcompress.domains import Ball, domain_center
 from jaxcompress.evaluate import error_estimate, sup_error
-from jaxcompress.features import LayerFeatures
+from jaxcompress.features import LayerFeatures, derivative_features
 from jaxcompress.mlp import Params, validate_params
 from jaxcompress.select import MaxVol, as_selector
 from jaxcompress.taylor import monomials, num_monomials
@@ -98,8 +98,8 @@ class _BackwardSteps:
     def _features(self, k: int):
         if k > self.k_feat:
             self.k_feat = max(k, self.k_feat + 4, 4)  # few recompilations as the order grows
-            self.feats = _features_jit(self.params, self.center, activation=self.act,
-                                       order=self.k_feat)
+            self.feats = derivative_features(self.params, center=self.center,
+                                             activation=self.act, order=self.k_feat)
         return self.feats
 
     def _step(self, l: int, k: int):

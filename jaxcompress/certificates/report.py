@@ -340,7 +340,7 @@ class Certificate:
 
 def _key_property(q: Quantity) -> property:
     return property(lambda self: self.values.get(q.key),
-                    doc=f"{q.key} [{q.source}; {q.status}]: {q.how} (None: not computed).")
+                    doc=f"{q.source} ({q.status}; None when not computed): ``{q.how}``")
 
 
 # Every report key is a read-only property of its record: LayerCertificate.W_max,

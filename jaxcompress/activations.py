@@ -15,7 +15,10 @@ Every activation that derivative matching can handle is registered here with
   rewrite);
 * ``rho_sigma``: the half-width of the strip ``|Im z| < rho_sigma`` on which the activation is
   holomorphic (Eq. 5 of Wang, Wang & Ziyin 2026): pi for the logistic sigmoid, pi/2 for tanh,
-  ``inf`` for entire functions.
+  ``inf`` for entire functions;
+* ``bound_rule``: the certificate's :class:`BoundRule` (closed-form bounds on complex strips,
+  proven in :mod:`jaxcompress.certificates.bounds`, which attaches them with
+  :func:`register_bound_rule`), or None.
 
 The closed-form rules use the ODEs the functions satisfy, which give the coefficients by an
 exact O(k^2) recursion (no factorial growth, no nested autodiff):
@@ -44,17 +47,56 @@ from jax.experimental import jet as _jet
 
 __all__ = [
     "Activation",
+    "BoundRule",
     "get_activation",
+    "get_bound_rule",
     "register_activation",
+    "register_bound_rule",
     "registered_activations",
 ]
 
 SeriesFn = Callable[[jax.Array, int], jax.Array]
+ArrayFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
+class BoundRule:
+    """Certified bounds for one activation (proofs in :mod:`jaxcompress.certificates.bounds`).
+
+    Attributes:
+      name: the activation's registry name.
+      sup: ``sup(s, A)``: an upper bound on ``|sigma(u)|`` over ``{|Im u| <= s, |Re u| <= A}``
+        (arrays, broadcast), ``inf`` where no bound is proven (e.g. ``s >= rho_sigma``). Must be
+        nondecreasing in ``s`` and ``A`` (the certificate's bisections rely on it; tested).
+      dsup: the same for ``|sigma'(u)|``.
+      lipschitz: ``sup_x |sigma'(x)|`` on the real line (an upper bound; ``inf`` if unbounded).
+      singular_distance: ``dist(b)``: distance from real ``b`` to the nearest singularity of
+        ``sigma`` in the complex plane (``inf`` for entire functions).
+      cfn, cdfn: ``sigma`` and ``sigma'`` on complex NumPy arrays (for the sampled diagnostics).
+      strip_only: whether ``sup``/``dsup`` are finite exactly when ``s < rho_sigma`` (then the
+        first layer's radius of our deviation chain is ``rho_sigma / max ||w_i||`` in closed
+        form).
+      how: one line saying where the bounds come from.
+      interval_distance: optional closed form of ``U -> inf_{|u| <= U} dist(u)`` (Eq. 5);
+        default: the grid lower bound of :func:`jaxcompress.certificates.bounds.interval_distance`.
+    """
+
+    name: str
+    sup: ArrayFn
+    dsup: ArrayFn
+    lipschitz: float
+    singular_distance: Callable[[np.ndarray], np.ndarray]
+    cfn: Callable[[np.ndarray], np.ndarray]
+    cdfn: Callable[[np.ndarray], np.ndarray]
+    strip_only: bool = True
+    how: str = ""
+    interval_distance: Callable[[float], float] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class Activation:
-    """An analytic activation and its Taylor rule (see the module docstring)."""
+    """An analytic activation, its Taylor rule and the certificate's bound rule (see the module
+    docstring)."""
 
     name: str
     fn: Callable[[jax.Array], jax.Array]
@@ -62,6 +104,7 @@ class Activation:
     jet_fn: Callable[[jax.Array], jax.Array]
     rho_sigma: float = math.inf
     description: str = ""
+    bound_rule: BoundRule | None = None
 
     def __call__(self, x: jax.Array) -> jax.Array:
         return self.fn(x)
@@ -348,6 +391,37 @@ def get_activation(activation: str | Activation | Callable) -> Activation:
             "jaxcompress.register_activation(name, fn, series=...)."
         )
     raise TypeError(f"activation must be a name or a function, got {type(activation).__name__}")
+
+
+def register_bound_rule(rule: BoundRule, *, overwrite: bool = False) -> BoundRule:
+    """Attach the certificate's bound rule to the registered activation ``rule.name``."""
+    if not isinstance(rule, BoundRule):
+        raise TypeError(f"register_bound_rule: rule must be a BoundRule, got "
+                        f"{type(rule).__name__}")
+    act = get_activation(rule.name)
+    if act.bound_rule is not None and not overwrite:
+        raise ValueError(f"register_bound_rule: {act.name!r} already has a rule; pass "
+                         "overwrite=True to replace it")
+    _REGISTRY[act.name] = dataclasses.replace(act, bound_rule=rule)
+    return rule
+
+
+def get_bound_rule(activation: str | Activation | Callable) -> BoundRule:
+    """The :class:`BoundRule` of a registered activation, or a clear error."""
+    act = get_activation(activation)
+    if act.bound_rule is None:
+        ruled = [name for name, a in _REGISTRY.items() if a.bound_rule is not None]
+        raise ValueError(
+            f"certify: no certified bound rule for activation {act.name!r} (rules exist for "
+            f"{', '.join(ruled)}). Derive sup|sigma| and sup|sigma'| on strips and "
+            "register them with jaxcompress.register_bound_rule(jaxcompress.BoundRule(...))."
+        )
+    return act.bound_rule
+
+
+def has_bound_rule(activation: str | Activation | Callable) -> bool:
+    """Whether the registered activation has a certificate bound rule."""
+    return get_activation(activation).bound_rule is not None
 
 
 def _gelu_exact(x: jax.Array) -> jax.Array:

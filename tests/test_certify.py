@@ -7,8 +7,10 @@ in tests/test_certify_paper.py; the bounds against measured errors on many rando
 tests/test_certify_validity.py.
 """
 
+import dataclasses
 import json
 import math
+import typing
 
 import jax
 import jax.numpy as jnp
@@ -18,6 +20,7 @@ import pytest
 import jaxcompress as jc
 from jaxcompress import cli
 from jaxcompress.activations import GELU_TANH_OMITTED_IM, gelu_tanh_poles
+from jaxcompress.certificates import records
 from jaxcompress.certificates.bounds import interval_distance
 from jaxcompress.certificates.chain import radius_grid
 
@@ -299,6 +302,41 @@ def test_unknown_activation_has_no_rule():
 # --------------------------------------------------------------------------------------------
 # report formats and the CLI
 # --------------------------------------------------------------------------------------------
+
+
+def _record_keys(cls) -> list[str]:
+    """The report keys of a record class: its fields, a sub-record's fields in its place."""
+    hints = typing.get_type_hints(cls)
+    keys = []
+    for f in dataclasses.fields(cls):
+        subs = [a for a in typing.get_args(hints[f.name]) if dataclasses.is_dataclass(a)]
+        keys += _record_keys(subs[0]) if subs else [f.name]
+    return keys
+
+
+def test_records_cover_the_report_keys():
+    """Each report key is exactly one field of one typed record; the records are frozen and the
+    composed report reads them (typed access and the flat properties agree)."""
+    layer_records = (records.PaperLayer, records.OursLayer, records.AppendixG,
+                     records.APosterioriLayer)
+    top_records = (records.PaperNetwork, records.OursNetwork, records.APosterioriNetwork)
+    layer_keys = [k for cls in layer_records for k in _record_keys(cls)]
+    top_keys = [k for cls in top_records for k in _record_keys(cls)]
+    assert sorted(layer_keys) == sorted(jc.certificates.LAYER_KEYS)
+    assert sorted(top_keys) == sorted(jc.certificates.TOP_KEYS)
+    own = {f.name for cls in (jc.LayerCertificate, jc.Certificate) for f in dataclasses.fields(cls)}
+    assert not own & (set(layer_keys) | set(top_keys))
+    params = _scaled(1, [2, 6, 6, 1], 0.5)
+    rep = jc.certify(params, activation="tanh", domain=jc.Ball(2, 0.3), eps=1e-4, n_samples=8)
+    li = rep.layers[0]
+    assert li.paper.budget.k_cert == li.k_cert and li.ours.k_ours == li.k_ours
+    assert li.appendix_g.q_hat == li.q_hat and li.a_posteriori is None and li.order is None
+    assert rep.paper.budget.orders == rep.orders and rep.ours.orders_ours == rep.orders_ours
+    assert rep.a_posteriori is None and "a_posteriori_bound" not in rep.values
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        li.paper.W_max = 0.0
+    with pytest.raises(AttributeError):
+        li.k_cert = 0
 
 
 def test_to_dict_keys_and_table():

@@ -10,10 +10,12 @@
   :mod:`~jaxcompress.certificates.a_priori`, :mod:`~jaxcompress.certificates.a_posteriori`);
 * the paper's Appendix G diagnostics, sampled (:mod:`~jaxcompress.certificates.diagnostics`).
 
-Modules: ``bounds`` (per-activation bound rules), ``chain`` (our deviation chain), ``paper``
+Modules: ``bounds`` (the closed forms of the per-activation bound rules, attached to the
+activation records of :mod:`jaxcompress.activations`), ``chain`` (our deviation chain), ``paper``
 (the paper's formulas), ``prepared`` (the eps-independent setup), ``a_priori``,
-``a_posteriori``, ``diagnostics`` (Appendix G), ``report`` (the report, each quantity declared
-once), ``certificate`` (:func:`certify`).
+``a_posteriori``, ``diagnostics`` (Appendix G), ``records`` (the typed, frozen records of each
+part), ``report`` (the report composing them, each quantity declared once), ``certificate``
+(:func:`certify`).
 
 References:
   Wang, Wang & Ziyin (2026), "Width-Independent Compressibility of Deep Neural Networks",
@@ -22,6 +24,17 @@ References:
 
 from jaxcompress.certificates.bounds import BoundRule, get_bound_rule, register_bound_rule
 from jaxcompress.certificates.certificate import certify
+from jaxcompress.certificates.records import (
+    APosterioriLayer,
+    APosterioriNetwork,
+    AppendixG,
+    OursLayer,
+    OursNetwork,
+    PaperBudget,
+    PaperLayer,
+    PaperLayerBudget,
+    PaperNetwork,
+)
 from jaxcompress.certificates.report import (
     LAYER_KEYS,
     TOP_KEYS,
@@ -32,9 +45,18 @@ from jaxcompress.certificates.report import (
 __all__ = [
     "LAYER_KEYS",
     "TOP_KEYS",
+    "APosterioriLayer",
+    "APosterioriNetwork",
+    "AppendixG",
     "BoundRule",
     "Certificate",
     "LayerCertificate",
+    "OursLayer",
+    "OursNetwork",
+    "PaperBudget",
+    "PaperLayer",
+    "PaperLayerBudget",
+    "PaperNetwork",
     "certify",
     "get_bound_rule",
     "register_bound_rule",

@@ -46,12 +46,21 @@ number belongs to one fixed set of radii, as Theorem 22 requires.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
 from jaxcompress.certificates import paper
 from jaxcompress.certificates.prepared import Prepared
+from jaxcompress.certificates.records import (
+    OursLayer,
+    OursNetwork,
+    PaperBudget,
+    PaperLayer,
+    PaperLayerBudget,
+    PaperNetwork,
+)
 from jaxcompress.mlp import num_params
 from jaxcompress.taylor import num_monomials
 
@@ -90,75 +99,78 @@ def _budget(prep: Prepared, idx: list[int], eps: float, k_max: int):
     return c_star, lam_star, lam_bar, k_bar
 
 
-def paper_a_priori(prep: Prepared, eps: float, k_max: int):
-    """``(per-layer dicts, top-level dict, notes)`` of the paper's certificate."""
+def _layer_budget(prep: Prepared, l: int, j: int, eps_t: float, k_max: int) -> PaperLayerBudget:
+    """Theorem 6 for hidden layer ``l`` (0-based) at grid radius ``j`` and budget ``eps_t``."""
+    d, width = prep.d, prep.sizes[l + 1]
+    c0, lam = float(prep.c0[l][j]), float(prep.lam[l][j])
+    ks = paper.k_star(c0, lam, eps_t, d, k_max)
+    kc = paper.k_cert(c0, lam, eps_t, d, k_max)
+    return PaperLayerBudget(
+        rho0=float(prep.grids[l][j]), L_f=float(prep.lf[l][j]),
+        L_f_radius=float(prep.grids[l][j]), M_g=float(prep.m_g[l][j]), C0=c0, lam=lam,
+        k_star=ks, D_k_star=None if ks is None else paper.num_features(d, ks), k_cert=kc,
+        D_k=None if kc is None else paper.num_features(d, kc),
+        coef_bound=None if kc is None else min(paper.num_features(d, kc), width),
+        bound_layer=None if kc is None else paper.eq71(c0, lam, d, kc),
+        eps_layer=eps_t, eq74=paper.eq74(kc, d, width),
+        eq75=paper.eq75(c0, lam, eps_t, d, width))
+
+
+def paper_a_priori(prep: Prepared, eps: float, k_max: int) \
+        -> tuple[list[PaperLayer], PaperNetwork | None, list[str]]:
+    """The paper's certificate: per hidden layer, the network, and notes on what fails."""
     n, d, radius = prep.n_hidden, prep.d, prep.radius
-    widths = prep.sizes[1:-1]
-    layers = []
-    for l in range(n):
-        layers.append({
-            "W_max": prep.w_max[l], "V_max": prep.v_max[l], "rho_sigma": prep.rho_sigma[l],
-            "rho_f": prep.rho_f[l], "rho": prep.rho[l], "assumption4": prep.assumption4[l],
-            "Lambda": (paper.lemma15(prep.op_norms, prep.lipschitz, l + 1)
-                       if prep.assumption14 else None)})
-    top: dict = {}
-    notes: list[str] = []
+
+    def layers(budgets=(None,) * n) -> list[PaperLayer]:
+        return [PaperLayer(
+            W_max=prep.w_max[l], V_max=prep.v_max[l], rho_sigma=prep.rho_sigma[l],
+            rho_f=prep.rho_f[l], rho=prep.rho[l], assumption4=prep.assumption4[l],
+            Lambda=(paper.lemma15(prep.op_norms, prep.lipschitz, l + 1)
+                    if prep.assumption14 else None),
+            budget=budgets[l]) for l in range(n)]
+
     if not all(prep.assumption4):
         bad = [l + 1 for l in range(n) if not prep.assumption4[l]]
-        notes.append("the paper's Assumption 4 is not proven in hidden layer(s) " + ", ".join(
-            f"{l} (the proven rho = {prep.rho[l - 1]:.4g} is not above R = {radius:g})"
-            for l in bad)
-            + ": no paper certificate; see q_hat and rho_pole")
-        return layers, top, notes
+        return layers(), None, [
+            "the paper's Assumption 4 is not proven in hidden layer(s) " + ", ".join(
+                f"{l} (the proven rho = {prep.rho[l - 1]:.4g} is not above R = {radius:g})"
+                for l in bad) + ": no paper certificate; see q_hat and rho_pole"]
     if not prep.assumption14:
-        notes.append(f"Assumption 14 fails ({prep.act.name} is not globally Lipschitz): the "
-                     "paper's Lemmas 15 and 19 and the budget split do not apply")
-        return layers, top, notes
+        return layers(), None, [
+            f"Assumption 14 fails ({prep.act.name} is not globally Lipschitz): the paper's "
+            "Lemmas 15 and 19 and the budget split do not apply"]
     idx = [_choose(prep, l, eps / n, k_max) for l in range(n)]
     c_star, lam_star, lam_bar, k_bar = _budget(prep, idx, eps, k_max)
     if lam_bar is not None and prep.rho0_user is None:
         idx = [_choose(prep, l, paper.eq62(eps, n, lam_bar), k_max) for l in range(n)]
         c_star, lam_star, lam_bar, k_bar = _budget(prep, idx, eps, k_max)
-    top.update({"C_star": c_star, "lam_star": lam_star})
     if lam_bar is None:
-        notes.append(f"Lemma 19: no k <= k_max = {k_max} satisfies Eq. 54 on the way to "
-                     "Lambda_bar; raise k_max")
-        return layers, top, notes
+        return layers(), PaperNetwork(C_star=c_star, lam_star=lam_star), [
+            f"Lemma 19: no k <= k_max = {k_max} satisfies Eq. 54 on the way to Lambda_bar; "
+            "raise k_max"]
     eps_t = paper.eq62(eps, n, lam_bar)
     width_bound = paper.num_features(d, k_bar)
-    orders: list[int | None] = []
-    for l in range(n):
-        j = idx[l]
-        c0, lam = float(prep.c0[l][j]), float(prep.lam[l][j])
-        ks = paper.k_star(c0, lam, eps_t, d, k_max)
-        kc = paper.k_cert(c0, lam, eps_t, d, k_max)
-        orders.append(kc)
-        layers[l].update({
-            "rho0": float(prep.grids[l][j]), "L_f": float(prep.lf[l][j]),
-            "L_f_radius": float(prep.grids[l][j]), "M_g": float(prep.m_g[l][j]), "C0": c0,
-            "lam": lam, "k_star": ks,
-            "D_k_star": None if ks is None else paper.num_features(d, ks), "k_cert": kc,
-            "D_k": None if kc is None else paper.num_features(d, kc),
-            "coef_bound": None if kc is None else min(paper.num_features(d, kc), widths[l]),
-            "bound_layer": None if kc is None else paper.eq71(c0, lam, d, kc),
-            "eps_layer": eps_t, "eq74": paper.eq74(kc, d, widths[l]),
-            "eq75": paper.eq75(c0, lam, eps_t, d, widths[l])})
-    top.update({"Lambda_bar": lam_bar, "eps_uniform": eps_t, "k_bar": k_bar,
-                "width_bound": width_bound,
-                "param_bound": paper.eq69(d, [width_bound] * n, prep.sizes[-1]),
-                "non_vacuous": all(li["eq75"] for li in layers),
-                "narrower": all(li["eq74"] for li in layers), "orders": tuple(orders)})
+    budgets = [_layer_budget(prep, l, idx[l], eps_t, k_max) for l in range(n)]
+    orders = tuple(b.k_cert for b in budgets)
+    network = dict(
+        Lambda_bar=lam_bar, eps_uniform=eps_t, k_bar=k_bar, width_bound=width_bound,
+        param_bound=paper.eq69(d, [width_bound] * n, prep.sizes[-1]),
+        non_vacuous=all(b.eq75 for b in budgets), narrower=all(b.eq74 for b in budgets),
+        orders=orders)
+    notes = []
     if any(k is None for k in orders):
         notes.append(f"Eq. 72: no k <= k_max = {k_max} in hidden layer(s) "
                      f"{[l + 1 for l, k in enumerate(orders) if k is None]}")
-        return layers, top, notes
-    steps = paper.theorem16_factors(orders, prep.op_norms, prep.lipschitz, d)
-    for l in range(n):
-        layers[l]["Lambda_step"] = steps[l]
-    top["widths"] = tuple(min(paper.num_features(d, k), w) for k, w in zip(orders, widths,
-                                                                            strict=True))
-    top["bound_a_priori"] = float(sum(steps[l] * layers[l]["bound_layer"] for l in range(n)))
-    return layers, top, notes
+    else:
+        steps = paper.theorem16_factors(list(orders), prep.op_norms, prep.lipschitz, d)
+        budgets = [dataclasses.replace(b, Lambda_step=st) for b, st in zip(budgets, steps,
+                                                                           strict=True)]
+        network.update(
+            widths=tuple(min(paper.num_features(d, k), w) for k, w in zip(
+                orders, prep.sizes[1:-1], strict=True)),
+            bound_a_priori=float(sum(steps[l] * budgets[l].bound_layer for l in range(n))))
+    return layers(budgets), PaperNetwork(C_star=c_star, lam_star=lam_star,
+                                         budget=PaperBudget(**network)), notes
 
 
 def paper_at_orders(prep: Prepared, orders: list[int]) -> float | None:
@@ -221,22 +233,9 @@ def _lambda_ours(prep: Prepared, widths: list[int], delta: float) -> list[float]
         widths[m] * (1.0 + delta) * prep.v_max[m] for m in range(l + 1, n)) for l in range(n)]
 
 
-def ours_a_priori(prep: Prepared, eps: float, delta: float, k_max: int):
-    """``(per-layer dicts, top-level dict, notes)`` of our certificate."""
-    n, d, radius = prep.n_hidden, prep.d, prep.radius
-    layers: list[dict] = [{"rho_ours": prep.rho_ours[l]} for l in range(n)]
-    notes: list[str] = []
-    if not all(prep.holomorphic_ours):
-        bad = [l + 1 for l in range(n) if not prep.holomorphic_ours[l]]
-        notes.append("our deviation chain does not prove holomorphy beyond R in hidden layer(s) "
-                     + ", ".join(f"{l} (rho_ours = {prep.rho_ours[l - 1]:.4g})" for l in bad)
-                     + ": no certificate of ours")
-        return layers, {}, notes
-    if not prep.assumption14:
-        notes.append(f"{prep.act.name} is not globally Lipschitz: our downstream factors do "
-                     "not apply")
-        return layers, {}, notes
-    plans = [_Plan(prep, l, delta, k_max) for l in range(n)]
+def _ours_orders(prep: Prepared, plans: list[_Plan], eps: float, delta: float, k_max: int):
+    """Our fixed point orders -> Lambda -> budget: ``(orders or None, Lambda_ours, eps_l)``."""
+    n, d = prep.n_hidden, prep.d
     orders: list[int | None] = [0] * n
     lam_l = [1.0] * n
     eps_l = eps
@@ -244,36 +243,54 @@ def ours_a_priori(prep: Prepared, eps: float, delta: float, k_max: int):
         widths = [min(num_monomials(d, k), prep.sizes[l + 1]) for l, k in enumerate(orders)]
         lam_l = _lambda_ours(prep, widths, delta)
         eps_l = eps / (n * max(lam_l))
-        new = [plans[l].k_ours(radius, math.log(eps_l))[0] for l in range(n)]
+        new = [plans[l].k_ours(prep.radius, math.log(eps_l))[0] for l in range(n)]
         if any(k is None for k in new):
-            notes.append(f"ours: no order <= k_max = {k_max} certifies eps_l = {eps_l:.3g} in "
-                         f"hidden layer(s) {[l + 1 for l, k in enumerate(new) if k is None]}")
-            return layers, {"Lambda_bar_ours": max(lam_l), "eps_uniform_ours": eps_l}, notes
+            return new, lam_l, eps_l
         new = [max(a, b) for a, b in zip(orders, new, strict=True)]
         if new == orders:
             break
         orders = new
+    return orders, lam_l, eps_l
+
+
+def ours_a_priori(prep: Prepared, eps: float, delta: float, k_max: int) \
+        -> tuple[list[OursLayer], OursNetwork | None, list[str]]:
+    """Our certificate: per hidden layer, the network, and notes on what fails."""
+    n, d, radius = prep.n_hidden, prep.d, prep.radius
+    bare = [OursLayer(rho_ours=prep.rho_ours[l]) for l in range(n)]
+    if not all(prep.holomorphic_ours):
+        bad = [l + 1 for l in range(n) if not prep.holomorphic_ours[l]]
+        return bare, None, [
+            "our deviation chain does not prove holomorphy beyond R in hidden layer(s) "
+            + ", ".join(f"{l} (rho_ours = {prep.rho_ours[l - 1]:.4g})" for l in bad)
+            + ": no certificate of ours"]
+    if not prep.assumption14:
+        return bare, None, [f"{prep.act.name} is not globally Lipschitz: our downstream "
+                            "factors do not apply"]
+    plans = [_Plan(prep, l, delta, k_max) for l in range(n)]
+    orders, lam_l, eps_l = _ours_orders(prep, plans, eps, delta, k_max)
+    if any(k is None for k in orders):
+        return bare, OursNetwork(Lambda_bar_ours=max(lam_l), eps_uniform_ours=eps_l), [
+            f"ours: no order <= k_max = {k_max} certifies eps_l = {eps_l:.3g} in hidden "
+            f"layer(s) {[l + 1 for l, k in enumerate(orders) if k is None]}"]
     total = 0.0
-    widths_out = []
+    layers = []
     for l in range(n):
         k = orders[l]
         logb = plans[l].log_bounds(radius, k)
-        r = float(plans[l].grid[int(np.argmin(logb))])
         bound = lam_l[l] * math.exp(float(np.min(logb)))
         total += bound
-        w = min(num_monomials(d, k), prep.sizes[l + 1])
-        widths_out.append(w)
-        layers[l].update({"k_ours": k, "rho0_ours": r, "width_ours": w,
-                          "Lambda_ours": lam_l[l], "eps_layer_ours": eps_l,
-                          "bound_ours": bound})
-    arch = [d, *widths_out, prep.sizes[-1]]
+        layers.append(OursLayer(
+            rho_ours=prep.rho_ours[l], k_ours=k, rho0_ours=float(plans[l].grid[int(np.argmin(
+                logb))]), width_ours=min(num_monomials(d, k), prep.sizes[l + 1]),
+            Lambda_ours=lam_l[l], eps_layer_ours=eps_l, bound_ours=bound))
+    widths = tuple(li.width_ours for li in layers)
+    arch = [d, *widths, prep.sizes[-1]]
     param_bound = sum(a * b + b for a, b in zip(arch[:-1], arch[1:], strict=True))
-    top = {"Lambda_bar_ours": max(lam_l), "eps_uniform_ours": eps_l,
-           "orders_ours": tuple(orders), "widths_ours": tuple(widths_out),
-           "width_bound_ours": max(widths_out), "param_bound_ours": param_bound,
-           "non_vacuous_ours": param_bound < num_params(prep.params),
-           "bound_a_priori_ours": total}
-    return layers, top, notes
+    return layers, OursNetwork(
+        Lambda_bar_ours=max(lam_l), eps_uniform_ours=eps_l, orders_ours=tuple(orders),
+        widths_ours=widths, width_bound_ours=max(widths), param_bound_ours=param_bound,
+        non_vacuous_ours=param_bound < num_params(prep.params), bound_a_priori_ours=total), []
 
 
 def ours_at_orders(prep: Prepared, orders: list[int], delta: float) -> float | None:

@@ -1,7 +1,8 @@
 """Bound rules: per-activation closed forms for ``sup |sigma|`` and ``sup |sigma'|`` on complex
 rectangles, real-line Lipschitz constants and distances to singularities.
 
-Every certificate quantity that involves the activation goes through a :class:`BoundRule`. The
+Every certificate quantity that involves the activation goes through the
+:class:`~jaxcompress.activations.BoundRule` on its activation record. The
 rectangles are ``{u : |Im u| <= s, |Re u| <= A}`` (``s`` the strip half-width, ``A`` the
 real-part bound, ``|u| <= U = sqrt(A^2 + s^2)``). The closed forms, with their proofs:
 
@@ -42,7 +43,6 @@ is 1-Lipschitz.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 
@@ -52,76 +52,17 @@ from jaxcompress.activations import (
     GELU_TANH_B,
     GELU_TANH_C,
     GELU_TANH_OMITTED_IM,
-    Activation,
+    BoundRule,
     gelu_tanh_poles,
-    get_activation,
+    get_bound_rule,
+    has_bound_rule,
+    register_bound_rule,
 )
 
-__all__ = ["BoundRule", "get_bound_rule", "interval_distance", "register_bound_rule"]
-
-ArrayFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
-
-
-@dataclasses.dataclass(frozen=True)
-class BoundRule:
-    """Certified bounds for one activation (see the module docstring).
-
-    Attributes:
-      name: the activation's registry name.
-      sup: ``sup(s, A)``: an upper bound on ``|sigma(u)|`` over ``{|Im u| <= s, |Re u| <= A}``
-        (arrays, broadcast), ``inf`` where no bound is proven (e.g. ``s >= rho_sigma``). Must be
-        nondecreasing in ``s`` and ``A`` (the certificate's bisections rely on it; tested).
-      dsup: the same for ``|sigma'(u)|``.
-      lipschitz: ``sup_x |sigma'(x)|`` on the real line (an upper bound; ``inf`` if unbounded).
-      singular_distance: ``dist(b)``: distance from real ``b`` to the nearest singularity of
-        ``sigma`` in the complex plane (``inf`` for entire functions).
-      cfn, cdfn: ``sigma`` and ``sigma'`` on complex NumPy arrays (for the sampled diagnostics).
-      strip_only: whether ``sup``/``dsup`` are finite exactly when ``s < rho_sigma`` (then the
-        first layer's radius of our deviation chain is ``rho_sigma / max ||w_i||`` in closed
-        form).
-      how: one line saying where the bounds come from.
-      interval_distance: optional closed form of ``U -> inf_{|u| <= U} dist(u)`` (Eq. 5);
-        default: the grid lower bound of :func:`interval_distance`.
-    """
-
-    name: str
-    sup: ArrayFn
-    dsup: ArrayFn
-    lipschitz: float
-    singular_distance: Callable[[np.ndarray], np.ndarray]
-    cfn: Callable[[np.ndarray], np.ndarray]
-    cdfn: Callable[[np.ndarray], np.ndarray]
-    strip_only: bool = True
-    how: str = ""
-    interval_distance: Callable[[float], float] | None = None
-
-
-_BOUND_RULES: dict[str, BoundRule] = {}
-
-
-def register_bound_rule(rule: BoundRule, *, overwrite: bool = False) -> BoundRule:
-    """Register the certificate's bound rule for an activation (``rule.name`` = its name)."""
-    if rule.name in _BOUND_RULES and not overwrite:
-        raise ValueError(f"register_bound_rule: {rule.name!r} already has a rule; pass "
-                         "overwrite=True to replace it")
-    _BOUND_RULES[rule.name] = rule
-    return rule
-
-
-def get_bound_rule(activation: str | Activation | Callable) -> BoundRule:
-    """The :class:`BoundRule` of a registered activation, or a clear error."""
-    act = get_activation(activation)
-    if act.name not in _BOUND_RULES:
-        raise ValueError(
-            f"certify: no certified bound rule for activation {act.name!r} (rules exist for "
-            f"{', '.join(_BOUND_RULES)}). Derive sup|sigma| and sup|sigma'| on strips and "
-            "register them with jaxcompress.register_bound_rule(jaxcompress.BoundRule(...))."
-        )
-    return _BOUND_RULES[act.name]
-
-
-def has_bound_rule(activation: str | Activation | Callable) -> bool:
-    return get_activation(activation).name in _BOUND_RULES
+# The rules live on the activation records (jaxcompress.activations: one registry); this module
+# holds the closed forms and attaches them at import.
+__all__ = ["BoundRule", "get_bound_rule", "has_bound_rule", "interval_distance",
+           "register_bound_rule"]
 
 
 def interval_distance(rule: BoundRule, half_width: float, n_grid: int = 4097) -> float:

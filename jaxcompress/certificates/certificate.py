@@ -103,23 +103,21 @@ def certify_prepared(prep: Prepared, *, eps, delta, compressed=None, info=None, 
     k_max = int(k_max)
     if k_max < 0:
         raise ValueError(f"certify: k_max must be >= 0, got {k_max}")
-    n = prep.n_hidden
-    p_layers, p_top, notes = paper_a_priori(prep, eps, k_max)
-    o_layers, o_top, o_notes = ours_a_priori(prep, eps, delta, k_max)
-    diag = prep.diagnostics()
-    values = [{**p_layers[l], **o_layers[l], **diag[l]} for l in range(n)]
-    top = {**p_top, **o_top}
+    p_layers, p_net, notes = paper_a_priori(prep, eps, k_max)
+    o_layers, o_net, o_notes = ours_a_priori(prep, eps, delta, k_max)
+    post_layers, post_net = [None] * prep.n_hidden, None
     if compressed is not None or info is not None:
         if compressed is None or info is None:
             raise ValueError("certify: pass both compressed= and info= for the a posteriori bound")
-        post_layers, post_top = a_posteriori(prep, compressed, info, int(extra_orders), delta)
-        for l in range(n):
-            values[l].update(post_layers[l])
-        top.update(post_top)
+        post_layers, post_net = a_posteriori(prep, compressed, info, int(extra_orders), delta)
+    layers = tuple(
+        LayerCertificate(layer=l + 1, width=prep.sizes[l + 1], paper=paper_l, ours=ours_l,
+                         appendix_g=diag_l, a_posteriori=post_l)
+        for l, (paper_l, ours_l, diag_l, post_l) in enumerate(zip(
+            p_layers, o_layers, prep.diagnostics(), post_layers, strict=True)))
     center = prep.center
     return Certificate(
         activation=prep.act.name, sizes=prep.sizes, radius=prep.radius,
         center=None if center is None else tuple(float(x) for x in center), eps=eps,
-        delta=delta, layers=tuple(LayerCertificate(layer=l + 1, width=prep.sizes[l + 1],
-                                                   values=values[l]) for l in range(n)),
-        num_params=num_params(prep.params), values=top, notes=tuple(notes + o_notes))
+        delta=delta, layers=layers, num_params=num_params(prep.params), paper=p_net, ours=o_net,
+        a_posteriori=post_net, notes=tuple(notes + o_notes))

@@ -28,7 +28,8 @@ import math
 
 import numpy as np
 
-from jaxcompress.certificates.prepared import Prepared
+from jaxcompress.certificates.chain import Net
+from jaxcompress.certificates.records import AppendixG
 
 #: Fine grid of the violating radius: ``r_j = j R / VIOLATE_GRID``.
 VIOLATE_GRID = 1000
@@ -42,15 +43,14 @@ def sphere_directions(d: int, n: int, seed: int) -> np.ndarray:
     return g[:, :d] + 1j * g[:, d:]
 
 
-def rho_pole(prep: Prepared) -> float:
+def rho_pole(net: Net) -> float:
     """Eq. 100 over the layer-1 neurons (centre folded into the bias)."""
-    net = prep.net
-    return float(np.min(prep.rule.singular_distance(net.biases[0]) / net.col2[0]))
+    return float(np.min(net.rule.singular_distance(net.biases[0]) / net.col2[0]))
 
 
-def sampled_jacobians(prep: Prepared, z: np.ndarray) -> tuple[list[float], list[float]]:
+def sampled_jacobians(net: Net, z: np.ndarray) -> tuple[list[float], list[float]]:
     """Per hidden layer ``l``: ``max ||J h^(l-1)(z)||_2`` and ``max |Im u^(l)(z)|`` over ``z``."""
-    net, rule = prep.net, prep.rule
+    rule = net.rule
     n_samples, d = z.shape
     k1 = net.kernels[0]
     lf, im = [], []
@@ -75,28 +75,28 @@ def sampled_jacobians(prep: Prepared, z: np.ndarray) -> tuple[list[float], list[
     return lf, im
 
 
-def _layer2_lhat(prep: Prepared, dirs: np.ndarray, r: float) -> float:
+def _layer2_lhat(net: Net, dirs: np.ndarray, r: float) -> float:
     """``max ||J h^(1)(r dir)||_2`` over the directions: ``J^H J = K_1 diag|sigma'(u)|^2
     K_1^T`` is a real ``d x d`` matrix."""
-    net = prep.net
     k1 = net.kernels[0]
     with np.errstate(all="ignore"):
-        s = np.abs(prep.rule.cdfn(r * dirs @ k1 + net.biases[0][None, :])) ** 2
+        s = np.abs(net.rule.cdfn(r * dirs @ k1 + net.biases[0][None, :])) ** 2
     if not np.all(np.isfinite(s)):
         return math.inf
     gram = (k1[None, :, :] * s[:, None, :]) @ k1.T  # (n, d, d)
     return float(np.sqrt(max(float(np.max(np.linalg.eigvalsh(gram)[:, -1])), 0.0)))
 
 
-def violating_radius(prep: Prepared, dirs: np.ndarray) -> float | None:
-    """Appendix G's first sampled violating radius of layer 2 (see the module docstring)."""
-    radius, wmax, rho_sig = prep.radius, prep.w_max[1], prep.rho_sigma[1]
+def violating_radius(net: Net, radius: float, wmax: float, rho_sig: float,
+                     dirs: np.ndarray) -> float | None:
+    """Appendix G's first sampled violating radius of layer 2 (see the module docstring):
+    ``wmax``, ``rho_sig`` are layer 2's ``W_max`` and ``rho_sigma``."""
     if not math.isfinite(rho_sig):
         return None
 
     def crosses(j: int) -> bool:
         r = radius * j / VIOLATE_GRID
-        return r * wmax * _layer2_lhat(prep, dirs, r) / rho_sig >= 1.0
+        return r * wmax * _layer2_lhat(net, dirs, r) / rho_sig >= 1.0
 
     prev = 0
     for j in range(_COARSE, VIOLATE_GRID + 1, _COARSE):
@@ -109,21 +109,21 @@ def violating_radius(prep: Prepared, dirs: np.ndarray) -> float | None:
     return None
 
 
-def appendix_g(prep: Prepared) -> list[dict]:
+def appendix_g(net: Net, radius: float, w_max: list[float], rho_sigma: list[float],
+               n_samples: int, seed: int) -> list[AppendixG]:
     """Per hidden layer: ``rho_pole``, ``L_f_sampled``, ``q_hat``, ``r_violate``,
-    ``strip_ratio``."""
-    dirs = sphere_directions(prep.d, prep.n_samples, prep.seed)
-    lf, im = sampled_jacobians(prep, prep.radius * dirs)
-    pole = rho_pole(prep)
+    ``strip_ratio`` (``w_max``, ``rho_sigma``: the paper's Eqs. 6 and 5 per hidden layer)."""
+    dirs = sphere_directions(net.kernels[0].shape[0], n_samples, seed)
+    lf, im = sampled_jacobians(net, radius * dirs)
+    pole = rho_pole(net)
     out = []
-    for l in range(prep.n_hidden):
-        rs = prep.rho_sigma[l]
+    for l in range(net.n_hidden):
+        rs = rho_sigma[l]
         finite = math.isfinite(rs)
-        out.append({
-            "rho_pole": pole, "L_f_sampled": lf[l],
-            "q_hat": prep.radius * prep.w_max[l] * lf[l] / rs if finite else 0.0,
-            "r_violate": violating_radius(prep, dirs) if l == 1 and finite and (
-                prep.radius * prep.w_max[l] * lf[l] >= rs) else None,
-            "strip_ratio": im[l] / rs if finite else 0.0,
-        })
+        out.append(AppendixG(
+            rho_pole=pole, L_f_sampled=lf[l],
+            q_hat=radius * w_max[l] * lf[l] / rs if finite else 0.0,
+            r_violate=violating_radius(net, radius, w_max[1], rho_sigma[1], dirs)
+            if l == 1 and finite and (radius * w_max[l] * lf[l] >= rs) else None,
+            strip_ratio=im[l] / rs if finite else 0.0))
     return out

@@ -16,17 +16,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcompress.activations import get_activation
+from jaxcompress.activations import get_activation, get_bound_rule
 from jaxcompress.certificates import chain, paper
-from jaxcompress.certificates.bounds import get_bound_rule
+from jaxcompress.certificates.diagnostics import appendix_g
+from jaxcompress.certificates.records import AppendixG
 from jaxcompress.features import derivative_features
 from jaxcompress.mlp import layer_sizes, validate_params
 from jaxcompress.taylor import num_monomials
-
-_features_jit = jax.jit(
-    lambda params, center, activation, order: derivative_features(
-        params, activation=activation, order=order, center=center),
-    static_argnames=("activation", "order"))
 
 
 def rho0_list(rho0, n_hidden: int) -> list[float] | None:
@@ -110,15 +106,14 @@ class Prepared:
             start += ours_grids[l].size
             self.chains.append({key: val[sl] for key, val in res[l].items()})
         self.n_samples, self.seed = int(n_samples), int(seed)
-        self._diag = None
+        self._diag: list[AppendixG] | None = None
         self._feats: tuple[int, list[np.ndarray]] | None = None
 
-    def diagnostics(self):
-        """The sampled Appendix G diagnostics (computed once)."""
+    def diagnostics(self) -> list[AppendixG]:
+        """The sampled Appendix G diagnostics per hidden layer (computed once)."""
         if self._diag is None:
-            from jaxcompress.certificates.diagnostics import appendix_g
-
-            self._diag = appendix_g(self)
+            self._diag = appendix_g(self.net, self.radius, self.w_max, self.rho_sigma,
+                                    self.n_samples, self.seed)
         return self._diag
 
     def features(self, order: int) -> list[np.ndarray]:
@@ -128,8 +123,8 @@ class Prepared:
                 p64 = [{k: jnp.asarray(np.asarray(v, np.float64)) for k, v in layer.items()}
                        for layer in self.params]
                 c = np.zeros((self.d,)) if self.center is None else self.center
-                z = _features_jit(p64, jnp.asarray(c, jnp.float64), activation=self.act.name,
-                                  order=int(order))
+                z = derivative_features(p64, activation=self.act, order=int(order),
+                                        center=jnp.asarray(c, jnp.float64))
                 self._feats = (int(order), [np.asarray(x, np.float64) for x in z])
         n = num_monomials(self.d, order)
         return [f[:n] for f in self._feats[1]]

@@ -15,10 +15,22 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import types
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+
+from jaxcompress.certificates.records import (
+    APosterioriLayer,
+    APosterioriNetwork,
+    AppendixG,
+    OursLayer,
+    OursNetwork,
+    PaperLayer,
+    PaperNetwork,
+    entries,
+)
 
 RIGOROUS = "rigorous"
 ESTIMATE = "estimate"
@@ -203,30 +215,36 @@ LAYER_KEYS: tuple[str, ...] = tuple(_LAYER_INDEX)
 TOP_KEYS: tuple[str, ...] = tuple(_TOP_INDEX)
 
 
-def _lookup(obj, name: str, index: Mapping[str, Quantity]):
-    if name.startswith("__") or name not in index:
-        raise AttributeError(f"{type(obj).__name__} has no attribute {name!r}")
-    return object.__getattribute__(obj, "values").get(name)
-
-
 @dataclasses.dataclass(frozen=True)
 class LayerCertificate:
-    """The certificate's numbers for one hidden layer.
+    """The certificate's numbers for one hidden layer: the typed records of
+    :mod:`~jaxcompress.certificates.records`, composed.
 
-    Every key of :data:`LAYER_KEYS` is an attribute (``None`` when not computed: Assumption 4
-    fails, or no compressed network was given for the a posteriori keys). ``source[key]``,
-    ``status[key]`` and ``how[key]`` say where each number comes from.
+    Every key of :data:`LAYER_KEYS` is also a read-only property (``None`` when not computed:
+    Assumption 4 fails, or no compressed network was given for the a posteriori keys);
+    :attr:`values` maps the computed keys to their values. ``source[key]``, ``status[key]`` and
+    ``how[key]`` say where each number comes from.
     """
 
     layer: int
     width: int
-    values: Mapping[str, Any]
+    paper: PaperLayer
+    ours: OursLayer
+    appendix_g: AppendixG
+    a_posteriori: APosterioriLayer | None = None
 
-    def __getattr__(self, name: str):
-        return _lookup(self, name, _LAYER_INDEX)
+    @property
+    def values(self) -> Mapping[str, Any]:
+        """The computed quantities by key (read-only), from the records."""
+        out: dict[str, Any] = {}
+        for record in (self.paper, self.ours, self.appendix_g, self.a_posteriori):
+            if record is not None:
+                out.update(entries(record))
+        return types.MappingProxyType(out)
 
     def _meta(self, field: str) -> dict[str, str]:
-        return {k: _LAYER_INDEX[k].at(self.layer)[field] for k in LAYER_KEYS if k in self.values}
+        values = self.values
+        return {k: _LAYER_INDEX[k].at(self.layer)[field] for k in LAYER_KEYS if k in values}
 
     @property
     def source(self) -> dict[str, str]:
@@ -241,8 +259,9 @@ class LayerCertificate:
         return self._meta("how")
 
     def to_dict(self) -> dict[str, Any]:
+        values = self.values
         out: dict[str, Any] = {"layer": self.layer, "width": self.width}
-        out.update({k: _plain(self.values.get(k)) for k in LAYER_KEYS})
+        out.update({k: _plain(values.get(k)) for k in LAYER_KEYS})
         out.update({"source": self.source, "status": self.status, "how": self.how})
         return out
 
@@ -252,11 +271,14 @@ class Certificate:
     """What the theory guarantees for a network on a domain, as numbers.
 
     The paper's quantities (its equations as written, or rigorous bounds of them in the right
-    direction), ours (sharper, labelled ``"ours"``), the Appendix G diagnostics and, when a
-    compressed network is given, the a posteriori bounds. ``str(cert)`` is a readable table with
-    a source column; :meth:`to_dict` gives JSON-ready values (keys :data:`LAYER_KEYS` per layer
-    under ``"layers"``, :data:`TOP_KEYS` at the top level). Every key is also an attribute.
-    Infinite radii are ``float('inf')`` (``json.dumps`` writes ``Infinity``).
+    direction), ours (sharper, labelled ``"ours"``), the Appendix G diagnostics (per layer) and,
+    when a compressed network is given, the a posteriori bounds: typed records of
+    :mod:`~jaxcompress.certificates.records` (``paper`` / ``ours`` / ``a_posteriori`` are None
+    when that certificate does not exist). ``str(cert)`` is a readable table with a source
+    column; :meth:`to_dict` gives JSON-ready values (keys :data:`LAYER_KEYS` per layer under
+    ``"layers"``, :data:`TOP_KEYS` at the top level). Every key of :data:`TOP_KEYS` is also a
+    read-only property, and :attr:`values` maps the computed ones to their values. Infinite
+    radii are ``float('inf')`` (``json.dumps`` writes ``Infinity``).
     """
 
     activation: str
@@ -267,31 +289,44 @@ class Certificate:
     delta: float
     layers: tuple[LayerCertificate, ...]
     num_params: int
-    values: Mapping[str, Any]
+    paper: PaperNetwork | None = None
+    ours: OursNetwork | None = None
+    a_posteriori: APosterioriNetwork | None = None
     notes: tuple[str, ...] = ()
 
-    def __getattr__(self, name: str):
-        return _lookup(self, name, _TOP_INDEX)
+    @property
+    def values(self) -> Mapping[str, Any]:
+        """The computed network-level quantities by key (read-only), from the records."""
+        out: dict[str, Any] = {}
+        for record in (self.paper, self.ours, self.a_posteriori):
+            if record is not None:
+                out.update(entries(record))
+        return types.MappingProxyType(out)
+
+    def _meta(self, field: str) -> dict[str, str]:
+        values = self.values
+        return {k: getattr(_TOP_INDEX[k], field) for k in TOP_KEYS if k in values}
 
     @property
     def source(self) -> dict[str, str]:
-        return {k: _TOP_INDEX[k].source for k in TOP_KEYS if k in self.values}
+        return self._meta("source")
 
     @property
     def status(self) -> dict[str, str]:
-        return {k: _TOP_INDEX[k].status for k in TOP_KEYS if k in self.values}
+        return self._meta("status")
 
     @property
     def how(self) -> dict[str, str]:
-        return {k: _TOP_INDEX[k].how for k in TOP_KEYS if k in self.values}
+        return self._meta("how")
 
     def to_dict(self) -> dict[str, Any]:
+        values = self.values
         out: dict[str, Any] = {
             "activation": self.activation, "sizes": list(self.sizes), "radius": self.radius,
             "center": None if self.center is None else list(self.center), "eps": self.eps,
             "delta": self.delta, "num_params": self.num_params,
             "layers": [li.to_dict() for li in self.layers]}
-        out.update({k: _plain(self.values.get(k)) for k in TOP_KEYS})
+        out.update({k: _plain(values.get(k)) for k in TOP_KEYS})
         out.update({"notes": list(self.notes), "source": self.source, "status": self.status,
                     "how": self.how})
         return out
@@ -301,6 +336,21 @@ class Certificate:
 
     def __str__(self) -> str:
         return format_certificate(self)
+
+
+def _key_property(q: Quantity) -> property:
+    return property(lambda self: self.values.get(q.key),
+                    doc=f"{q.source} ({q.status}; None when not computed): ``{q.how}``")
+
+
+# Every report key is a read-only property of its record: LayerCertificate.W_max,
+# Certificate.orders, ... (the keys are the records' field names; tests/test_certify.py checks
+# that they coincide with LAYER_KEYS / TOP_KEYS).
+for _q_ in LAYER_QUANTITIES:
+    setattr(LayerCertificate, _q_.key, _key_property(_q_))
+for _q_ in TOP_QUANTITIES:
+    setattr(Certificate, _q_.key, _key_property(_q_))
+del _q_
 
 
 def _plain(v):

@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress import sharding
+from jaxcompress._checks import check_compute_dtype, describe, finite_number
 from jaxcompress.activations import get_activation
 from jaxcompress.domains import Ball, check_domain, check_radius
 from jaxcompress.evaluate import ERROR_POINTS, error_estimate
@@ -244,6 +245,11 @@ def compress_layer(
       ``(kept, new_out_kernel, info)``: the kept indices ``(width,)`` in pivot order, the new
       next-layer kernel ``(width, d_{l+1})`` and the complete :class:`LayerInfo`.
     """
+    if not isinstance(features, LayerFeatures):
+        raise TypeError("compress_layer: features must be a jaxcompress.features.LayerFeatures "
+                        f"(the matrix with its row scaling and description), got "
+                        f"{describe(features)}; wrap a matrix Z as LayerFeatures(z=Z, scale=None, "
+                        "layer=1, order=k, num_features=Z.shape[0], coord_dim=d_in)")
     if sharding.active() is not None:
         return sharding.tournament_step(features, out_kernel, width, selector, target=target)
     z, scale = features.z, features.scale
@@ -344,9 +350,15 @@ def _run_method(params: Params, method: Method, domain, act: str) -> tuple[Param
 
 def _best(results: list[tuple[Params, CompressInfo]], method: BestOf) -> tuple[Params,
                                                                                  CompressInfo]:
-    """Per teacher, the candidate with the smallest error estimate (same shapes throughout)."""
+    """Per teacher, the candidate with the smallest error estimate (same shapes throughout).
+
+    A non-finite estimate (a NaN result, e.g. from non-finite traced data) never wins; when
+    every candidate's is non-finite the first is kept and the estimate is NaN.
+    """
     estimates = jnp.stack([info.error_estimate for _, info in results])
-    choice = jnp.argmin(estimates).astype(jnp.int32)
+    finite = jnp.isfinite(estimates)
+    choice = jnp.argmin(jnp.where(finite, estimates, jnp.inf)).astype(jnp.int32)
+    best_estimate = jnp.where(jnp.any(finite), estimates[choice], jnp.nan)
 
     def pick(*xs):
         return jnp.stack(xs)[choice]
@@ -369,7 +381,7 @@ def _best(results: list[tuple[Params, CompressInfo]], method: BestOf) -> tuple[P
         layers=tuple(layers), activation=first.activation, layer_order=joined("layer_order"),
         features=joined("features"), selector=joined("selector"),
         coordinates=joined("coordinates"), method=method.describe(),
-        error_estimate=jnp.min(estimates), choice=choice,
+        error_estimate=best_estimate, choice=choice,
         candidates=tuple(m.describe() for m in method.methods))
     return params, info
 
@@ -394,6 +406,9 @@ _compress_jit = jax.jit(_compress_impl, static_argnames=("activation", "mesh"))
 # ------------------------------------------------------------------------------------------------
 # The public call
 # ------------------------------------------------------------------------------------------------
+
+#: Method factories by name (for the message of ``compress(params, "collocation", ...)``).
+_FACTORIES = ("derivative_matching", "collocation", "data_matching", "best_of")
 
 #: Keyword arguments of the earlier ``compress(..., features=, selector=, ...)`` and where each
 #: lives now (for the error message of a stale call).
@@ -582,10 +597,17 @@ def compress(
             raise TypeError(f"{where}() got an unexpected keyword argument {name!r}")
         raise TypeError(f"{where}: {name}= is now part of {hint} "
                         "(methods are values; see jaxcompress.methods)")
+    if method is not None and not isinstance(method, (Method, BestOf)):
+        hint = (f"; for the method {method!r} write jc.{method}(k)"
+                if isinstance(method, str) and method in _FACTORIES else "")
+        raise TypeError(f"{where}: method must be a jc.Method or jc.best_of(...) (e.g. "
+                        f"jc.derivative_matching(k)), got {type(method).__name__} "
+                        f"{method!r:.60}{hint}")
     params = validate_params(params, where=where)
     act = get_activation(activation)
     d, dtype = require_single_network(
         params, where=where, hint="wrap compress in jax.vmap for a stack of networks")
+    check_compute_dtype(dtype, where)
     if method is None:
         if order is None:
             raise TypeError(f"{where}: give a method (e.g. jc.derivative_matching(k), "
@@ -603,9 +625,6 @@ def compress(
             raise ValueError(f"{where}: order= and radius= are the shorthand for "
                              "derivative_matching; with a method, the order is the method's and "
                              "the ball is domain=jc.Ball(d_in, R)")
-        if not isinstance(method, (Method, BestOf)):
-            raise TypeError(f"{where}: method must be a jc.Method or jc.best_of(...) (e.g. "
-                            f"jc.derivative_matching(k)), got {type(method).__name__}")
         domain = Ball(d, 1.0) if domain is None else domain
     check_domain(domain, d, where, dtype)
     mesh = sharding.params_mesh(params)
@@ -623,8 +642,17 @@ def trim(params: Params, info: CompressInfo | None = None, *, atol: float = 0.0)
     Such neurons are the surplus ones past the numerical rank (their incoming weights are kept by
     :func:`compress` so widths stay static). The function computed is unchanged; widths shrink.
     ``info`` is accepted for symmetry with :func:`compress` and is not required.
+
+    ``atol >= 0`` (finite) also drops neurons whose outgoing weights are all at most ``atol`` in
+    absolute value (the function then changes by up to ``atol`` per such neuron and output). An
+    ``atol`` that would drop every neuron of a layer with a nonzero outgoing weight is a
+    ``ValueError`` naming the layer and its largest weight (it used to return a width-1 network
+    with nothing of the function left).
     """
     del info
+    if not finite_number(atol) or float(atol) < 0:
+        raise ValueError(f"trim: atol must be one finite number >= 0, got {atol!r}")
+    atol = float(atol)
     params = [{k: np.asarray(v) for k, v in layer.items()} for layer in
               validate_params(params, where="trim")]
     if params[0]["kernel"].ndim != 2:
@@ -633,6 +661,12 @@ def trim(params: Params, info: CompressInfo | None = None, *, atol: float = 0.0)
     for l in range(1, len(out)):
         keep = np.any(np.abs(out[l]["kernel"]) > atol, axis=1)
         if not keep.any():
+            largest = float(np.max(np.abs(out[l]["kernel"])))
+            if largest > 0:
+                raise ValueError(f"trim: atol={atol:g} drops every neuron of hidden layer {l} "
+                                 f"(its largest outgoing weight is {largest:.3g}); expected an "
+                                 "atol below the weights that carry the function (atol=0 drops "
+                                 "only the neurons past the rank)")
             keep[0] = True  # keep one neuron so the layer stays well-formed
         out[l - 1] = {"kernel": out[l - 1]["kernel"][:, keep], "bias": out[l - 1]["bias"][keep]}
         out[l] = {"kernel": out[l]["kernel"][keep], "bias": out[l]["bias"]}

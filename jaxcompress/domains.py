@@ -29,10 +29,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcompress._checks import check_finite
 from jaxcompress._sobol import SOBOL_MAX_DIM, sobol
 
 __all__ = ["DOMAIN_TYPES", "NODE_KINDS", "Ball", "Box", "Parameterization", "check_domain",
-           "check_radius", "domain_center"]
+           "check_radius", "domain_center", "domain_valid"]
 
 #: Collocation node families: ``"sobol"`` (every domain), ``"chebyshev"`` and
 #: ``"chebyshev_grid"`` (boxes only; see :meth:`Box.nodes`).
@@ -67,8 +68,13 @@ class Ball:
 
     Args:
       dim: the input dimension ``d_in``.
-      radius: ``R > 0``.
-      center: the centre (default: the origin), shape ``(dim,)``.
+      radius: ``R > 0``, finite.
+      center: the centre (default: the origin), shape ``(dim,)``, finite.
+
+    A radius that is not one finite positive number, or a centre with NaN or Inf entries, is a
+    ``ValueError`` when the ball is built. Traced values (a ball built under ``jax.jit``) cannot
+    be checked there: a compression on such a ball returns ``error_estimate = NaN`` (see
+    :func:`domain_valid`), never a plausible-looking number.
     """
 
     dim: int
@@ -88,6 +94,10 @@ class Ball:
         if _is_concrete_array(c):
             if np.shape(c) != (self.dim,):
                 raise ValueError(f"Ball: center has shape {np.shape(c)}; expected ({self.dim},)")
+            if not jnp.issubdtype(c.dtype, jnp.floating) and not jnp.issubdtype(c.dtype,
+                                                                                 jnp.integer):
+                raise TypeError(f"Ball: center must be real numbers, got dtype {c.dtype}")
+            check_finite(c, "Ball", "center")
 
     def _center(self, dtype) -> jax.Array:
         if self.center is None:
@@ -214,6 +224,10 @@ class Box:
     ``radius = |hi - lo| / 2`` (the half-diagonal: the smallest ball around the centre that
     contains the box) scales them: row ``alpha`` of the features is multiplied by
     ``radius^|alpha|`` before selection.
+
+    Non-finite corners or ``lo >= hi`` are a ``ValueError`` when the box is built; traced corners
+    (under ``jax.jit``) cannot be checked there, and a compression on an invalid box returns
+    ``error_estimate = NaN`` (see :func:`domain_valid`).
     """
 
     lo: jax.Array
@@ -390,14 +404,67 @@ class Parameterization:
 DOMAIN_TYPES = (Ball, Box, Parameterization)
 
 
-def check_domain(domain, d_in: int, where: str, dtype=None) -> None:
+def domain_valid(domain) -> jax.Array:
+    """A (traceable) boolean: whether the domain's numbers describe a domain at all.
+
+    Ball: a finite radius ``> 0`` and a finite centre; Box: finite corners with ``lo < hi``; a
+    :class:`Parameterization`: its parameter domain ``U``. Built eagerly such a domain is refused
+    by its constructor; under ``jax.jit`` the numbers are traced, so
+    :func:`jaxcompress.error_estimate` (and with it ``CompressInfo.error_estimate``) returns NaN
+    on an invalid domain instead of a plausible-looking number.
+    """
+    inner = domain.domain if isinstance(domain, Parameterization) else domain
+    if isinstance(inner, Box):
+        lo, hi = (jnp.asarray(v) for v in (inner.lo, inner.hi))
+        return jnp.all(jnp.isfinite(lo)) & jnp.all(jnp.isfinite(hi)) & jnp.all(lo < hi)
+    r = jnp.asarray(inner.radius)
+    ok = jnp.isfinite(r) & (r > 0)
+    if inner.center is not None:
+        ok = ok & jnp.all(jnp.isfinite(jnp.asarray(inner.center)))
+    return ok
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _iota(fn, u):
+    return jax.vmap(fn)(u)
+
+
+#: Points of ``U`` (its centre and Sobol points) at which a parameterisation's map is checked.
+PARAMETERIZATION_CHECK_POINTS = 64
+
+
+def _check_parameterization(domain: Parameterization, where: str, dtype) -> None:
+    """Refuse a map ``iota`` that is not finite at the centre and Sobol points of ``U``."""
+    inner = domain.domain
+    leaves = jax.tree.leaves(inner)
+    if not all(_is_concrete_array(v) or isinstance(v, (int, float)) for v in leaves):
+        return  # traced: a NaN output then shows as a NaN error estimate
+    dtype = jnp.zeros(()).dtype if dtype is None else dtype
+    u = jnp.concatenate([domain_center(inner, dtype)[None],
+                         inner.sobol(PARAMETERIZATION_CHECK_POINTS, dtype=dtype)])
+    x = np.asarray(_iota(domain.fn, u))
+    bad = ~np.all(np.isfinite(x), axis=1)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"{where}: the Parameterization's fn is not finite at u = "
+                         f"{np.asarray(u[i]).tolist()} (it returns {x[i].tolist()}; "
+                         f"{int(bad.sum())} of {len(u)} points of U checked): expected a "
+                         "finite analytic map")
+
+
+def check_domain(domain, d_in: int, where: str, dtype=None, *, check_values: bool = True
+                 ) -> None:
     """Refuse anything but a :class:`Ball`, :class:`Box` or :class:`Parameterization` of inputs of
-    size ``d_in`` (the one place that decides what a domain is)."""
+    size ``d_in`` (the one place that decides what a domain is); with ``check_values``, also a
+    parameterisation whose map is not finite on ``U`` (when ``U``'s numbers are concrete)."""
     if not isinstance(domain, DOMAIN_TYPES):
         raise TypeError(f"{where}: domain must be a jaxcompress.Ball, jaxcompress.Box or "
                         f"jaxcompress.Parameterization, got {type(domain).__name__}")
     size = domain.input_dim(dtype) if isinstance(domain, Parameterization) else domain.dim
     if size != d_in:
-        what = "maps to inputs of size" if isinstance(domain, Parameterization) else "has dim"
+        what = ("maps to inputs of size" if isinstance(domain, Parameterization)
+                else "has dim")
         raise ValueError(f"{where}: the domain {what} {size}; the network takes inputs of size "
                          f"{d_in}")
+    if isinstance(domain, Parameterization) and check_values:
+        _check_parameterization(domain, where, dtype)

@@ -62,6 +62,7 @@ import numpy as np
 from jax.experimental import jet as _jet
 
 from jaxcompress import sharding
+from jaxcompress._checks import as_real_array, check_finite, is_concrete
 from jaxcompress.activations import Activation, get_activation
 from jaxcompress.domains import NODE_KINDS, Box, Parameterization, domain_center
 from jaxcompress.mlp import (
@@ -685,7 +686,10 @@ class DataFeatures(_FeatureMap):
     """Activations at user inputs ``x`` (``(N, d_in)``; Chee et al. 2022).
 
     Args:
-      x: the inputs (traced).
+      x: the inputs (traced), real and finite: lists are converted, complex or non-finite
+        values are a ``TypeError`` / ``ValueError`` when ``x`` is concrete. Traced data that
+        holds NaN or Inf makes every feature NaN, so the compression's ``error_estimate`` is
+        NaN (a traced value cannot raise).
       order: ``k``: sets ``D_k`` and so the default widths ``min(D_k, d_l)``.
       coordinates: ``"input"`` or ``"bottleneck"`` (changes ``D_k`` only).
     """
@@ -697,9 +701,17 @@ class DataFeatures(_FeatureMap):
     name = "data"
 
     def __post_init__(self):
-        where = "DataFeatures"
+        where = "data_matching"
         object.__setattr__(self, "order", _as_order(self.order, where))
         object.__setattr__(self, "coordinates", _check_coordinates(self.coordinates, where))
+        x = self.x
+        # lists and concrete arrays are user input; other leaves (tracers, pytree placeholders)
+        # pass through
+        if isinstance(x, (list, tuple)) or (
+                isinstance(x, (np.ndarray, jax.Array)) and is_concrete(x)):
+            x = as_real_array(x, where, "x")
+            check_finite(x, where, "x")
+            object.__setattr__(self, "x", x)
 
     def memory(self, sizes, itemsize: int, domain) -> dict[str, int]:
         """Bytes of the activations of every layer at the data."""
@@ -720,6 +732,9 @@ class DataFeatures(_FeatureMap):
         sizes = [params[0]["kernel"].shape[0]] + [p["kernel"].shape[1] for p in params]
         dims = _coord_dims(_sources(self.coordinates, sizes, domain), sizes, domain)
         x = jnp.asarray(self.x, dtype)
+        # traced data cannot be refused: non-finite data poisons every feature, so the result
+        # says so (a NaN error estimate) instead of looking plausible
+        x = jnp.where(jnp.all(jnp.isfinite(x)), x, jnp.nan)
         orders = self.orders(len(params) - 1, prefix=True)
         return _point_layer_features(params, layers, x, orders, dims, None, act, trim=False)
 

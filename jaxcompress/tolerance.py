@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcompress._checks import check_compute_dtype, check_key, check_positive_int, finite_number
 from jaxcompress.activations import Activation, get_activation
 from jaxcompress.certificates.bounds import has_bound_rule
 from jaxcompress.certificates.certificate import certify, certify_prepared
@@ -279,8 +280,17 @@ def compress_to_tolerance(
     if orders_from not in ("best", "paper", "ours"):
         raise ValueError(f"compress_to_tolerance: orders_from must be 'best', 'paper' or "
                          f"'ours', got {orders_from!r}")
-    params = validate_params(params, where="compress_to_tolerance")
+    where = "compress_to_tolerance"
+    params = validate_params(params, where=where)
     act = get_activation(activation)
+    check_compute_dtype(jnp.result_type(params[0]["kernel"]), where)
+    check_positive_int(max_order, where, "max_order", minimum=0)
+    check_positive_int(n_samples, where, "n_samples")
+    check_positive_int(local_search_steps, where, "local_search_steps", minimum=0)
+    if key is not None:
+        check_key(key, where)
+    if not finite_number(eps) or float(eps) <= 0:
+        raise ValueError(f"{where}: eps must be one finite number > 0, got {eps!r}")
     d = int(params[0]["kernel"].shape[0])
     radius, _ = domain_geometry(domain, d, where="compress_to_tolerance")
     eps = float(eps)

@@ -213,7 +213,8 @@ def test_memory_guard_counts_the_width() -> None:
     # D_6 in 6 inputs is small, but the product table times a huge width is not
     wide = [{"kernel": jnp.zeros((6, 2_000_000), jnp.float32),
              "bias": jnp.zeros((2_000_000,), jnp.float32)},
-            {"kernel": jnp.zeros((2_000_000, 1), jnp.float32), "bias": jnp.zeros((1,))}]
+            {"kernel": jnp.zeros((2_000_000, 1), jnp.float32),
+             "bias": jnp.zeros((1,), jnp.float32)}]
     with pytest.raises(ValueError, match=r"for width 2000000.*GiB"):
         jc.derivative_features(wide, activation="sigmoid", order=6)
 

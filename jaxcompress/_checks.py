@@ -150,7 +150,9 @@ def check_info_matches(info: Any, sizes: list[int], activation: str | None, wher
 
 
 def finite_number(value: Any) -> bool:
-    """Whether ``value`` is one finite real number."""
+    """Whether ``value`` is one finite real number (not a string or a bool)."""
+    if isinstance(value, (str, bytes, bool)):
+        return False
     try:
         return np.ndim(value) == 0 and math.isfinite(float(value))
     except (TypeError, ValueError):

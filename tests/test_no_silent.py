@@ -34,7 +34,7 @@ def x_data():
     return jax.random.uniform(jax.random.PRNGKey(3), (40, 2), jnp.float64, -1.0, 1.0)
 
 
-# --- the ten silent or misleading cases ------------------------------------------------------------
+# --- the ten silent or misleading cases -----------------------------------------------------------
 
 
 def test_case1_data_matching_non_finite_or_complex_data(x_data) -> None:
@@ -190,7 +190,7 @@ def test_case10_trim_refuses_an_atol_that_drops_a_whole_layer(params) -> None:
     assert jc.layer_sizes(jc.trim(small, info)) == [2, 3, 3, 1]
 
 
-# --- raw errors that became messages ---------------------------------------------------------------
+# --- raw errors that became messages --------------------------------------------------------------
 
 
 def test_zero_output_dimension(params) -> None:

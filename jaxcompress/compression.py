@@ -467,16 +467,22 @@ def check_method(method, params: Params, domain, where: str, *, devices: int = 1
 COMPILE_BYTES = 16 * 2**20
 
 
-def memory_estimate(method, sizes, dtype, domain, *, devices: int = 1) -> dict[str, int]:
+def memory_estimate(method, sizes, dtype, domain, *, devices: int = 1,
+                    compilation: bool = False) -> dict[str, int]:
     """Bytes per device one compression needs, by part (the largest method of a best-of).
 
     The teacher's parameters, the feature map's working set (``method.features.memory``: e.g. the
-    Taylor pass's coefficient products and its compilation, or the activations at the
-    collocation points), the selection's scaled copy of the largest feature matrix, the error
-    estimate's activations, and :data:`COMPILE_BYTES` for compiling the compression's program;
-    all but the compilation divided over ``devices`` when the neurons are sharded. An upper
-    bound of the growth of the process's peak resident memory during ``compress``, compilation
-    included (``tests/test_memory.py`` measures it on a grid of widths and orders).
+    Taylor pass's coefficient products, or the activations at the collocation points), the
+    selection's scaled copy of the largest feature matrix and the error estimate's activations,
+    divided over ``devices`` when the neurons are sharded. Only layers that select
+    (``D_k < d_l``) are counted: a layer that keeps all its neurons needs no features.
+
+    With ``compilation`` also the host memory of compiling the program (not divided: one
+    program is compiled whatever the device count): :data:`COMPILE_BYTES` and the feature map's
+    compile cost (e.g. :func:`jaxcompress.features.taylor_compile_cost`). With it the sum is an
+    upper bound of the growth of the process's peak resident memory during ``compress``
+    (``tests/test_memory.py`` measures it on a grid of widths and orders); :func:`check_memory`
+    uses it.
     """
     itemsize = jnp.dtype(dtype).itemsize
     candidates = method.methods if isinstance(method, BestOf) else (method,)
@@ -488,12 +494,14 @@ def memory_estimate(method, sizes, dtype, domain, *, devices: int = 1) -> dict[s
         if mem is not None:
             parts.update(mem(sizes, itemsize, domain))
         d_ks = m.features.num_features(sizes, domain)
-        parts["selection"] = itemsize * max(dk * w for dk, w in zip(d_ks, sizes[1:-1],
-                                                                     strict=True))
+        parts["selection"] = itemsize * max([dk * w for dk, w in zip(d_ks, sizes[1:-1],
+                                                                      strict=True) if dk < w],
+                                            default=0)
         parts["error estimate"] = itemsize * ERROR_POINTS * max(sizes[1:]) * 2
-        parts["compiling the compression"] = COMPILE_BYTES
-        parts = {k: v if k.startswith("compiling") else -(-v // devices)
-                 for k, v in parts.items()}
+        compiling = {k: parts.pop(k) for k in list(parts) if k.startswith("compiling")}
+        parts = {k: -(-v // devices) for k, v in parts.items()}
+        if compilation:
+            parts.update(compiling, **{"compiling the compression": COMPILE_BYTES})
         if sum(parts.values()) > sum(best.values()):
             best = parts
     return best
@@ -504,7 +512,7 @@ def check_memory(methods, sizes, dtype, domain, where: str, *, devices: int = 1)
     from jaxcompress.taylor import memory_limit
 
     for m in methods:
-        parts = memory_estimate(m, sizes, dtype, domain, devices=devices)
+        parts = memory_estimate(m, sizes, dtype, domain, devices=devices, compilation=True)
         need, limit = sum(parts.values()), memory_limit()
         if need > limit:
             detail = ", ".join(f"{k} {v / 2**30:.2f}" for k, v in

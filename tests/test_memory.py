@@ -62,7 +62,7 @@ for sizes, kind, k in cases:
     small, info = jc.compress(p, m, activation="sigmoid", domain=dom)
     jax.block_until_ready(small)
     grown = peak() - base
-    est = sum(memory_estimate(m, sizes, p[0]["kernel"].dtype, dom).values())
+    est = sum(memory_estimate(m, sizes, p[0]["kernel"].dtype, dom, compilation=True).values())
     print(json.dumps({"sizes": sizes, "kind": kind, "k": k, "measured": grown,
                       "estimate": est, "resettable": resettable}), flush=True)
 """
@@ -110,8 +110,10 @@ def test_layers_that_keep_all_neurons_cost_nothing():
     # D_k >= d_l in every layer: nothing is selected, no features are needed
     dom = jc.Ball(2, 1.0)
     assert taylor_compile_cost((2, 2), (200, 200), (32, 32)) == (0, 0.0)
-    parts = memory_estimate(jc.derivative_matching(200), [2, 32, 32, 1], jnp.float64, dom)
+    parts = memory_estimate(jc.derivative_matching(200), [2, 32, 32, 1], jnp.float64, dom,
+                            compilation=True)
     assert "Taylor pass" not in parts and "compiling the Taylor pass" not in parts
+    assert parts["selection"] == 0
     # one selecting layer deep in the net: the pass runs through the layers above it
     b, s = taylor_compile_cost((2, 2), (30, 30), (32, 1000))
     assert b > 0 and s == 2 * (1e-4 * 30**3 + 0.5)

@@ -328,7 +328,10 @@ def register_activation(
             f"register_activation: {name!r} is already registered; "
             "pass overwrite=True to replace it."
         )
+    _check_registration(name, fn, series, jet_fn, rho_sigma)
     jet_fn = fn if jet_fn is None else jet_fn
+    if series is None:
+        _try_jet_series(name, jet_fn)
     act = Activation(
         name=name,
         fn=fn,
@@ -339,6 +342,44 @@ def register_activation(
     )
     _REGISTRY[name] = act
     return act
+
+
+def _check_registration(name, fn, series, jet_fn, rho_sigma) -> None:
+    """register_activation's argument checks: callables, a known non-analytic function, the
+    strip half-width."""
+    for arg, value in (("fn", fn), ("series", series), ("jet_fn", jet_fn)):
+        if (value is not None or arg == "fn") and not callable(value):
+            raise TypeError(f"register_activation: {arg} must be a function, got "
+                            f"{type(value).__name__} {value!r:.40}")
+    fname = getattr(fn, "__name__", "")
+    if fname in _NON_ANALYTIC:
+        raise ValueError(f"register_activation: {name!r}: fn {fname!r} is not analytic "
+                         f"({_NON_ANALYTIC[fname]}); derivative matching needs an activation "
+                         "with a convergent Taylor series at every real point (e.g. "
+                         "jax.nn.softplus or jax.nn.gelu as smooth substitutes)")
+    try:
+        ok = float(rho_sigma) > 0  # NaN fails too
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"register_activation: rho_sigma must be a number > 0 (math.inf for an "
+                         f"entire function), got {rho_sigma!r}")
+
+
+def _try_jet_series(name: str, jet_fn) -> None:
+    """Refuse, at registration, a function whose Taylor series ``jet`` cannot compute."""
+    u0 = jnp.asarray([-1.5, -0.25, 0.5, 2.0])
+    try:
+        coeffs = np.asarray(_jet_series(jet_fn)(u0, 2))
+    except Exception as e:  # noqa: BLE001 - report the user's function failing
+        raise ValueError(f"register_activation: {name!r}: jax.experimental.jet cannot expand "
+                         f"the function ({type(e).__name__}: {str(e).splitlines()[0]:.200}); "
+                         "expected an analytic elementwise function built from jax.numpy "
+                         "operations, or pass series=") from None
+    if coeffs.shape != (3, 4) or not np.all(np.isfinite(coeffs)):
+        raise ValueError(f"register_activation: {name!r}: the Taylor coefficients of the "
+                         f"function at {u0.tolist()} are {coeffs.tolist()}; expected finite "
+                         "values of shape (3, 4) (an elementwise analytic function)")
 
 
 def registered_activations() -> tuple[str, ...]:

@@ -43,6 +43,14 @@ def _demo(args: argparse.Namespace) -> int:
 
     import jaxcompress as jc
 
+    if args.kmin < 0 or args.kmax < args.kmin:
+        raise ValueError(f"demo: need 0 <= --kmin <= --kmax, got --kmin {args.kmin} --kmax "
+                         f"{args.kmax}")
+    for name in ("width", "depth", "samples"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"demo: --{name} must be >= 1, got {getattr(args, name)}")
+    if not (args.radius > 0 and args.radius < float("inf")):
+        raise ValueError(f"demo: --radius must be finite and > 0, got {args.radius}")
     _print_env(args.dtype)
     sizes = [2] + [args.width] * args.depth + [2]
     params = jc.init_mlp(jax.random.PRNGKey(args.seed), sizes, dtype=jnp.dtype(args.dtype))
@@ -161,6 +169,10 @@ def _compress_cmd(args: argparse.Namespace) -> int:
         raise ValueError("compress: give exactly one of --order K or --eps TOL")
     if args.eps is not None and not args.eps > 0:
         raise ValueError(f"compress: --eps must be positive, got {args.eps}")
+    if args.max_order < 0:
+        raise ValueError(f"compress: --max-order must be >= 0, got {args.max_order}")
+    if args.order is not None and args.order < 0:
+        raise ValueError(f"compress: --order must be >= 0, got {args.order}")
     _check_output_path(args.output)
     model = _load_model(args.input, args.activation)
     act = model.activation
@@ -231,7 +243,7 @@ def _certify_cmd(args: argparse.Namespace) -> int:
 
     model = _load_model(args.input, args.activation)
     d = jc.layer_sizes(model.params)[0]
-    center = None if args.center is None else [float(c) for c in args.center.split(",")]
+    center = None if args.center is None else _floats(args.center, "--center")
     if center is not None and len(center) != d:
         raise ValueError(f"certify: --center has {len(center)} entries; the network takes "
                          f"inputs of size {d}")
@@ -245,6 +257,21 @@ def _certify_cmd(args: argparse.Namespace) -> int:
             json.dump(report.to_dict(), f, indent=2)
         print(f"# wrote {args.json}")
     return 0
+
+
+def _floats(text: str, option: str) -> list[float]:
+    """Comma-separated finite numbers, or a ValueError naming the option and the bad entry."""
+    out = []
+    for part in text.split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            raise ValueError(f"certify: {option} must be comma-separated numbers (e.g. 0.5,0), "
+                             f"got {text!r} ({part.strip()!r} is not a number)") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"certify: {option} must be finite numbers, got {text!r}")
+        out.append(value)
+    return out
 
 
 def _plot(rows, path: str, title: str) -> None:
@@ -324,7 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     cert.add_argument("--activation", help="activation (required for .npz without one)")
     cert.add_argument("--radius", type=float, default=1.0, help="radius R of the input ball")
     cert.add_argument("--center", help="centre of the ball, comma separated (default: origin)")
-    cert.add_argument("--eps", type=float, required=True, help="target sup error")
+    cert.add_argument("--eps", type=float, required=True, default=argparse.SUPPRESS,
+                      help="target sup error (required)")
     cert.add_argument("--rho0", type=float, help="working radius in (R, rho) (default: chosen)")
     cert.add_argument("--delta", type=float, default=1e-2, help="maxvol tolerance of Lemma 10")
     cert.add_argument("--samples", type=int, default=512,

@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress import sharding
+from jaxcompress._checks import check_compute_dtype, describe, finite_number
 from jaxcompress.activations import get_activation
 from jaxcompress.domains import Ball, check_domain, check_radius
 from jaxcompress.evaluate import ERROR_POINTS, error_estimate
@@ -279,6 +280,11 @@ def compress_layer(
       ``(kept, new_out_kernel, info)``: the kept indices ``(width,)`` in pivot order, the new
       next-layer kernel ``(width, d_{l+1})`` and the complete :class:`LayerInfo`.
     """
+    if not isinstance(features, LayerFeatures):
+        raise TypeError("compress_layer: features must be a jaxcompress.features.LayerFeatures "
+                        f"(the matrix with its row scaling and description), got "
+                        f"{describe(features)}; wrap a matrix Z as LayerFeatures(z=Z, scale=None, "
+                        "layer=1, order=k, num_features=Z.shape[0], coord_dim=d_in)")
     rtol = default_rtol(features.z.dtype) if selector.rtol is None else selector.rtol
     if placement is not None:
         kept, new_kernel, rank, residual, max_coef, swaps = sharding.tournament(
@@ -391,9 +397,15 @@ def _run_method(params: Params, method: Method, domain, act: str,
 
 def _best(results: list[tuple[Params, CompressInfo]], method: BestOf) -> tuple[Params,
                                                                                  CompressInfo]:
-    """Per teacher, the candidate with the smallest error estimate (same shapes throughout)."""
+    """Per teacher, the candidate with the smallest error estimate (same shapes throughout).
+
+    A non-finite estimate (a NaN result, e.g. from non-finite traced data) never wins; when
+    every candidate's is non-finite the first is kept and the estimate is NaN.
+    """
     estimates = jnp.stack([info.error_estimate for _, info in results])
-    choice = jnp.argmin(estimates).astype(jnp.int32)
+    finite = jnp.isfinite(estimates)
+    choice = jnp.argmin(jnp.where(finite, estimates, jnp.inf)).astype(jnp.int32)
+    best_estimate = jnp.where(jnp.any(finite), estimates[choice], jnp.nan)
 
     def pick(*xs):
         return jnp.stack(xs)[choice]
@@ -416,7 +428,7 @@ def _best(results: list[tuple[Params, CompressInfo]], method: BestOf) -> tuple[P
         first, layers=tuple(layers), layer_order=joined("layer_order"),
         features=joined("features"), selector=joined("selector"),
         coordinates=joined("coordinates"), method=method.describe(),
-        error_estimate=jnp.min(estimates), choice=choice,
+        error_estimate=best_estimate, choice=choice,
         candidates=tuple(m.describe() for m in method.methods))
     return params, info
 
@@ -514,6 +526,9 @@ _estimate = jax.jit(error_estimate, static_argnames=("activation",))
 # The public call
 # ------------------------------------------------------------------------------------------------
 
+#: Method factories by name (for the message of ``compress(params, "collocation", ...)``).
+_FACTORIES = ("derivative_matching", "collocation", "data_matching", "best_of")
+
 #: Keyword arguments of the earlier ``compress(..., features=, selector=, ...)`` and where each
 #: lives now (for the error message of a stale call).
 _MOVED = {
@@ -562,14 +577,27 @@ def check_method(method, params: Params, domain, where: str, *, devices: int = 1
     return found[0]
 
 
-def memory_estimate(method, sizes, dtype, domain, *, devices: int = 1) -> dict[str, int]:
+#: Bytes that compiling a compression's program costs whatever its order (measured: 9 MB on
+#: ``[2, 64, 64, 1]`` at k = 2, on a 2-core CPU).
+COMPILE_BYTES = 16 * 2**20
+
+
+def memory_estimate(method, sizes, dtype, domain, *, devices: int = 1,
+                    compilation: bool = False) -> dict[str, int]:
     """Bytes per device one compression needs, by part (the largest method of a best-of).
 
     The teacher's parameters, the feature map's working set (``method.features.memory``: e.g. the
     Taylor pass's coefficient products, or the activations at the collocation points), the
-    selection's scaled copy of the largest feature matrix, and the error estimate's activations;
-    all but the compressed network's own (``D_k``-wide) arrays divided over ``devices`` when the
-    neurons are sharded. An estimate of the working set, not of XLA's exact peak.
+    selection's scaled copy of the largest feature matrix and the error estimate's activations,
+    divided over ``devices`` when the neurons are sharded. Only layers that select
+    (``D_k < d_l``) are counted: a layer that keeps all its neurons needs no features.
+
+    With ``compilation`` also the host memory of compiling the program (not divided: one
+    program is compiled whatever the device count): :data:`COMPILE_BYTES` and the feature map's
+    compile cost (e.g. :func:`jaxcompress.features.taylor_compile_cost`). With it the sum is an
+    upper bound of the growth of the process's peak resident memory during ``compress``
+    (``tests/test_memory.py`` measures it on a grid of widths and orders); :func:`check_memory`
+    uses it.
     """
     itemsize = jnp.dtype(dtype).itemsize
     candidates = method.methods if isinstance(method, BestOf) else (method,)
@@ -578,10 +606,14 @@ def memory_estimate(method, sizes, dtype, domain, *, devices: int = 1) -> dict[s
         parts = {"teacher parameters": itemsize * param_count(sizes)}
         parts.update(m.features.memory(sizes, itemsize, domain))
         d_ks = m.features.num_features(sizes, domain)
-        parts["selection"] = itemsize * max(dk * w for dk, w in zip(d_ks, sizes[1:-1],
-                                                                     strict=True))
+        parts["selection"] = itemsize * max([dk * w for dk, w in zip(d_ks, sizes[1:-1],
+                                                                      strict=True) if dk < w],
+                                            default=0)
         parts["error estimate"] = itemsize * ERROR_POINTS * max(sizes[1:]) * 2
+        compiling = {k: parts.pop(k) for k in list(parts) if k.startswith("compiling")}
         parts = {k: -(-v // devices) for k, v in parts.items()}
+        if compilation:
+            parts.update(compiling, **{"compiling the compression": COMPILE_BYTES})
         if sum(parts.values()) > sum(best.values()):
             best = parts
     return best
@@ -590,7 +622,7 @@ def memory_estimate(method, sizes, dtype, domain, *, devices: int = 1) -> dict[s
 def check_memory(methods, sizes, dtype, domain, where: str, *, devices: int = 1) -> None:
     """Refuse, before allocating anything, a compression that would not fit in memory."""
     for m in methods:
-        parts = memory_estimate(m, sizes, dtype, domain, devices=devices)
+        parts = memory_estimate(m, sizes, dtype, domain, devices=devices, compilation=True)
         need, limit = sum(parts.values()), memory_limit()
         if need > limit:
             detail = ", ".join(f"{k} {v / 2**30:.2f}" for k, v in
@@ -692,10 +724,17 @@ def compress(
             raise TypeError(f"{where}() got an unexpected keyword argument {name!r}")
         raise TypeError(f"{where}: {name}= is now part of {hint} "
                         "(methods are values; see jaxcompress.methods)")
+    if method is not None and not isinstance(method, (Method, BestOf)):
+        hint = (f"; for the method {method!r} write jc.{method}(k)"
+                if isinstance(method, str) and method in _FACTORIES else "")
+        raise TypeError(f"{where}: method must be a jc.Method or jc.best_of(...) (e.g. "
+                        f"jc.derivative_matching(k)), got {type(method).__name__} "
+                        f"{method!r:.60}{hint}")
     params = validate_params(params, where=where)
     act = get_activation(activation)
     d, dtype = require_single_network(
         params, where=where, hint="wrap compress in jax.vmap for a stack of networks")
+    check_compute_dtype(dtype, where)
     if method is None:
         if order is None:
             raise TypeError(f"{where}: give a method (e.g. jc.derivative_matching(k), "
@@ -713,9 +752,6 @@ def compress(
             raise ValueError(f"{where}: order= and radius= are the shorthand for "
                              "derivative_matching; with a method, the order is the method's and "
                              "the ball is domain=jc.Ball(d_in, R)")
-        if not isinstance(method, (Method, BestOf)):
-            raise TypeError(f"{where}: method must be a jc.Method or jc.best_of(...) (e.g. "
-                            f"jc.derivative_matching(k)), got {type(method).__name__}")
         domain = Ball(d, 1.0) if domain is None else domain
     check_domain(domain, d, where, dtype)
     placement = sharding.params_placement(params)
@@ -733,8 +769,17 @@ def trim(params: Params, info: CompressInfo | None = None, *, atol: float = 0.0)
     Such neurons are the surplus ones past the numerical rank (their incoming weights are kept by
     :func:`compress` so widths stay static). The function computed is unchanged; widths shrink.
     ``info`` is accepted for symmetry with :func:`compress` and is not required.
+
+    ``atol >= 0`` (finite) also drops neurons whose outgoing weights are all at most ``atol`` in
+    absolute value (the function then changes by up to ``atol`` per such neuron and output). An
+    ``atol`` that would drop every neuron of a layer with a nonzero outgoing weight is a
+    ``ValueError`` naming the layer and its largest weight (it used to return a width-1 network
+    with nothing of the function left).
     """
     del info
+    if not finite_number(atol) or float(atol) < 0:
+        raise ValueError(f"trim: atol must be one finite number >= 0, got {atol!r}")
+    atol = float(atol)
     params = [{k: np.asarray(v) for k, v in layer.items()} for layer in
               validate_params(params, where="trim")]
     if params[0]["kernel"].ndim != 2:
@@ -743,6 +788,12 @@ def trim(params: Params, info: CompressInfo | None = None, *, atol: float = 0.0)
     for l in range(1, len(out)):
         keep = np.any(np.abs(out[l]["kernel"]) > atol, axis=1)
         if not keep.any():
+            largest = float(np.max(np.abs(out[l]["kernel"])))
+            if largest > 0:
+                raise ValueError(f"trim: atol={atol:g} drops every neuron of hidden layer {l} "
+                                 f"(its largest outgoing weight is {largest:.3g}); expected an "
+                                 "atol below the weights that carry the function (atol=0 drops "
+                                 "only the neurons past the rank)")
             keep[0] = True  # keep one neuron so the layer stays well-formed
         out[l - 1] = {"kernel": out[l - 1]["kernel"][:, keep], "bias": out[l - 1]["bias"][keep]}
         out[l] = {"kernel": out[l]["kernel"][keep], "bias": out[l]["bias"]}

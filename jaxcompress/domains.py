@@ -31,10 +31,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcompress._checks import check_finite
 from jaxcompress._sobol import SOBOL_MAX_DIM, sobol
 
 __all__ = ["DOMAIN_TYPES", "NODE_KINDS", "Ball", "Box", "Domain", "Parameterization",
-           "check_domain", "check_radius", "domain_center"]
+           "check_domain", "check_radius", "domain_center", "domain_valid"]
 
 #: Collocation node families: ``"sobol"`` (every domain), ``"chebyshev"`` and
 #: ``"chebyshev_grid"`` (boxes only; see :meth:`Box.nodes`).
@@ -102,6 +103,11 @@ class Domain(abc.ABC):
         """The centre as a ``(dim,)`` array of ``dtype``."""
 
     @abc.abstractmethod
+    def valid(self) -> jax.Array:
+        """A traceable boolean: whether the domain's numbers describe a domain (see
+        :func:`domain_valid`)."""
+
+    @abc.abstractmethod
     def half_widths(self, dtype) -> jax.Array:
         """``(dim,)`` half extents along the axes (where :func:`default_centers
         <jaxcompress.features.default_centers>` puts the extra expansion points)."""
@@ -135,8 +141,13 @@ class Ball(Domain):
 
     Args:
       dim: the input dimension ``d_in``.
-      radius: ``R > 0``.
-      center: the centre (default: the origin), shape ``(dim,)``.
+      radius: ``R > 0``, finite.
+      center: the centre (default: the origin), shape ``(dim,)``, finite.
+
+    A radius that is not one finite positive number, or a centre with NaN or Inf entries, is a
+    ``ValueError`` when the ball is built. Traced values (a ball built under ``jax.jit``) cannot
+    be checked there: a compression on such a ball returns ``error_estimate = NaN`` (see
+    :func:`domain_valid`), never a plausible-looking number.
     """
 
     dim: int
@@ -156,6 +167,10 @@ class Ball(Domain):
         if _is_concrete_array(c):
             if np.shape(c) != (self.dim,):
                 raise ValueError(f"Ball: center has shape {np.shape(c)}; expected ({self.dim},)")
+            if not jnp.issubdtype(c.dtype, jnp.floating) and not jnp.issubdtype(c.dtype,
+                                                                                 jnp.integer):
+                raise TypeError(f"Ball: center must be real numbers, got dtype {c.dtype}")
+            check_finite(c, "Ball", "center")
 
     def _center(self, dtype) -> jax.Array:
         if self.center is None:
@@ -165,6 +180,14 @@ class Ball(Domain):
     def center_as(self, dtype) -> jax.Array:
         """The centre (the origin when unset) as ``dtype``."""
         return self._center(dtype)
+
+    def valid(self) -> jax.Array:
+        """A finite radius ``> 0`` and a finite centre."""
+        r = jnp.asarray(self.radius)
+        ok = jnp.isfinite(r) & (r > 0)
+        if self.center is not None:
+            ok = ok & jnp.all(jnp.isfinite(jnp.asarray(self.center)))
+        return ok
 
     def half_widths(self, dtype) -> jax.Array:
         """``R`` along every axis."""
@@ -288,6 +311,10 @@ class Box(Domain):
     ``radius = |hi - lo| / 2`` (the half-diagonal: the smallest ball around the centre that
     contains the box) scales them: row ``alpha`` of the features is multiplied by
     ``radius^|alpha|`` before selection.
+
+    Non-finite corners or ``lo >= hi`` are a ``ValueError`` when the box is built; traced corners
+    (under ``jax.jit``) cannot be checked there, and a compression on an invalid box returns
+    ``error_estimate = NaN`` (see :func:`domain_valid`).
     """
 
     lo: jax.Array
@@ -346,6 +373,11 @@ class Box(Domain):
     def center_as(self, dtype) -> jax.Array:
         """The midpoint as ``dtype``."""
         return jnp.asarray(self.center, dtype)
+
+    def valid(self) -> jax.Array:
+        """Finite corners with ``lo < hi``."""
+        lo, hi = (jnp.asarray(v) for v in (self.lo, self.hi))
+        return jnp.all(jnp.isfinite(lo)) & jnp.all(jnp.isfinite(hi)) & jnp.all(lo < hi)
 
     def half_widths(self, dtype) -> jax.Array:
         """``(hi - lo) / 2`` as ``dtype``."""
@@ -468,6 +500,10 @@ class Parameterization(Domain):
         """``U``'s centre as ``dtype``."""
         return self.domain.center_as(dtype)
 
+    def valid(self) -> jax.Array:
+        """``U``'s validity."""
+        return self.domain.valid()
+
     def half_widths(self, dtype) -> jax.Array:
         """``U``'s half widths."""
         return self.domain.half_widths(dtype)
@@ -497,9 +533,51 @@ class Parameterization(Domain):
 DOMAIN_TYPES = (Ball, Box, Parameterization)
 
 
-def check_domain(domain, d_in: int, where: str, dtype=None) -> None:
+def domain_valid(domain: Domain) -> jax.Array:
+    """A (traceable) boolean: whether the domain's numbers describe a domain at all
+    (:meth:`Domain.valid`).
+
+    Built eagerly an invalid domain is refused by its constructor; under ``jax.jit`` the numbers
+    are traced, so :func:`jaxcompress.error_estimate` (and with it
+    ``CompressInfo.error_estimate``) returns NaN on an invalid domain instead of a
+    plausible-looking number.
+    """
+    return domain.valid()
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _iota(fn, u):
+    return jax.vmap(fn)(u)
+
+
+#: Points of ``U`` (its centre and Sobol points) at which a parameterisation's map is checked.
+PARAMETERIZATION_CHECK_POINTS = 64
+
+
+def _check_parameterization(domain: Parameterization, where: str, dtype) -> None:
+    """Refuse a map ``iota`` that is not finite at the centre and Sobol points of ``U``."""
+    inner = domain.domain
+    leaves = jax.tree.leaves(inner)
+    if not all(_is_concrete_array(v) or isinstance(v, (int, float)) for v in leaves):
+        return  # traced: a NaN output then shows as a NaN error estimate
+    dtype = jnp.zeros(()).dtype if dtype is None else dtype
+    u = jnp.concatenate([domain_center(inner, dtype)[None],
+                         inner.sobol(PARAMETERIZATION_CHECK_POINTS, dtype=dtype)])
+    x = np.asarray(_iota(domain.fn, u))
+    bad = ~np.all(np.isfinite(x), axis=1)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"{where}: the Parameterization's fn is not finite at u = "
+                         f"{np.asarray(u[i]).tolist()} (it returns {x[i].tolist()}; "
+                         f"{int(bad.sum())} of {len(u)} points of U checked): expected a "
+                         "finite analytic map")
+
+
+def check_domain(domain, d_in: int, where: str, dtype=None, *, check_values: bool = True
+                 ) -> None:
     """Refuse anything but a :class:`Ball`, :class:`Box` or :class:`Parameterization` of inputs of
-    size ``d_in`` (the one place that decides what a domain is)."""
+    size ``d_in`` (the one place that decides what a domain is); with ``check_values``, also a
+    parameterisation whose map is not finite on ``U`` (when ``U``'s numbers are concrete)."""
     if not isinstance(domain, Domain):
         raise TypeError(f"{where}: domain must be a jaxcompress.Ball, jaxcompress.Box or "
                         f"jaxcompress.Parameterization, got {type(domain).__name__}")
@@ -508,3 +586,5 @@ def check_domain(domain, d_in: int, where: str, dtype=None) -> None:
         what = "has dim" if domain.parameter_map is None else "maps to inputs of size"
         raise ValueError(f"{where}: the domain {what} {size}; the network takes inputs of size "
                          f"{d_in}")
+    if domain.parameter_map is not None and check_values:
+        _check_parameterization(domain, where, dtype)

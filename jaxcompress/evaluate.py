@@ -18,7 +18,9 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from jaxcompress._checks import check_key, check_positive_int
 from jaxcompress.activations import get_activation
+from jaxcompress.domains import Domain, check_domain, domain_valid
 from jaxcompress.mlp import Params, apply, validate_params
 from jaxcompress.placement import Placement
 
@@ -58,11 +60,20 @@ def error_estimate(
     """``max_p max_o |F_a(x_p)_o - F_b(x_p)_o|`` over the fixed points of :func:`error_points`.
 
     A lower bound on the sup error over the domain, cheaper and deterministic where
-    :func:`sup_error` samples and searches. Pure and jit-able (no validation: the callers
-    validate); evaluated in the dtype of ``params_a``. Used inside :func:`jaxcompress.compress`
-    for ``CompressInfo.error_estimate``, per teacher under ``jax.vmap``.
+    :func:`sup_error` samples and searches. Pure and jit-able; evaluated in the dtype of
+    ``params_a``. Used inside :func:`jaxcompress.compress` for ``CompressInfo.error_estimate``,
+    per teacher under ``jax.vmap``.
+
+    The shapes are checked (the two networks' input and output sizes against each other and the
+    domain, ``n_points >= 1``): a ``ValueError`` names them. The result is **NaN** when the
+    domain's numbers do not describe a domain (a radius that is not finite and positive, a
+    non-finite centre or corner, ``lo >= hi``: :func:`jaxcompress.domains.domain_valid`), which
+    can only happen when they are traced (built eagerly, such a domain is refused), and when
+    either network is NaN somewhere on the points.
     """
     act = get_activation(activation)
+    n_points = check_positive_int(n_points, "error_estimate", "n_points")
+    _check_pair(params_a, params_b, domain, "error_estimate")
     dtype = jnp.result_type(params_a[0]["kernel"])
     x = error_points(domain, n_points, dtype)
 
@@ -73,8 +84,26 @@ def error_estimate(
     if placement is not None and n_points % SHARDED_CHUNK == 0:
         # with neurons split over devices each contraction's partial sums are full width per
         # device: evaluate in chunks of points to keep that buffer small
-        return jnp.max(jax.lax.map(worst, x.reshape(-1, SHARDED_CHUNK, x.shape[-1])))
-    return worst(x)
+        est = jnp.max(jax.lax.map(worst, x.reshape(-1, SHARDED_CHUNK, x.shape[-1])))
+    else:
+        est = worst(x)
+    return jnp.where(domain_valid(domain), est, jnp.nan)
+
+
+def _check_pair(params_a, params_b, domain, where: str) -> None:
+    """The two networks take the domain's inputs and have the same output size (shapes only:
+    traced params pass)."""
+    params_a = validate_params(params_a, where=f"{where}: params_a", check_finite=False)
+    params_b = validate_params(params_b, where=f"{where}: params_b", check_finite=False)
+    d_a, d_b = params_a[0]["kernel"].shape[-2], params_b[0]["kernel"].shape[-2]
+    o_a, o_b = params_a[-1]["kernel"].shape[-1], params_b[-1]["kernel"].shape[-1]
+    if d_a != d_b:
+        raise ValueError(f"{where}: params_a takes inputs of size {d_a}, params_b of size {d_b}; "
+                         "expected the same")
+    if o_a != o_b:
+        raise ValueError(f"{where}: the networks have different output sizes ({o_a} vs {o_b}); "
+                         "expected the same")
+    check_domain(domain, d_a, where, jnp.result_type(params_a[0]["kernel"]), check_values=False)
 
 
 def _error_fn(params_a, params_b, act):
@@ -176,19 +205,23 @@ def sup_error(
     act = get_activation(activation)
     params_a = validate_params(params_a, where="sup_error")
     params_b = validate_params(params_b, where="sup_error")
+    if isinstance(domain, Domain) and domain.parameter_map is not None:
+        raise TypeError("sup_error: domain must be a jaxcompress.Ball or jaxcompress.Box (the "
+                        "search samples and projects in the input space); a Parameterization "
+                        "has no projection: measure on its image with jc.error_estimate, or on "
+                        "a Ball / Box around it")
     for name, p in (("params_a", params_a), ("params_b", params_b)):
-        if p[0]["kernel"].shape[-2] != domain.dim:
+        if hasattr(domain, "dim") and p[0]["kernel"].shape[-2] != domain.dim:
             raise ValueError(
                 f"sup_error: {name} takes inputs of size {p[0]['kernel'].shape[-2]}; the domain "
                 f"has dim {domain.dim}"
             )
-    if params_a[-1]["kernel"].shape[-1] != params_b[-1]["kernel"].shape[-1]:
-        raise ValueError(
-            "sup_error: the networks have different output sizes "
-            f"({params_a[-1]['kernel'].shape[-1]} vs {params_b[-1]['kernel'].shape[-1]})"
-        )
-    if n_samples < 1:
-        raise ValueError(f"sup_error: n_samples must be >= 1, got {n_samples}")
+    _check_pair(params_a, params_b, domain, "sup_error")
+    check_key(key, "sup_error")
+    n_samples = check_positive_int(n_samples, "sup_error", "n_samples")
+    local_search_steps = check_positive_int(local_search_steps, "sup_error",
+                                            "local_search_steps", minimum=0)
+    n_starts = check_positive_int(n_starts, "sup_error", "n_starts", minimum=0)
     return _sup_error(params_a, params_b, domain, key, act_name=act.name, n_samples=int(n_samples),
                       local_search_steps=int(local_search_steps), n_starts=int(n_starts),
                       return_point=bool(return_point))

@@ -58,6 +58,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import jet as _jet
 
+from jaxcompress._checks import as_real_array, check_finite, is_concrete
 from jaxcompress.activations import Activation, get_activation
 from jaxcompress.domains import NODE_KINDS
 from jaxcompress.mlp import (
@@ -76,7 +77,6 @@ from jaxcompress.taylor import (
     monomials,
     num_monomials,
     propagate_polynomial,
-    taylor_bytes,
     taylor_features,
 )
 
@@ -553,6 +553,15 @@ class DerivativeFeatures(_OrderedFeatureMap):
             raise ValueError(f"{where}: coordinates='bottleneck' and a Parameterization domain "
                              "are two different coordinate changes; use one")
         dims = _coord_dims(_sources(self.coordinates, sizes, domain), sizes, domain)
+        seconds = taylor_compile_cost(dims, self.orders(len(sizes) - 2), sizes[1:-1])[1]
+        if seconds > COMPILE_SECONDS_LIMIT:
+            raise ValueError(
+                f"{where}: order {self.order} on {list(sizes)} would compile a Taylor pass for "
+                f"about {seconds:.0f} s (estimated; the limit is "
+                f"jaxcompress.features.COMPILE_SECONDS_LIMIT = {COMPILE_SECONDS_LIMIT:g} s). Lower "
+                "the order, use an effective input dimension (coordinates='bottleneck' or a "
+                "Parameterization domain), or jc.collocation(k), whose program does not grow "
+                "with k")
         if self.centers is not None:
             shape = np.shape(self.centers)
             m = dims[0]
@@ -562,17 +571,33 @@ class DerivativeFeatures(_OrderedFeatureMap):
                                                        if param else ""))
 
     def memory(self, sizes, itemsize: int, domain) -> dict[str, int]:
-        """Bytes of the largest Taylor pass (over the hidden layers) and of all the features."""
+        """Bytes of the largest Taylor pass, of the features and of compiling the pass (an upper
+        bound: :func:`taylor_compile_cost`).
+
+        Only layers that select (``D_k < d_l``) are counted: a layer that keeps all its neurons
+        needs no features (the Taylor pass still runs through it when a deeper layer selects).
+        Per selecting layer the pass holds the two gathered operands and the product of each
+        truncated multiplication (``3 C(2m + k, 2m)`` coefficients per neuron) and a few
+        ``D_k x d_l`` arrays.
+        """
         dims = _coord_dims(_sources(self.coordinates, sizes, domain), sizes, domain)
         orders = self.orders(len(sizes) - 2)
-        n_c = 1 if self.centers is None and not self.auto_centers else (
-            2 * dims[0] + 1 if self.centers is None else int(np.shape(self.centers)[0]))
+        n_c = self._num_centers(dims)
+        live = [(m, k, w) for m, k, w in zip(dims, orders, sizes[1:-1], strict=True)
+                if num_monomials(m, k) < w]
+        if not live:
+            return {}
         return {
-            "Taylor pass": n_c * max(taylor_bytes(m, k, w, itemsize) for m, k, w in
-                                     zip(dims, orders, sizes[1:-1], strict=True)),
-            "features": n_c * itemsize * sum(num_monomials(m, k) * w for m, k, w in
-                                             zip(dims, orders, sizes[1:-1], strict=True)),
+            "Taylor pass": n_c * max((3 * math.comb(2 * m + k, 2 * m) + 3 * num_monomials(m, k))
+                                     * w * itemsize for m, k, w in live),
+            "features": n_c * itemsize * sum(num_monomials(m, k) * w for m, k, w in live),
+            "compiling the Taylor pass": taylor_compile_cost(dims, orders, sizes[1:-1])[0],
         }
+
+    def _num_centers(self, dims) -> int:
+        if self.centers is None and not self.auto_centers:
+            return 1
+        return 2 * dims[0] + 1 if self.centers is None else int(np.shape(self.centers)[0])
 
     def __call__(self, params, layers, *, activation, domain, placement=None
                  ) -> dict[int, LayerFeatures]:
@@ -641,6 +666,45 @@ class DerivativeFeatures(_OrderedFeatureMap):
                     scale=jnp.asarray(r_eff, dtype) ** jnp.asarray(deg, dtype),
                     layer=l, order=orders[l - 1], num_features=d_k, coord_dim=m)
         return out
+
+
+#: Estimated compile time (seconds) past which derivative features are refused before
+#: starting (:func:`taylor_compile_cost`); raise it on purpose for a long run.
+COMPILE_SECONDS_LIMIT = 600.0
+
+
+def taylor_compile_cost(dims, orders, widths) -> tuple[int, float]:
+    r"""``(bytes, seconds)``: an upper model of compiling the Taylor pass (ours, measured).
+
+    The pass is unrolled: per layer, ``k`` truncated products (Horner's rule), each embedding
+    three ``C(2m + k, 2m)``-long index tables as constants, and a univariate series whose
+    recursion (sigmoid, tanh: a Riccati convolution) has ``O(k^2)`` terms. Compile memory and
+    time grow faster than the program: measured on a 2-core CPU (float64, XLA's default and the
+    tests' flags), ``[1, 128, 128, 1]`` at k = 20 / 30 / 50 grew the process by 46 / 94 / 344 MB
+    and compiled for 4 / 21 / 26 s, ``[2, 64, 64, 1]`` at k = 2 / 6 / 8 by 9 / 15 / 20 MB. The
+    model, with ``L`` the layers the pass runs through (up to the deepest layer that selects,
+    ``D_k < d_l``; none: no cost) and ``k`` the largest order among them, is
+
+    .. math::
+       \text{bytes} = L\,\Big(1500\,k^3 + 4 \cdot 10^4\,k^2
+       + 48\,k \binom{2m + k}{2m}\Big), \qquad
+       \text{seconds} = L\,(10^{-4} k^3 + 0.5);
+
+    with the :data:`~jaxcompress.compression.COMPILE_BYTES` that compiling any compression
+    costs, it lies above every measurement (``tests/test_memory.py`` checks it against the peak
+    resident memory of ``compress``). The time is this machine's; it is used only to refuse,
+    before starting, a call that would compile for many minutes
+    (:data:`COMPILE_SECONDS_LIMIT`).
+    """
+    live = [l for l, (m, k, w) in enumerate(zip(dims, orders, widths, strict=True))
+            if num_monomials(m, k) < w]
+    if not live:
+        return 0, 0.0
+    top = max(live) + 1
+    k = max(orders[:top])
+    m = max(dims[:top])
+    per_layer = 1500 * k**3 + 40_000 * k**2 + 48 * k * math.comb(2 * m + k, 2 * m)
+    return top * per_layer, top * (1e-4 * k**3 + 0.5)
 
 
 def _point_layer_features(params, layers, x, orders, dims, n_points, act, trim: bool,
@@ -729,7 +793,10 @@ class DataFeatures(_OrderedFeatureMap):
     """Activations at user inputs ``x`` (``(N, d_in)``; Chee et al. 2022).
 
     Args:
-      x: the inputs (traced).
+      x: the inputs (traced), real and finite: lists are converted, complex or non-finite
+        values are a ``TypeError`` / ``ValueError`` when ``x`` is concrete. Traced data that
+        holds NaN or Inf makes every feature NaN, so the compression's ``error_estimate`` is
+        NaN (a traced value cannot raise).
       order: ``k``: sets ``D_k`` and so the default widths ``min(D_k, d_l)``.
       coordinates: ``"input"`` or ``"bottleneck"`` (changes ``D_k`` only).
     """
@@ -741,9 +808,17 @@ class DataFeatures(_OrderedFeatureMap):
     name = "data"
 
     def __post_init__(self):
-        where = "DataFeatures"
+        where = "data_matching"
         object.__setattr__(self, "order", _as_order(self.order, where))
         object.__setattr__(self, "coordinates", _check_coordinates(self.coordinates, where))
+        x = self.x
+        # lists and concrete arrays are user input; other leaves (tracers, pytree placeholders)
+        # pass through
+        if isinstance(x, (list, tuple)) or (
+                isinstance(x, (np.ndarray, jax.Array)) and is_concrete(x)):
+            x = as_real_array(x, where, "x")
+            check_finite(x, where, "x")
+            object.__setattr__(self, "x", x)
 
     def memory(self, sizes, itemsize: int, domain) -> dict[str, int]:
         """Bytes of the activations of every layer at the data."""
@@ -765,6 +840,9 @@ class DataFeatures(_OrderedFeatureMap):
         sizes = layer_sizes(params)
         dims = _coord_dims(_sources(self.coordinates, sizes, domain), sizes, domain)
         x = jnp.asarray(self.x, dtype)
+        # traced data cannot be refused: non-finite data poisons every feature, so the result
+        # says so (a NaN error estimate) instead of looking plausible
+        x = jnp.where(jnp.all(jnp.isfinite(x)), x, jnp.nan)
         orders = self.orders(len(params) - 1, prefix=True)
         return _point_layer_features(params, layers, x, orders, dims, None, act, trim=False,
                                      placement=placement)

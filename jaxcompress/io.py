@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcompress._checks import check_info_matches
 from jaxcompress.activations import get_activation
 from jaxcompress.mlp import Params, layer_sizes, validate_params
 
@@ -39,6 +40,8 @@ __all__ = ["LoadedModel", "info_to_dict", "load", "load_npz", "resolve_activatio
 FORMAT = "jaxcompress"
 VERSION = 1
 _ZIP_MAGIC = b"PK\x03\x04"
+#: First bytes of a MessagePack map (fixmap, map16, map32): what :func:`save` writes.
+_MSGPACK_MAP_MARKERS = tuple(bytes([b]) for b in range(0x80, 0x90)) + (b"\xde", b"\xdf")
 
 
 class LoadedModel(NamedTuple):
@@ -105,17 +108,24 @@ def save(
       activation: its activation name (checked against the registry).
       metadata: JSON-like values: e.g. domain, orders, measured error, certificate.
       info: a :class:`~jaxcompress.CompressInfo`; stored as ``metadata["compression"]``
-        (kept indices, ranks, orders, residuals).
+        (kept indices, ranks, orders, residuals). It must describe ``params``: its hidden widths
+        and activation are checked (a record of another network is a ``ValueError``).
     """
     from flax import serialization
 
+    if os.path.isdir(path):
+        raise ValueError(f"save: path {os.fspath(path)!r} is a folder; expected a file name "
+                         "(e.g. model.jcz)")
     act = get_activation(activation)
     params = validate_params(params, where="save")
     arrays = [{k: np.asarray(v) for k, v in layer.items()} for layer in params]
     if arrays[0]["kernel"].ndim != 2:
         raise ValueError("save: expected one network (2-D kernels), not a stack")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise TypeError(f"save: metadata must be a dict, got {type(metadata).__name__}")
     meta = _plain(dict(metadata or {}))
     if info is not None:
+        check_info_matches(info, layer_sizes(params), act.name, "save")
         meta["compression"] = info_to_dict(info)
     doc = {
         "format": FORMAT,
@@ -128,13 +138,19 @@ def save(
     }
     blob = serialization.msgpack_serialize(doc)
     tmp = f"{os.fspath(path)}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(blob)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)  # no stray temporary file when the write or the rename fails
+        raise
 
 
-def _bad(path, why: str) -> ValueError:
-    return ValueError(f"load: {os.fspath(path)!r} is not a valid jaxcompress model file: {why}")
+def _bad(path, why: str, where: str = "load") -> ValueError:
+    return ValueError(f"{where}: {os.fspath(path)!r} is not a valid jaxcompress model file: "
+                      f"{why}")
 
 
 def load(path: str | os.PathLike) -> LoadedModel:
@@ -204,6 +220,16 @@ def load_npz(path: str | os.PathLike, *, activation: str | None = None) -> Loade
     ``activation`` is needed when the file stores none; when it does, a different
     ``activation`` is an error naming both.
     """
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as e:
+        raise _bad(path, f"unreadable .npz ({type(e).__name__}: {e})", where="load_npz") from None
+    if magic != _ZIP_MAGIC:
+        what = ("a jaxcompress.save file (MessagePack): read it with jc.load"
+                if magic[:1] in _MSGPACK_MAP_MARKERS else "not a zip archive")
+        raise _bad(path, f"expected an .npz (a zip archive of arrays); the file is {what}",
+                   where="load_npz")
     try:
         with np.load(path, allow_pickle=False) as z:
             files = dict(z.items())

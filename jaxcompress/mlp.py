@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcompress._checks import check_key, describe
 from jaxcompress.activations import Activation, get_activation
 from jaxcompress.placement import Placement, constrain_neurons
 
@@ -55,6 +56,11 @@ def init_mlp(
     Returns:
       A list of ``{"kernel", "bias"}`` dicts.
     """
+    check_key(key, "init_mlp")
+    if isinstance(sizes, (str, bytes)) or not isinstance(sizes, (Sequence, np.ndarray)) or any(
+            isinstance(s, bool) or not isinstance(s, (int, np.integer)) for s in sizes):
+        raise TypeError(f"init_mlp: sizes must be a sequence of ints [d_in, d_1, ..., d_out], "
+                        f"got {describe(sizes)}")
     sizes = [int(s) for s in sizes]
     if len(sizes) < 2 or any(s < 1 for s in sizes):
         raise ValueError(f"init_mlp: sizes must be >= 2 positive integers, got {sizes}")
@@ -239,6 +245,7 @@ def validate_params(
     out = []
     prev = None
     batch = None
+    first_dtype = None
     for i, layer in enumerate(params):
         if not isinstance(layer, dict) or set(layer) != {"kernel", "bias"}:
             keys = sorted(layer) if isinstance(layer, dict) else type(layer).__name__
@@ -246,6 +253,10 @@ def validate_params(
                 f"{where}: layer {i} must be a dict with keys 'kernel' and 'bias', got {keys}"
             )
         kernel, bias = layer["kernel"], layer["bias"]
+        for name, arr in (("kernel", kernel), ("bias", bias)):
+            if not hasattr(arr, "shape") or not hasattr(arr, "dtype"):
+                raise TypeError(f"{where}: layer {i} {name} must be an array (e.g. "
+                                f"jnp.asarray(...)), got {describe(arr)}")
         kshape, bshape = np.shape(kernel), np.shape(bias)
         if len(kshape) < 2:
             raise ValueError(
@@ -264,9 +275,22 @@ def validate_params(
                 f"{where}: layer {i} kernel has shape {kshape}; expected ({prev}, ·) to match "
                 f"layer {i - 1}'s width {prev}"
             )
+        if 0 in kshape[-2:]:
+            raise ValueError(f"{where}: layer {i} kernel has shape {kshape}; expected every "
+                             "width >= 1 (a layer with no inputs or no outputs)")
         if not (jnp.issubdtype(jnp.result_type(kernel), jnp.floating)
                 and jnp.issubdtype(jnp.result_type(bias), jnp.floating)):
-            raise TypeError(f"{where}: layer {i} has non-floating parameters")
+            raise TypeError(f"{where}: layer {i} has non-floating parameters (kernel "
+                            f"{jnp.result_type(kernel)}, bias {jnp.result_type(bias)})")
+        for name, arr in (("kernel", kernel), ("bias", bias)):
+            dt = jnp.result_type(arr)
+            if first_dtype is None:
+                first_dtype = dt
+            elif dt != first_dtype:
+                raise TypeError(f"{where}: layer {i} {name} has dtype {dt}; expected "
+                                f"{first_dtype} like layer 0's kernel (one dtype for every "
+                                "parameter: cast with jax.tree.map(lambda a: "
+                                f"a.astype(jnp.{first_dtype}), params))")
         if check_finite:
             for name, arr in (("kernel", kernel), ("bias", bias)):
                 if _is_concrete(arr) and not _all_finite(arr):

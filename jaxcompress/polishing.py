@@ -27,10 +27,11 @@ import numpy as np
 import optax
 import optax.tree_utils as otu
 
+from jaxcompress._checks import check_info_matches, check_key
 from jaxcompress.activations import get_activation
 from jaxcompress.domains import check_domain
 from jaxcompress.evaluate import error_estimate
-from jaxcompress.mlp import Params, apply, validate_params
+from jaxcompress.mlp import Params, apply, layer_sizes, validate_params
 
 __all__ = ["DEFAULT_POINTS", "DEFAULT_STEPS", "PolishHistory", "default_optimizer", "polish"]
 
@@ -284,7 +285,8 @@ def polish(
         :class:`~jaxcompress.Parameterization`: where the points are drawn and where the error
         estimate is measured.
       info: the ``CompressInfo`` of the compression that made ``student``: returned in the history
-        with its ``error_estimate`` replaced by the polished student's.
+        with its ``error_estimate`` replaced by the polished student's. Its hidden widths and
+        activation must be the student's (a record of another network is a ``ValueError``).
       steps: optimizer steps (default :data:`DEFAULT_STEPS`).
       optimizer: an optax ``GradientTransformation``; its ``update`` receives ``value``, ``grad``
         and ``value_fn`` as extra arguments (what ``optax.lbfgs`` needs). Default
@@ -314,6 +316,13 @@ def polish(
     """
     act = get_activation(activation)
     student, teacher, n = _check(student, teacher, domain, steps, points, batch)
+    if optimizer is not None and not isinstance(optimizer, optax.GradientTransformation):
+        raise TypeError(f"polish: optimizer must be an optax GradientTransformation (e.g. "
+                        f"optax.adam(1e-3)), got {type(optimizer).__name__} {optimizer!r:.40}")
+    if key is not None:
+        check_key(key, "polish")
+    if info is not None:
+        check_info_matches(info, layer_sizes(student), act.name, "polish")
     report = _reporter(progress)
     traced = _is_traced((student, teacher, points, domain, key))
     t0 = time.perf_counter()

@@ -80,6 +80,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcompress._checks import check_key
 from jaxcompress.mlp import HIGHEST
 
 __all__ = [
@@ -625,6 +626,13 @@ class RandomChoice(Selector):
 
     def __post_init__(self):
         _check_rtol(self.rtol, "RandomChoice")
+        key = self.key
+        # user input is checked; tracers and pytree placeholders (what jax.tree_util puts in a
+        # leaf's place while it maps over in_axes and the like) pass through
+        if key is None or isinstance(key, (bool, int, float, complex, list, tuple, np.ndarray,
+                                           np.generic)) or (
+                isinstance(key, jax.Array) and not isinstance(key, jax.core.Tracer)):
+            check_key(key, "RandomChoice")
 
     def check(self, n: int, m: int, where: str) -> None:
         if self.key is None:

@@ -17,8 +17,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
+from jaxcompress._checks import check_compute_dtype, check_key, check_positive_int, finite_number
 from jaxcompress.activations import Activation, get_activation
 from jaxcompress.certificates.bounds import has_bound_rule
 from jaxcompress.certificates.certificate import certify, certify_prepared
@@ -93,12 +95,6 @@ class _Problem:
             if self.history else ""))
 
 
-def _check_int(value, name: str, where: str, lo: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo:
-        raise ValueError(f"{where}: {name} must be an int >= {lo}, got {value!r}")
-    return int(value)
-
-
 @dataclasses.dataclass(frozen=True)
 class ToleranceStrategy(abc.ABC):
     """How :func:`compress_to_tolerance` chooses the orders (a value that validates itself).
@@ -121,13 +117,11 @@ class ToleranceStrategy(abc.ABC):
 
     def __post_init__(self):
         where = type(self).__name__
-        _check_int(self.max_order, "max_order", where, 0)
-        _check_int(self.n_samples, "n_samples", where, 1)
-        _check_int(self.local_search_steps, "local_search_steps", where, 0)
-        if self.key is not None and not (isinstance(self.key, jax.Array)
-                                         or isinstance(self.key, np.ndarray)):
-            raise TypeError(f"{where}: key must be a PRNG key (e.g. jax.random.PRNGKey(0)), got "
-                            f"{type(self.key).__name__}")
+        check_positive_int(self.max_order, where, "max_order", minimum=0)
+        check_positive_int(self.n_samples, where, "n_samples")
+        check_positive_int(self.local_search_steps, where, "local_search_steps", minimum=0)
+        if self.key is not None:
+            check_key(self.key, where)
 
     @property
     def measurement_key(self) -> jax.Array:
@@ -411,6 +405,9 @@ def compress_to_tolerance(
                         f"{type(strategy).__name__}")
     params = validate_params(params, where=where)
     act = get_activation(activation)
+    check_compute_dtype(jnp.result_type(params[0]["kernel"]), where)
+    if not finite_number(eps) or float(eps) <= 0:
+        raise ValueError(f"{where}: eps must be one finite number > 0, got {eps!r}")
     d = layer_sizes(params)[0]
     radius, _ = domain_geometry(domain, d, where=where)
     if isinstance(domain, (int, float, np.floating, np.integer)):

@@ -197,7 +197,10 @@ def test_order_list_of_wrong_length(params, order) -> None:
 
 @pytest.mark.parametrize("fn", ["compress", "derivative_features"])
 def test_memory_guard_refuses_huge_feature_count_fast(fn: str) -> None:
-    big_in = jc.init_mlp(jax.random.PRNGKey(1), [12, 4, 1])
+    # compress: a layer that selects (D_30 = 5,456 < 6,000 in 3 inputs; a layer that keeps all
+    # its neurons needs no features); derivative_features: every layer
+    big_in = jc.init_mlp(jax.random.PRNGKey(1), [12, 4, 1] if fn == "derivative_features"
+                         else [3, 6000, 1])
     start = time.perf_counter()
     match = (r"k=30 with d_in=12.*GiB.*MAX_FEATURE_BYTES" if fn == "derivative_features" else
              r"order=30.*needs about .* GiB per device \(Taylor pass .*over the limit.*"
@@ -213,7 +216,8 @@ def test_memory_guard_counts_the_width() -> None:
     # D_6 in 6 inputs is small, but the product table times a huge width is not
     wide = [{"kernel": jnp.zeros((6, 2_000_000), jnp.float32),
              "bias": jnp.zeros((2_000_000,), jnp.float32)},
-            {"kernel": jnp.zeros((2_000_000, 1), jnp.float32), "bias": jnp.zeros((1,))}]
+            {"kernel": jnp.zeros((2_000_000, 1), jnp.float32),
+             "bias": jnp.zeros((1,), jnp.float32)}]
     with pytest.raises(ValueError, match=r"for width 2000000.*GiB"):
         jc.derivative_features(wide, activation="sigmoid", order=6)
 

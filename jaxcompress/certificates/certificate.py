@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from jaxcompress._checks import check_positive_int
 from jaxcompress.activations import Activation
 from jaxcompress.certificates.a_posteriori import a_posteriori
 from jaxcompress.certificates.a_priori import ours_a_priori, paper_a_priori
@@ -86,6 +87,7 @@ def certify(
       A :class:`Certificate`; ``str()`` is a table with a source column, ``to_dict()``
       JSON-ready.
     """
+    check_positive_int(n_samples, "certify", "n_samples")
     prep = Prepared(params, activation, domain, rho0=rho0, n_samples=n_samples, seed=seed)
     return certify_prepared(prep, eps=eps, delta=delta, compressed=compressed, info=info,
                             k_max=k_max, extra_orders=extra_orders)

@@ -44,6 +44,7 @@ import numpy as np
 
 from jaxcompress.activations import get_activation
 from jaxcompress.certificates.bounds import BoundRule
+from jaxcompress.domains import Domain
 
 
 @dataclasses.dataclass
@@ -89,7 +90,12 @@ def domain_geometry(domain, d: int, where: str = "certify") -> tuple[float, np.n
     """``(R, centre or None)`` of a Ball, a Box (its circumscribed ball) or a radius."""
     if isinstance(domain, (int, float, np.floating, np.integer)) and not isinstance(domain, bool):
         radius, center = float(domain), None
-    elif all(hasattr(domain, a) for a in ("dim", "radius", "center")):
+    elif isinstance(domain, Domain) and domain.parameter_map is not None:
+        raise TypeError(f"{where}: domain must be a jaxcompress.Ball, a jaxcompress.Box or a "
+                        "radius; a Parameterization (features in its parameters u, of dimension "
+                        f"{domain.dim}, for a network of {d} inputs) has no certificate: certify "
+                        "on a Ball or Box that contains its image")
+    elif isinstance(domain, Domain):
         if domain.dim != d:
             raise ValueError(f"{where}: domain has dim {domain.dim}; the network takes inputs "
                              f"of size {d}")

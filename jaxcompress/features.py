@@ -11,7 +11,8 @@ neurons (Eq. 19), written with Taylor coefficients (divided by ``alpha!``). Back
 
 ``"taylor"`` (default)
     Multivariate truncated-Taylor propagation (:mod:`jaxcompress.taylor`): one forward pass for
-    all layers, cost ``O(C(2d+k, 2d) * width)`` per activation.
+    all layers, cost ``O(C(2d+k, 2d) * width)`` per activation; the first hidden layer (affine in
+    the input) in closed form, ``O(D_k * width)`` (:func:`jaxcompress.taylor.affine_features`).
 ``"jet"``
     :func:`jax.experimental.jet.jet` under :func:`jax.vmap` over directions ``v``: the univariate
     series of ``t -> h(x_0 + t v)`` has degree-``j`` coefficient
@@ -74,12 +75,12 @@ from jaxcompress.mlp import (
 )
 from jaxcompress.taylor import (
     check_feature_budget,
-    input_polynomial,
     monomials,
     num_monomials,
     propagate_polynomial,
     taylor_bytes,
     taylor_features,
+    taylor_pass,
 )
 
 __all__ = [
@@ -249,7 +250,7 @@ def derivative_features(
     d, dtype = require_single_network(params, where=where,
                                       hint="use jax.vmap for a stack of networks")
     widths = [layer["kernel"].shape[1] for layer in params[:-1]]
-    check_feature_budget(d, order, max(widths), jnp.dtype(dtype).itemsize, where=where)
+    check_feature_budget(d, order, widths, jnp.dtype(dtype).itemsize, where=where)
     if center is None:
         center = jnp.zeros((d,), dtype)
     center = jnp.asarray(center, dtype)
@@ -578,14 +579,15 @@ class DerivativeFeatures(_FeatureMap):
                                                 center=pts_c[0])
                     feats = [f[None] for f in feats]
                 else:
-                    def start(c, src=src, k=k):
-                        if src == -1:
-                            return parameterization_polynomial(domain.fn, c, k)
-                        return input_polynomial(c, k)
+                    def expand(c, src=src, body=body, k=k, m=m):
+                        if src == -1:  # iota(u0 + t) is a polynomial of any degree
+                            return propagate_polynomial(
+                                parameterization_polynomial(domain.fn, c, k), body,
+                                activation=act, order=k, num_vars=m)
+                        # the input or a layer's activations: the first layer is affine in them
+                        return taylor_pass(c, body, activation=act, order=k)
 
-                    feats = jax.vmap(lambda c, start=start, body=body, k=k, m=m:
-                                     propagate_polynomial(start(c), body, activation=act,
-                                                          order=k, num_vars=m))(pts_c)
+                    feats = jax.vmap(expand)(pts_c)
             n_c = pts.shape[0]
             # J well-spread centres each cover a region of radius ~ r J^(-1/m): scale rows to it
             r_eff = r_src * (float(n_c) ** (-1.0 / m) if multi else 1.0)

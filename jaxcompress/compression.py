@@ -37,7 +37,7 @@ from jaxcompress import sharding
 from jaxcompress.activations import get_activation
 from jaxcompress.domains import Ball, check_domain, check_radius
 from jaxcompress.evaluate import ERROR_POINTS, error_estimate
-from jaxcompress.features import LayerFeatures
+from jaxcompress.features import LayerFeatures, _FeatureMap
 from jaxcompress.methods import BestOf, Method, derivative_matching
 from jaxcompress.mlp import HIGHEST, Params, require_single_network, validate_params
 from jaxcompress.select import default_rtol, lstsq_coefficients, reduce_rows
@@ -50,7 +50,7 @@ __all__ = ["CompressInfo", "LayerInfo", "compress", "compress_layer", "memory_es
     jax.tree_util.register_dataclass,
     data_fields=["kept", "rank", "residual", "max_coef", "swaps"],
     meta_fields=["layer", "order", "num_features", "width_in", "width_out", "num_rows",
-                 "coord_dim"],
+                 "coord_dim", "skipped"],
 )
 @dataclasses.dataclass(frozen=True)
 class LayerInfo:
@@ -74,6 +74,14 @@ class LayerInfo:
         of points); ``-1`` for a :func:`best_of <jaxcompress.best_of>` result whose candidates
         differ in it.
       coord_dim: ``m``, the number of coordinates the features are taken in.
+      skipped: ``True`` for a layer kept whole without computing anything: its width is
+        ``d_l <= D_k`` (every neuron stays, and ``D_k >= d_l`` features could not remove one
+        without losing a matched coefficient), so its features, selection and re-weighting are
+        skipped and the layer is the teacher's. Then ``kept = arange(d_l)``, ``rank = d_l``
+        (every kept neuron keeps its outgoing weight; the features' numerical rank was not
+        computed), ``residual = 0``, ``max_coef = 1`` (``C = I``), ``swaps = 0`` and
+        ``num_rows = 0`` (no feature matrix). For a :func:`best_of <jaxcompress.best_of>`
+        result, ``True`` only when every candidate skipped the layer.
     """
 
     kept: jax.Array
@@ -88,6 +96,7 @@ class LayerInfo:
     width_out: int
     num_rows: int
     coord_dim: int
+    skipped: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values (lists, numbers); batched fields become nested lists."""
@@ -161,7 +170,8 @@ class CompressInfo:
         for li in self.layers:
             lines.append(
                 f"{li.layer:>5} {li.order:>3} {li.num_features:>6} "
-                f"{f'{li.width_in} -> {li.width_out}':>13} {_span(li.rank, 'd'):>9} "
+                f"{f'{li.width_in} -> {li.width_out}':>13} "
+                f"{'whole' if li.skipped else _span(li.rank, 'd'):>9} "
                 f"{float(np.max(li.residual)):>10.2e} {float(np.max(li.max_coef)):>8.3f}"
             )
         if self.error_estimate is not None:
@@ -307,6 +317,37 @@ def _coordinates_name(method: Method, domain) -> str:
     return getattr(method.features, "coordinates", "input")
 
 
+def _skipped_layers(method: Method, sizes: Sequence[int], domain,
+                    widths: Sequence[int]) -> tuple[bool, ...]:
+    """Per hidden layer: kept whole with nothing computed (see ``LayerInfo.skipped``).
+
+    A layer is skipped when it keeps all its ``d_l`` neurons and has ``D_k >= d_l`` features
+    (selection would keep every neuron with ``C = I``). In forward order with re-fitting, a
+    layer after a compressed one is not skipped: its re-fit compensates the upstream change.
+    """
+    d_ks = method.features.num_features(list(sizes), domain)
+    whole = [w == h <= dk for w, h, dk in zip(widths, sizes[1:-1], d_ks, strict=True)]
+    if method.layer_order == "forward" and bool(getattr(method.features, "refit", False)):
+        whole = [w and all(whole[:i]) for i, w in enumerate(whole)]
+    return tuple(whole)
+
+
+def _skipped_info(method: Method, sizes: Sequence[int], domain, l: int, dtype) -> LayerInfo:
+    """The :class:`LayerInfo` of hidden layer ``l`` kept whole (nothing computed)."""
+    fmap, n_hidden, width = method.features, len(sizes) - 2, sizes[l]
+    if isinstance(fmap, _FeatureMap):
+        order = fmap.orders(n_hidden, prefix=True)[l - 1]
+        coord_dim = fmap.coord_dims(list(sizes), domain)[l - 1]
+    else:  # a user-written feature map declares D_k only
+        order = coord_dim = -1
+    return LayerInfo(
+        kept=jnp.arange(width, dtype=jnp.int32), rank=jnp.asarray(width, jnp.int32),
+        residual=jnp.zeros((), dtype), max_coef=jnp.ones((), dtype),
+        swaps=jnp.zeros((), jnp.int32), layer=l, order=order,
+        num_features=fmap.num_features(list(sizes), domain)[l - 1], width_in=width,
+        width_out=width, num_rows=0, coord_dim=coord_dim, skipped=True)
+
+
 def _run_method(params: Params, method: Method, domain, act: str) -> tuple[Params, CompressInfo]:
     """One method on one network (pure; traced inside :func:`compress`'s jit)."""
     n_hidden = len(params) - 1
@@ -315,18 +356,24 @@ def _run_method(params: Params, method: Method, domain, act: str) -> tuple[Param
     fmap, sel = method.features, method.selector
     teacher = params
     infos: list[LayerInfo] = [None] * n_hidden  # type: ignore[list-item]
+    skipped = _skipped_layers(method, sizes, domain, widths)
+    needed = [l for l in range(1, n_hidden + 1) if not skipped[l - 1]]
+    for l in range(1, n_hidden + 1):
+        if skipped[l - 1]:
+            infos[l - 1] = _skipped_info(method, sizes, domain, l, params[0]["kernel"].dtype)
     if method.layer_order == "backward":
-        feats = fmap(params, list(range(1, n_hidden + 1)), activation=act, domain=domain)
-        for l in range(n_hidden, 0, -1):
+        # features only of the layers that are compressed (their depth and orders, no more)
+        feats = fmap(params, needed, activation=act, domain=domain) if needed else {}
+        for l in reversed(needed):
             kept, kernel, infos[l - 1] = compress_layer(feats[l], params[l]["kernel"],
                                                          widths[l - 1], sel)
             params = rewire(params, l, kept, kernel)
     else:
         refit = bool(getattr(fmap, "refit", False))
-        if refit:
+        if refit and needed:
             # forward order re-fits each layer to the teacher at the same rows
-            ref = fmap(teacher, list(range(1, n_hidden + 1)), activation=act, domain=domain)
-        for l in range(1, n_hidden + 1):
+            ref = fmap(teacher, needed, activation=act, domain=domain)
+        for l in needed:
             # only the first l layers matter: the upstream map of layer l and the layer itself
             feat = fmap(params[:l] + [params[l]], [l], activation=act, domain=domain)[l]
             target = (jnp.matmul(ref[l].z, teacher[l]["kernel"], precision=HIGHEST)
@@ -360,7 +407,8 @@ def _best(results: list[tuple[Params, CompressInfo]], method: BestOf) -> tuple[P
                   for f in ("kept", "rank", "residual", "max_coef", "swaps")}
         rows = {c.num_rows for c in cands}
         layers.append(dataclasses.replace(li, **arrays,
-                                          num_rows=rows.pop() if len(rows) == 1 else -1))
+                                          num_rows=rows.pop() if len(rows) == 1 else -1,
+                                          skipped=all(c.skipped for c in cands)))
 
     def joined(field):
         return "|".join(dict.fromkeys(getattr(info, field) for _, info in results))
@@ -447,12 +495,27 @@ def check_method(method, params: Params, domain, where: str, *, devices: int = 1
     return found[0]
 
 
+def _computed_part(fmap, skipped: Sequence[bool]):
+    """The feature map as the driver evaluates it when the layers ``skipped`` are kept whole:
+    the pass runs to the deepest computed layer at the largest computed order, so a skipped
+    layer before it is reached at that order and one after it not at all (order 0)."""
+    if not isinstance(fmap, _FeatureMap) or all(skipped) or not any(skipped):
+        return fmap
+    orders = fmap.orders(len(skipped), prefix=True)
+    needed = [i for i, skip in enumerate(skipped) if not skip]
+    k_max = max(orders[i] for i in needed)
+    return dataclasses.replace(fmap, order=tuple(
+        orders[i] if not skip else (k_max if i < needed[-1] else 0)
+        for i, skip in enumerate(skipped)))
+
+
 def memory_estimate(method, sizes, dtype, domain, *, devices: int = 1) -> dict[str, int]:
     """Bytes per device one compression needs, by part (the largest method of a best-of).
 
     The teacher's parameters, the feature map's working set (``method.features.memory``: e.g. the
-    Taylor pass's coefficient products, or the activations at the collocation points), the
-    selection's scaled copy of the largest feature matrix, and the error estimate's activations;
+    Taylor pass's coefficient products, or the activations at the collocation points; none for
+    layers kept whole, ``LayerInfo.skipped``), the selection's scaled copy of the largest
+    feature matrix, and the error estimate's activations;
     all but the compressed network's own (``D_k``-wide) arrays divided over ``devices`` when the
     neurons are sharded. An estimate of the working set, not of XLA's exact peak.
     """
@@ -462,12 +525,15 @@ def memory_estimate(method, sizes, dtype, domain, *, devices: int = 1) -> dict[s
     for m in candidates:
         parts = {"teacher parameters": itemsize * sum(a * b + b for a, b in
                                                       zip(sizes[:-1], sizes[1:], strict=True))}
-        mem = getattr(m.features, "memory", None)
-        if mem is not None:
+        skipped = _skipped_layers(m, sizes, domain, resolve_widths(m, sizes, domain))
+        fmap = _computed_part(m.features, skipped)
+        mem = getattr(fmap, "memory", None)
+        if mem is not None and not all(skipped):
             parts.update(mem(sizes, itemsize, domain))
         d_ks = m.features.num_features(sizes, domain)
-        parts["selection"] = itemsize * max(dk * w for dk, w in zip(d_ks, sizes[1:-1],
-                                                                     strict=True))
+        parts["selection"] = itemsize * max(
+            [dk * w for dk, w, skip in zip(d_ks, sizes[1:-1], skipped, strict=True)
+             if not skip], default=0)
         parts["error estimate"] = itemsize * ERROR_POINTS * max(sizes[1:]) * 2
         parts = {k: -(-v // devices) for k, v in parts.items()}
         if sum(parts.values()) > sum(best.values()):

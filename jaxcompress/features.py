@@ -425,9 +425,13 @@ class _FeatureMap:
                ) -> tuple[int, ...]:
         return _orders(self.order, n_hidden, where, prefix=prefix)
 
+    def coord_dims(self, sizes, domain) -> tuple[int, ...]:
+        """``m`` per hidden layer: the dimension of the coordinates the features are taken in."""
+        return _coord_dims(_sources(self.coordinates, sizes, domain), sizes, domain)
+
     def num_features(self, sizes, domain) -> tuple[int, ...]:
         """``D_k = C(m + k, m)`` per hidden layer (``m``: the coordinates' dimension)."""
-        dims = _coord_dims(_sources(self.coordinates, sizes, domain), sizes, domain)
+        dims = self.coord_dims(sizes, domain)
         return tuple(num_monomials(m, k) for m, k in
                      zip(dims, self.orders(len(sizes) - 2, prefix=True), strict=True))
 

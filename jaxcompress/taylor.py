@@ -92,10 +92,14 @@ def taylor_bytes(d: int, k: int, width: int, itemsize: int, *, closed_form: bool
 
 
 def taylor_pass_bytes(d: int, k: int, widths, itemsize: int) -> int:
-    """The largest per-layer working set of :func:`taylor_pass` through layers of ``widths``."""
-    widths = [int(w) for w in widths]
-    return max([taylor_bytes(d, k, widths[0], itemsize, closed_form=True)]
-               + [taylor_bytes(d, k, w, itemsize) for w in widths[1:]])
+    """The largest per-layer working set of :func:`taylor_pass` through layers of ``widths``
+    (the first in closed form)."""
+    return max(_layer_bytes(d, k, widths, itemsize))
+
+
+def _layer_bytes(d: int, k: int, widths, itemsize: int) -> list[int]:
+    return [taylor_bytes(d, k, int(w), itemsize, closed_form=i == 0)
+            for i, w in enumerate(widths)]
 
 
 def num_monomials(d: int, k: int) -> int:
@@ -171,17 +175,20 @@ def _product_table(d: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def check_feature_budget(d: int, k: int, widths, itemsize: int, *, where: str) -> None:
     """Raise a clear error when features of order ``k`` in ``d`` inputs of hidden layers of
-    ``widths`` (:func:`taylor_pass`) would not fit in memory."""
-    widths = [int(w) for w in np.atleast_1d(widths)]
-    need, limit = taylor_pass_bytes(d, k, widths, itemsize), memory_limit()
+    ``widths`` (one int: one layer) would not fit in memory (:func:`taylor_pass`)."""
+    per_layer = _layer_bytes(d, k, np.atleast_1d(widths), itemsize)
+    need, limit = max(per_layer), memory_limit()
     if need > limit:
+        layer = per_layer.index(need) + 1
+        width = int(np.atleast_1d(widths)[layer - 1])
         raise ValueError(
             f"{where}: order k={k} with d_in={d} gives D_k={num_monomials(d, k):,} monomials "
-            f"({math.comb(2 * d + k, 2 * d):,} coefficient products per neuron); the Taylor pass "
-            f"would need about {need / 2**30:.1f} GiB for widths {widths}, over the limit of "
-            f"{limit / 2**30:.1f} GiB (the device's memory, or "
-            "jaxcompress.taylor.MAX_FEATURE_BYTES when set). Lower the order, use an effective "
-            "input dimension, or shard the neurons over more devices (jc.shard)."
+            f"({math.comb(2 * d + k, 2 * d):,} coefficient products per neuron after the first "
+            f"hidden layer); the Taylor pass would need about {need / 2**30:.1f} GiB for width "
+            f"{width} (hidden layer {layer}), over the limit of {limit / 2**30:.1f} GiB (the "
+            "device's memory, or jaxcompress.taylor.MAX_FEATURE_BYTES when set). Lower the "
+            "order, use an effective input dimension, or shard the neurons over more devices "
+            "(jc.shard)."
         )
 
 

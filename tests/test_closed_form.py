@@ -8,6 +8,8 @@ input dimension on every case's columns side by side (``compose`` takes any colu
 whole comparison compiles in one program of a few passes.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -69,3 +71,60 @@ def test_first_layer_closed_form_matches_the_taylor_pass():
         # no cancellation on either side
         np.testing.assert_allclose(got, ref, rtol=1e-12, atol=0,
                                    err_msg=f"{act}, d_in = {d}, {kind}")
+
+
+def _rel(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
+
+
+@functools.cache
+def _other_paths():
+    """Bottleneck coordinates, several centres and float32, in one compiled program."""
+    params32 = _teacher(2, dtype=jnp.float32)
+    return _other_paths_jit(jc.init_mlp(jax.random.PRNGKey(7), [3, 2, 6, 5, 1]), params32,
+                            jax.tree.map(lambda a: a.astype(jnp.float64), params32),
+                            jnp.asarray([0.3, -0.2], jnp.float32))
+
+
+@jax.jit
+def _other_paths_jit(params, params32, params32_as64, center32):
+    k, dom = 4, _domain(3, "box")
+    bott = jc.DerivativeFeatures(k, coordinates="bottleneck")(params, [2, 3], activation="tanh",
+                                                              domain=dom)
+    z0 = jc.point_features(params, domain_center(dom, jnp.float64)[None], activation="tanh")[0][0]
+    bott_ref = taylor.propagate_polynomial(taylor.input_polynomial(z0, k), params[1:3],
+                                           activation="tanh", order=k, num_vars=2)
+    multi = jc.DerivativeFeatures(k, auto_centers=True)(params[1:], [1], activation="sin",
+                                                        domain=jc.Ball(2, 0.5))[1].z
+    centres = jc.features.default_centers(jnp.zeros(2), jnp.full((2,), 0.5))
+    multi_ref = _reference_layer([taylor.input_polynomial(c, k) for c in centres],
+                                 [params[1]] * len(centres), ["sin"] * len(centres), 2, k)
+    f32 = [taylor.affine_features(c, p[0]["kernel"], p[0]["bias"], activation="gelu", order=K)
+           for c, p in ((center32, params32), (center32.astype(jnp.float64), params32_as64))]
+    (ref32,) = _reference_layer([taylor.input_polynomial(center32, K)], params32[:1], ["gelu"],
+                                2)
+    return {"bottleneck": ([bott[2].z, bott[3].z], bott_ref),
+            "dims": [bott[l].coord_dim for l in (2, 3)],
+            "multi": (multi, jnp.concatenate(multi_ref, axis=0)),
+            "float32": (*f32, ref32)}
+
+
+def test_closed_form_under_other_coordinates_and_centres():
+    # bottleneck coordinates and several centres start the pass from the closed form too; they
+    # match the Horner pass from each centre (hidden layer 2 in the bottleneck's coordinates
+    # z = h^(1)(x) is the closed form in z, layer 3 is propagated from it)
+    out = _other_paths()
+    (bott, bott_ref), (multi, multi_ref) = out["bottleneck"], out["multi"]
+    assert [int(m) for m in out["dims"]] == [2, 2]
+    np.testing.assert_allclose(bott[0], bott_ref[0], rtol=1e-12, atol=0)
+    assert _rel(bott[1], bott_ref[1]) < 1e-12
+    assert multi.shape == (5 * jc.num_monomials(2, 4), 6)  # J = 2 m + 1 centres stacked
+    np.testing.assert_allclose(multi, multi_ref, rtol=1e-12, atol=0)
+
+
+def test_closed_form_in_float32():
+    got, exact, ref = _other_paths()["float32"]
+    assert got.dtype == ref.dtype == jnp.float32
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=0)
+    np.testing.assert_allclose(got, exact, rtol=1e-5, atol=0)

@@ -60,7 +60,7 @@ __all__ = ["BackwardSteps", "CompressInfo", "LayerInfo", "compress", "compress_l
     jax.tree_util.register_dataclass,
     data_fields=["kept", "rank", "residual", "max_coef", "swaps"],
     meta_fields=["layer", "order", "num_features", "width_in", "width_out", "num_rows",
-                 "coord_dim"],
+                 "coord_dim", "skipped"],
 )
 @dataclasses.dataclass(frozen=True)
 class LayerInfo:
@@ -84,6 +84,14 @@ class LayerInfo:
         of points); ``-1`` for a :func:`best_of <jaxcompress.best_of>` result whose candidates
         differ in it.
       coord_dim: ``m``, the number of coordinates the features are taken in.
+      skipped: ``True`` for a layer kept whole without computing anything: its width is
+        ``d_l <= D_k`` (every neuron stays, and ``D_k >= d_l`` features could not remove one
+        without losing a matched coefficient), so its features, selection and re-weighting are
+        skipped and the layer is the teacher's. Then ``kept = arange(d_l)``, ``rank = d_l``
+        (every kept neuron keeps its outgoing weight; the features' numerical rank was not
+        computed), ``residual = 0``, ``max_coef = 1`` (``C = I``), ``swaps = 0`` and
+        ``num_rows = 0`` (no feature matrix). For a :func:`best_of <jaxcompress.best_of>`
+        result, ``True`` only when every candidate skipped the layer.
     """
 
     kept: jax.Array
@@ -98,6 +106,7 @@ class LayerInfo:
     width_out: int
     num_rows: int
     coord_dim: int
+    skipped: bool = False
 
     @classmethod
     def of(cls, features: LayerFeatures, width: int, *, kept, rank, residual, max_coef,
@@ -193,7 +202,8 @@ class CompressInfo:
         for li in self.layers:
             lines.append(
                 f"{li.layer:>5} {li.order:>3} {li.num_features:>6} "
-                f"{f'{li.width_in} -> {li.width_out}':>13} {_span(li.rank, 'd'):>9} "
+                f"{f'{li.width_in} -> {li.width_out}':>13} "
+                f"{'whole' if li.skipped else _span(li.rank, 'd'):>9} "
                 f"{float(np.max(li.residual)):>10.2e} {float(np.max(li.max_coef)):>8.3f}"
             )
         if self.error_estimate is not None:
@@ -345,33 +355,55 @@ def resolve_widths(method: Method, sizes: Sequence[int], domain) -> tuple[int, .
     return tuple(min(dk, w) for dk, w in zip(d_ks, sizes[1:-1], strict=True))
 
 
-def _backward(params: Params, method: Method, domain, act: str, widths, placement
-              ) -> tuple[Params, list[LayerInfo]]:
+def _skipped_layers(method: Method, sizes: Sequence[int], domain,
+                    widths: Sequence[int]) -> tuple[bool, ...]:
+    """Per hidden layer: kept whole with nothing computed (see ``LayerInfo.skipped``).
+
+    A layer is skipped when it keeps all its ``d_l`` neurons and has ``D_k >= d_l`` features
+    (selection would keep every neuron with ``C = I``). In forward order with re-fitting, a
+    layer after a compressed one is not skipped: its re-fit compensates the upstream change.
+    """
+    d_ks = method.features.num_features(list(sizes), domain)
+    whole = [w == h <= dk for w, h, dk in zip(widths, sizes[1:-1], d_ks, strict=True)]
+    if method.layer_order == "forward" and method.features.refit:
+        whole = [w and all(whole[:i]) for i, w in enumerate(whole)]
+    return tuple(whole)
+
+
+def _skipped_info(method: Method, sizes: Sequence[int], domain, l: int, dtype) -> LayerInfo:
+    """The :class:`LayerInfo` of hidden layer ``l`` kept whole (nothing computed)."""
+    fmap, width = method.features, sizes[l]
+    order, coord_dim = fmap.layer_description(list(sizes), domain, l)
+    return LayerInfo(
+        kept=jnp.arange(width, dtype=jnp.int32), rank=jnp.asarray(width, jnp.int32),
+        residual=jnp.zeros((), dtype), max_coef=jnp.ones((), dtype),
+        swaps=jnp.zeros((), jnp.int32), layer=l, order=order,
+        num_features=fmap.num_features(list(sizes), domain)[l - 1], width_in=width,
+        width_out=width, num_rows=0, coord_dim=coord_dim, skipped=True)
+
+
+def _backward(params: Params, method: Method, domain, act: str, widths, needed, infos,
+              placement) -> Params:
     """Deepest hidden layer first; every layer's features from one pass of the original network
-    (Proposition 17)."""
-    n_hidden = len(params) - 1
-    infos: list[LayerInfo] = [None] * n_hidden  # type: ignore[list-item]
-    feats = method.features(params, list(range(1, n_hidden + 1)), activation=act, domain=domain,
-                            placement=placement)
-    for l in range(n_hidden, 0, -1):
+    (Proposition 17), only for the layers ``needed`` (their depth and orders, no more)."""
+    feats = method.features(params, needed, activation=act, domain=domain,
+                            placement=placement) if needed else {}
+    for l in reversed(needed):
         kept, kernel, infos[l - 1] = compress_layer(feats[l], params[l]["kernel"], widths[l - 1],
                                                      method.selector, placement=placement)
         params = rewire(params, l, kept, kernel)
-    return params, infos
+    return params
 
 
-def _forward(params: Params, method: Method, domain, act: str, widths, placement
-             ) -> tuple[Params, list[LayerInfo]]:
+def _forward(params: Params, method: Method, domain, act: str, widths, needed, infos,
+             placement) -> Params:
     """First hidden layer first; features of the partially compressed network (each layer
     re-fitted to the teacher when the feature map says ``refit``)."""
-    n_hidden = len(params) - 1
-    infos: list[LayerInfo] = [None] * n_hidden  # type: ignore[list-item]
     fmap, teacher = method.features, params
-    if fmap.refit:
+    if fmap.refit and needed:
         # forward order re-fits each layer to the teacher at the same rows
-        ref = fmap(teacher, list(range(1, n_hidden + 1)), activation=act, domain=domain,
-                   placement=placement)
-    for l in range(1, n_hidden + 1):
+        ref = fmap(teacher, needed, activation=act, domain=domain, placement=placement)
+    for l in needed:
         # only the first l layers matter: the upstream map of layer l and the layer itself
         feat = fmap(params[:l] + [params[l]], [l], activation=act, domain=domain,
                     placement=placement)[l]
@@ -381,15 +413,21 @@ def _forward(params: Params, method: Method, domain, act: str, widths, placement
                                                     method.selector, target=target,
                                                     placement=placement)
         params = rewire(params, l, kept, kernel)
-    return params, infos
+    return params
 
 
 def _run_method(params: Params, method: Method, domain, act: str,
                 placement: Placement | None = None) -> tuple[Params, CompressInfo]:
     """One method on one network (pure; traced inside :func:`compress`'s jit)."""
-    widths = resolve_widths(method, layer_sizes(params), domain)
+    sizes = layer_sizes(params)
+    widths = resolve_widths(method, sizes, domain)
+    skipped = _skipped_layers(method, sizes, domain, widths)
+    needed = [l for l, skip in enumerate(skipped, start=1) if not skip]
+    dtype = jnp.result_type(params[0]["kernel"])
+    infos = [_skipped_info(method, sizes, domain, l, dtype) if skip else None
+             for l, skip in enumerate(skipped, start=1)]
     drive = _backward if method.layer_order == "backward" else _forward
-    small, infos = drive(params, method, domain, act, widths, placement)
+    small = drive(params, method, domain, act, widths, needed, infos, placement)
     estimate = error_estimate(params, small, activation=act, domain=domain, placement=placement)
     return small, CompressInfo.for_method(method, domain, infos, activation=act,
                                           error_estimate=estimate)
@@ -419,7 +457,8 @@ def _best(results: list[tuple[Params, CompressInfo]], method: BestOf) -> tuple[P
                   for f in ("kept", "rank", "residual", "max_coef", "swaps")}
         rows = {c.num_rows for c in cands}
         layers.append(dataclasses.replace(li, **arrays,
-                                          num_rows=rows.pop() if len(rows) == 1 else -1))
+                                          num_rows=rows.pop() if len(rows) == 1 else -1,
+                                          skipped=all(c.skipped for c in cands)))
 
     def joined(field):
         return "|".join(dict.fromkeys(getattr(info, field) for _, info in results))
@@ -587,10 +626,10 @@ def memory_estimate(method, sizes, dtype, domain, *, devices: int = 1,
     """Bytes per device one compression needs, by part (the largest method of a best-of).
 
     The teacher's parameters, the feature map's working set (``method.features.memory``: e.g. the
-    Taylor pass's coefficient products, or the activations at the collocation points), the
-    selection's scaled copy of the largest feature matrix and the error estimate's activations,
-    divided over ``devices`` when the neurons are sharded. Only layers that select
-    (``D_k < d_l``) are counted: a layer that keeps all its neurons needs no features.
+    Taylor pass's coefficient products, or the activations at the collocation points; none for
+    layers kept whole, ``LayerInfo.skipped``), the selection's scaled copy of the largest
+    feature matrix and the error estimate's activations, divided over ``devices`` when the
+    neurons are sharded.
 
     With ``compilation`` also the host memory of compiling the program (not divided: one
     program is compiled whatever the device count): :data:`COMPILE_BYTES` and the feature map's
@@ -604,11 +643,13 @@ def memory_estimate(method, sizes, dtype, domain, *, devices: int = 1,
     best: dict[str, int] = {}
     for m in candidates:
         parts = {"teacher parameters": itemsize * param_count(sizes)}
-        parts.update(m.features.memory(sizes, itemsize, domain))
+        skipped = _skipped_layers(m, sizes, domain, resolve_widths(m, sizes, domain))
+        if not all(skipped):
+            parts.update(m.features.with_skipped(skipped).memory(sizes, itemsize, domain))
         d_ks = m.features.num_features(sizes, domain)
-        parts["selection"] = itemsize * max([dk * w for dk, w in zip(d_ks, sizes[1:-1],
-                                                                      strict=True) if dk < w],
-                                            default=0)
+        parts["selection"] = itemsize * max(
+            [dk * w for dk, w, skip in zip(d_ks, sizes[1:-1], skipped, strict=True)
+             if not skip], default=0)
         parts["error estimate"] = itemsize * ERROR_POINTS * max(sizes[1:]) * 2
         compiling = {k: parts.pop(k) for k in list(parts) if k.startswith("compiling")}
         parts = {k: -(-v // devices) for k, v in parts.items()}

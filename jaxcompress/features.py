@@ -11,7 +11,8 @@ neurons (Eq. 19), written with Taylor coefficients (divided by ``alpha!``). Back
 
 ``"taylor"`` (default)
     Multivariate truncated-Taylor propagation (:mod:`jaxcompress.taylor`): one forward pass for
-    all layers, cost ``O(C(2d+k, 2d) * width)`` per activation.
+    all layers, cost ``O(C(2d+k, 2d) * width)`` per activation; the first hidden layer (affine in
+    the input) in closed form, ``O(D_k * width)`` (:func:`jaxcompress.taylor.affine_features`).
 ``"jet"``
     :func:`jax.experimental.jet.jet` under :func:`jax.vmap` over directions ``v``: the univariate
     series of ``t -> h(x_0 + t v)`` has degree-``j`` coefficient
@@ -73,11 +74,11 @@ from jaxcompress.mlp import (
 from jaxcompress.placement import Placement
 from jaxcompress.taylor import (
     check_feature_budget,
-    input_polynomial,
     monomials,
     num_monomials,
     propagate_polynomial,
     taylor_features,
+    taylor_pass,
 )
 
 __all__ = [
@@ -250,7 +251,7 @@ def derivative_features(
     d, dtype = require_single_network(params, where=where,
                                       hint="use jax.vmap for a stack of networks")
     widths = [layer["kernel"].shape[1] for layer in params[:-1]]
-    check_feature_budget(d, order, max(widths), jnp.dtype(dtype).itemsize, where=where)
+    check_feature_budget(d, order, widths, jnp.dtype(dtype).itemsize, where=where)
     if center is None:
         center = jnp.zeros((d,), dtype)
     center = jnp.asarray(center, dtype)
@@ -451,6 +452,18 @@ class FeatureMap(abc.ABC):
         """The truncation order(s) ``k`` shown by ``Method.describe`` (``None``: no order)."""
         return None
 
+    def layer_description(self, sizes: Sequence[int], domain, layer: int) -> tuple[int, int]:
+        """``(k, m)``, the order and coordinate dimension of hidden ``layer`` (1-based), for the
+        record of a layer kept whole (``LayerInfo.skipped``); ``(-1, -1)``: not declared."""
+        del sizes, domain, layer
+        return -1, -1
+
+    def with_skipped(self, skipped: Sequence[bool]) -> FeatureMap:
+        """The map as the driver evaluates it when the layers ``skipped`` are kept whole (for
+        :meth:`memory`); by default the map itself (an over-estimate)."""
+        del skipped
+        return self
+
     def check(self, sizes: Sequence[int], dtype, domain, where: str) -> None:
         """Refuse, eagerly and before compiling, a network or domain the map cannot handle."""
         del sizes, dtype, domain, where
@@ -471,9 +484,29 @@ class _OrderedFeatureMap(FeatureMap):
                ) -> tuple[int, ...]:
         return _orders(self.order, n_hidden, where, prefix=prefix)
 
+    def layer_description(self, sizes, domain, layer: int) -> tuple[int, int]:
+        return (self.orders(len(sizes) - 2, prefix=True)[layer - 1],
+                self.coord_dims(sizes, domain)[layer - 1])
+
+    def with_skipped(self, skipped: Sequence[bool]) -> FeatureMap:
+        """The pass runs to the deepest computed layer at the largest computed order: a skipped
+        layer before it is reached at that order, one after it not at all (order 0)."""
+        orders = self.orders(len(skipped), prefix=True)
+        needed = [i for i, skip in enumerate(skipped) if not skip]
+        if not needed:
+            return self
+        k_max = max(orders[i] for i in needed)
+        return dataclasses.replace(self, order=tuple(
+            orders[i] if not skip else (k_max if i < needed[-1] else 0)
+            for i, skip in enumerate(skipped)))
+
+    def coord_dims(self, sizes, domain) -> tuple[int, ...]:
+        """``m`` per hidden layer: the dimension of the coordinates the features are taken in."""
+        return _coord_dims(_sources(self.coordinates, sizes, domain), sizes, domain)
+
     def num_features(self, sizes, domain) -> tuple[int, ...]:
         """``D_k = C(m + k, m)`` per hidden layer (``m``: the coordinates' dimension)."""
-        dims = _coord_dims(_sources(self.coordinates, sizes, domain), sizes, domain)
+        dims = self.coord_dims(sizes, domain)
         return tuple(num_monomials(m, k) for m, k in
                      zip(dims, self.orders(len(sizes) - 2, prefix=True), strict=True))
 
@@ -645,15 +678,16 @@ class DerivativeFeatures(_OrderedFeatureMap):
                                                 center=pts_c[0], placement=placement)
                     feats = [f[None] for f in feats]
                 else:
-                    def start(c, src=src, k=k):
-                        if src == -1:
-                            return parameterization_polynomial(domain.parameter_map, c, k)
-                        return input_polynomial(c, k)
+                    def expand(c, src=src, body=body, k=k, m=m):
+                        if src == -1:  # iota(u0 + t) is a polynomial of any degree
+                            return propagate_polynomial(
+                                parameterization_polynomial(domain.parameter_map, c, k), body,
+                                activation=act, order=k, num_vars=m, placement=placement)
+                        # the input or a layer's activations: the first layer is affine in them
+                        return taylor_pass(c, body, activation=act, order=k,
+                                           placement=placement)
 
-                    feats = jax.vmap(lambda c, start=start, body=body, k=k, m=m:
-                                     propagate_polynomial(start(c), body, activation=act,
-                                                          order=k, num_vars=m,
-                                                          placement=placement))(pts_c)
+                    feats = jax.vmap(expand)(pts_c)
             n_c = pts.shape[0]
             # J well-spread centres each cover a region of radius ~ r J^(-1/m): scale rows to it
             r_eff = r_src * (float(n_c) ** (-1.0 / m) if multi else 1.0)

@@ -16,6 +16,15 @@ Dense layers act linearly on coefficient arrays; an activation is applied as
 evaluated by Horner's rule with truncated products (``\\hat u`` has no constant term, so the
 series is exact to degree ``k``). One pass through the network yields the feature matrix of
 every hidden layer (the backward-order compression of DESIGN section 1 needs exactly that).
+
+The first layer after the expansion point needs no truncated products: its pre-activation
+``u_i(x_0 + t) = u_{0,i} + w_i \\cdot t`` is affine, and the multinomial theorem gives its
+coefficients in closed form (:func:`affine_features`),
+
+.. math:: \\frac{1}{\\alpha!}\\,\\partial^\\alpha \\sigma(w_i \\cdot x + b_i)\\big|_{x_0}
+          = s_{|\\alpha|}(u_{0,i})\\,\\frac{|\\alpha|!}{\\alpha!}\\,w_i^{\\alpha},
+
+``O(D_k d)`` work instead of Horner's ``O(k C(2m + k, 2m) d)``.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ from jaxcompress.placement import Placement, constrain_neurons
 
 __all__ = [
     "MAX_FEATURE_BYTES",
+    "affine_features",
     "check_feature_budget",
     "memory_limit",
     "input_polynomial",
@@ -41,6 +51,7 @@ __all__ = [
     "num_monomials",
     "propagate_polynomial",
     "taylor_features",
+    "taylor_pass",
 ]
 
 #: A cap on the working set of one compression, in bytes per device (``None``: the device's own
@@ -70,10 +81,25 @@ def memory_limit(device=None) -> int:
         return 8 * 2**30
 
 
-def taylor_bytes(d: int, k: int, width: int, itemsize: int) -> int:
+def taylor_bytes(d: int, k: int, width: int, itemsize: int, *, closed_form: bool = False
+                 ) -> int:
     """The Taylor pass's working set for one layer: the ``C(2d + k, 2d)`` coefficient products of
-    each neuron, plus a few ``D_k x width`` arrays."""
-    return (math.comb(2 * d + k, 2 * d) + 3 * num_monomials(d, k)) * max(width, 1) * itemsize
+    each neuron, plus a few ``D_k x width`` arrays. ``closed_form``: the layer right after the
+    expansion point (:func:`affine_features`): the powers ``w^j`` (``(k + 1) d`` per neuron) and
+    a few ``D_k x width`` arrays."""
+    per_neuron = ((k + 1) * d if closed_form else math.comb(2 * d + k, 2 * d))
+    return (per_neuron + 3 * num_monomials(d, k)) * max(width, 1) * itemsize
+
+
+def taylor_pass_bytes(d: int, k: int, widths, itemsize: int) -> int:
+    """The largest per-layer working set of :func:`taylor_pass` through layers of ``widths``
+    (the first in closed form)."""
+    return max(_layer_bytes(d, k, widths, itemsize))
+
+
+def _layer_bytes(d: int, k: int, widths, itemsize: int) -> list[int]:
+    return [taylor_bytes(d, k, int(w), itemsize, closed_form=i == 0)
+            for i, w in enumerate(widths)]
 
 
 def num_monomials(d: int, k: int) -> int:
@@ -147,17 +173,22 @@ def _product_table(d: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(np.asarray(a, dtype=np.int32)[order] for a in (ii, jj, tt))  # type: ignore
 
 
-def check_feature_budget(d: int, k: int, width: int, itemsize: int, *, where: str) -> None:
-    """Raise a clear error when features of order ``k`` in ``d`` inputs would not fit in memory."""
-    need, limit = taylor_bytes(d, k, width, itemsize), memory_limit()
+def check_feature_budget(d: int, k: int, widths, itemsize: int, *, where: str) -> None:
+    """Raise a clear error when features of order ``k`` in ``d`` inputs of hidden layers of
+    ``widths`` (one int: one layer) would not fit in memory (:func:`taylor_pass`)."""
+    per_layer = _layer_bytes(d, k, np.atleast_1d(widths), itemsize)
+    need, limit = max(per_layer), memory_limit()
     if need > limit:
+        layer = per_layer.index(need) + 1
+        width = int(np.atleast_1d(widths)[layer - 1])
         raise ValueError(
             f"{where}: order k={k} with d_in={d} gives D_k={num_monomials(d, k):,} monomials "
-            f"({math.comb(2 * d + k, 2 * d):,} coefficient products per neuron); the Taylor pass "
-            f"would need about {need / 2**30:.1f} GiB for width {width}, over the limit of "
-            f"{limit / 2**30:.1f} GiB (the device's memory, or "
-            "jaxcompress.taylor.MAX_FEATURE_BYTES when set). Lower the order, use an effective "
-            "input dimension, or shard the neurons over more devices (jc.shard)."
+            f"({math.comb(2 * d + k, 2 * d):,} coefficient products per neuron after the first "
+            f"hidden layer); the Taylor pass would need about {need / 2**30:.1f} GiB for width "
+            f"{width} (hidden layer {layer}), over the limit of {limit / 2**30:.1f} GiB (the "
+            "device's memory, or jaxcompress.taylor.MAX_FEATURE_BYTES when set). Lower the "
+            "order, use an effective input dimension, or shard the neurons over more devices "
+            "(jc.shard)."
         )
 
 
@@ -180,6 +211,62 @@ def compose(series: jax.Array, u: jax.Array, d: int, k: int) -> jax.Array:
     for j in range(k - 1, -1, -1):
         res = poly_mul(res, u_hat, d, k).at[0].add(series[j])
     return res
+
+
+@functools.cache
+def _multinomials(d: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per monomial ``alpha`` of :func:`monomials`: ``|alpha|`` and ``|alpha|! / alpha!``."""
+    mons = _monomials(d, k)
+    deg = mons.sum(axis=1).astype(np.int32)
+    mult = np.array([math.factorial(int(j)) // math.prod(math.factorial(int(a)) for a in m)
+                     for j, m in zip(deg, mons, strict=True)], dtype=np.float64)
+    for arr in (deg, mult):
+        arr.setflags(write=False)
+    return deg, mult
+
+
+def affine_features(
+    center: jax.Array, kernel: jax.Array, bias: jax.Array, *, activation: str | Activation,
+    order: int
+) -> jax.Array:
+    """Taylor coefficients of ``sigma(x @ kernel + bias)`` at ``x = center``, in closed form.
+
+    With ``w_i`` the kernel's column ``i`` and ``u_{0,i} = center . w_i + b_i``, the
+    pre-activation along ``x = center + t`` is ``u_{0,i} + w_i . t``; the univariate series
+    ``sigma(u_0 + h) = sum_j s_j(u_0) h^j`` and the multinomial theorem
+    ``(w . t)^j = sum_{|alpha| = j} j!/alpha! w^alpha t^alpha`` give
+
+    .. math:: Z_{\\alpha i} = s_{|\\alpha|}(u_{0,i})\\,\\frac{|\\alpha|!}{\\alpha!}\\,
+              w_i^{\\alpha}, \\qquad |\\alpha| \\le k,
+
+    exactly what :func:`propagate_polynomial` computes from :func:`input_polynomial` with
+    Horner's rule, at ``O(D_k d)`` cost: every ``w_i^alpha`` is a product of ``m`` entries of
+    the table of powers ``w_{ri}^j``, ``j <= k`` (no truncated products).
+
+    Args:
+      center: ``(m,)`` expansion point.
+      kernel: ``(m, n)``; bias: ``(n,)``.
+      activation: a registered activation (its ``series`` gives ``s_j``).
+      order: ``k``.
+
+    Returns:
+      ``(D_k, n)`` with ``D_k = C(m + k, m)``, rows in the order of :func:`monomials`.
+    """
+    act = get_activation(activation)
+    m = kernel.shape[0]
+    u0 = constrain_neurons(jnp.matmul(center, kernel, precision=HIGHEST) + bias)
+    series = act.series(u0, order)                                   # (k + 1, n)
+    powers = [jnp.ones_like(kernel)]
+    for _ in range(order):
+        powers.append(powers[-1] * kernel)
+    powers = jnp.stack(powers)                                       # (k + 1, m, n): w_ri^j
+    mons = _monomials(m, order)
+    w_alpha = powers[mons[:, 0], 0]
+    for r in range(1, m):
+        w_alpha = w_alpha * powers[mons[:, r], r]                    # (D_k, n): w_i^alpha
+    deg, mult = _multinomials(m, order)
+    coef = series[deg] * jnp.asarray(mult, series.dtype)[:, None]
+    return constrain_neurons(coef * w_alpha)
 
 
 def input_polynomial(center: jax.Array, k: int) -> jax.Array:
@@ -213,6 +300,26 @@ def propagate_polynomial(
     return feats
 
 
+def taylor_pass(
+    center: jax.Array, layers: Params, *, activation: str | Activation, order: int,
+    placement: Placement | None = None,
+) -> list[jax.Array]:
+    """Coefficient arrays ``(D_k, d_l)`` of every one of ``layers`` (each ``dense ->
+    activation``), expanded at ``center`` in the coordinates the first layer reads.
+
+    The first layer in closed form (:func:`affine_features`), the others by
+    :func:`propagate_polynomial`: the same numbers as ``propagate_polynomial(
+    input_polynomial(center, order), layers, ...)`` (to rounding), without truncated products
+    in the first layer. ``placement``: the neurons' placement in a sharded compression.
+    """
+    if not layers:
+        return []
+    first = constrain_neurons(affine_features(center, layers[0]["kernel"], layers[0]["bias"],
+                                              activation=activation, order=order), placement)
+    return [first] + propagate_polynomial(first, layers[1:], activation=activation, order=order,
+                                          num_vars=center.shape[-1], placement=placement)
+
+
 def taylor_features(
     params: Params,
     *,
@@ -224,13 +331,13 @@ def taylor_features(
 ) -> list[jax.Array]:
     """Features ``Z_l`` of shape ``(D_k, d_l)`` of the first ``upto`` hidden layers, one pass.
 
-    See the module docstring. ``center`` is the expansion point ``x_0`` (default: the origin);
-    ``placement`` the neurons' placement in a sharded compression (``None``: one device).
+    See the module docstring and :func:`taylor_pass`. ``center`` is the expansion point ``x_0``
+    (default: the origin); ``placement`` the neurons' placement in a sharded compression
+    (``None``: one device).
     """
     d = params[0]["kernel"].shape[0]
     dtype = jnp.result_type(params[0]["kernel"])
     center = jnp.zeros((d,), dtype) if center is None else jnp.asarray(center, dtype)
     n_hidden = len(params) - 1 if upto is None else upto
-    return propagate_polynomial(input_polynomial(center, order), params[:n_hidden],
-                                activation=activation, order=order, num_vars=d,
-                                placement=placement)
+    return taylor_pass(center, params[:n_hidden], activation=activation, order=order,
+                       placement=placement)

@@ -205,16 +205,22 @@ def test_memory_guard_refuses_huge_feature_count_fast(fn: str) -> None:
     match = (r"k=30 with d_in=12.*GiB.*MAX_FEATURE_BYTES" if fn == "derivative_features" else
              r"order=30.*needs about .* GiB per device \(Taylor pass .*over the limit.*"
              r"MAX_FEATURE_BYTES")
+    # compress keeps a layer of width <= D_k whole without features: ask for a smaller width
+    args = ((big_in,) if fn == "derivative_features" else
+            (big_in, jc.derivative_matching(30, widths=[2])))
+    kwargs = {"order": 30} if fn == "derivative_features" else {}
     with pytest.raises(ValueError, match=match) as exc:
-        getattr(jc, fn)(big_in, activation="sigmoid", order=30)
+        getattr(jc, fn)(*args, activation="sigmoid", **kwargs)
     elapsed = time.perf_counter() - start
     assert "Lower the order" in str(exc.value)
     assert elapsed < 5.0, f"the guard took {elapsed:.1f} s: it must refuse before any work"
 
 
 def test_memory_guard_counts_the_width() -> None:
-    # D_6 in 6 inputs is small, but the product table times a huge width is not
-    wide = [{"kernel": jnp.zeros((6, 2_000_000), jnp.float32),
+    # D_6 in 6 inputs is small, but the product table times a huge width is not (the first
+    # hidden layer is in closed form, without the table: the wide layer is the second)
+    wide = [{"kernel": jnp.zeros((6, 8), jnp.float32), "bias": jnp.zeros((8,), jnp.float32)},
+            {"kernel": jnp.zeros((8, 2_000_000), jnp.float32),
              "bias": jnp.zeros((2_000_000,), jnp.float32)},
             {"kernel": jnp.zeros((2_000_000, 1), jnp.float32),
              "bias": jnp.zeros((1,), jnp.float32)}]
@@ -476,4 +482,5 @@ def test_memory_estimate_names_the_parts_and_divides_over_devices(monkeypatch) -
     monkeypatch.setattr(taylor, "MAX_FEATURE_BYTES", 2**20)  # a 1 MiB device
     params = jc.init_mlp(jax.random.PRNGKey(0), [2, 200, 1])
     with pytest.raises(ValueError, match=r"collocation.*needs about.*activations at the nodes"):
-        jc.compress(params, jc.collocation(20), activation="sigmoid")
+        # (D_20 = 231 >= 200 would keep the layer whole, with nothing to allocate)
+        jc.compress(params, jc.collocation(20, widths=[100]), activation="sigmoid")

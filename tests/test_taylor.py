@@ -75,8 +75,9 @@ def test_propagation_is_the_taylor_expansion_of_the_network():
     params = jc.init_mlp(jax.random.PRNGKey(0), [2, 7, 5, 1])
     center = jnp.array([0.2, 0.1])
     feats = taylor.taylor_features(params, activation="tanh", order=3, center=center)
-    again = taylor.propagate_polynomial(taylor.input_polynomial(center, 3), params[:2],
-                                        activation="tanh", order=3, num_vars=2)
+    # the pass: layer 1 in closed form, then propagation (tests/test_closed_form.py compares it
+    # with propagate_polynomial from input_polynomial, 1e-12 relative)
+    again = taylor.taylor_pass(center, params[:2], activation="tanh", order=3)
     for a, b in zip(feats, again, strict=True):
         np.testing.assert_array_equal(a, b)
     # evaluate the degree-3 Taylor polynomial of layer 2 near the centre: error O(|h|^4)

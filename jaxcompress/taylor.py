@@ -227,7 +227,7 @@ def _multinomials(d: int, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 def affine_features(
     center: jax.Array, kernel: jax.Array, bias: jax.Array, *, activation: str | Activation,
-    order: int
+    order: int, placement: Placement | None = None,
 ) -> jax.Array:
     """Taylor coefficients of ``sigma(x @ kernel + bias)`` at ``x = center``, in closed form.
 
@@ -248,13 +248,14 @@ def affine_features(
       kernel: ``(m, n)``; bias: ``(n,)``.
       activation: a registered activation (its ``series`` gives ``s_j``).
       order: ``k``.
+      placement: the neurons' placement in a sharded compression (``None``: one device).
 
     Returns:
       ``(D_k, n)`` with ``D_k = C(m + k, m)``, rows in the order of :func:`monomials`.
     """
     act = get_activation(activation)
     m = kernel.shape[0]
-    u0 = constrain_neurons(jnp.matmul(center, kernel, precision=HIGHEST) + bias)
+    u0 = constrain_neurons(jnp.matmul(center, kernel, precision=HIGHEST) + bias, placement)
     series = act.series(u0, order)                                   # (k + 1, n)
     powers = [jnp.ones_like(kernel)]
     for _ in range(order):
@@ -266,7 +267,7 @@ def affine_features(
         w_alpha = w_alpha * powers[mons[:, r], r]                    # (D_k, n): w_i^alpha
     deg, mult = _multinomials(m, order)
     coef = series[deg] * jnp.asarray(mult, series.dtype)[:, None]
-    return constrain_neurons(coef * w_alpha)
+    return constrain_neurons(coef * w_alpha, placement)
 
 
 def input_polynomial(center: jax.Array, k: int) -> jax.Array:
@@ -314,8 +315,8 @@ def taylor_pass(
     """
     if not layers:
         return []
-    first = constrain_neurons(affine_features(center, layers[0]["kernel"], layers[0]["bias"],
-                                              activation=activation, order=order), placement)
+    first = affine_features(center, layers[0]["kernel"], layers[0]["bias"],
+                            activation=activation, order=order, placement=placement)
     return [first] + propagate_polynomial(first, layers[1:], activation=activation, order=order,
                                           num_vars=center.shape[-1], placement=placement)
 

@@ -51,7 +51,16 @@ def test_case1_data_matching_non_finite_or_complex_data(x_data) -> None:
     assert isinstance(m.features.x, np.ndarray) and m.features.x.shape == (40, 2)
 
 
-def test_case1_best_of_never_picks_a_non_finite_candidate(params, x_data) -> None:
+@pytest.fixture(scope="module")
+def selecting():
+    """A [2, 8, 8, 1] network: at order 2 (D_2 = 6 < 8) every layer selects, so the data is used
+    (a layer kept whole, D_k >= d_l, computes nothing and the teacher comes back exactly)."""
+    return jc.init_mlp(jax.random.PRNGKey(0), [2, 8, 8, 1], dtype=jnp.float64)
+
+
+def test_case1_best_of_never_picks_a_non_finite_candidate(selecting, x_data) -> None:
+    params = selecting
+
     # traced data cannot be refused: NaN data gives a NaN candidate, which must not win
     @jax.jit
     def run(x):
@@ -67,7 +76,9 @@ def test_case1_best_of_never_picks_a_non_finite_candidate(params, x_data) -> Non
     assert np.isfinite(float(info_ok.error_estimate))
 
 
-def test_case1_traced_non_finite_data_gives_nan_estimate(params, x_data) -> None:
+def test_case1_traced_non_finite_data_gives_nan_estimate(selecting, x_data) -> None:
+    params = selecting
+
     @jax.jit
     def run(x):
         return jc.compress(params, jc.data_matching(x, order=2), activation=ACT,

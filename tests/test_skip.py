@@ -18,9 +18,10 @@ class _Spy(jc.DerivativeFeatures):
 
     calls: list = []
 
-    def __call__(self, params, layers, *, activation, domain):
+    def __call__(self, params, layers, *, activation, domain, placement=None):
         _Spy.calls.append(list(layers))
-        return super().__call__(params, layers, activation=activation, domain=domain)
+        return super().__call__(params, layers, activation=activation, domain=domain,
+                                placement=placement)
 
 
 def _equal(a, b):

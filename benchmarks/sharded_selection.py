@@ -21,8 +21,10 @@ Writes ``benchmarks/results/sharded_selection_<platform>_<dtype>.json`` and ``.p
 
 from __future__ import annotations
 
+import json
 import sys
 import time
+from pathlib import Path
 
 import _common as C
 
@@ -43,8 +45,48 @@ def parse(argv):
     p.add_argument("--devices", type=int, default=None,
                    help="devices in the mesh (default: all)")
     p.add_argument("--tag", default="", help="suffix of the result files (e.g. _before)")
+    p.add_argument("--before", type=Path, default=None, metavar="JSON",
+                   help="an earlier result of this script (e.g. before a change) to show beside "
+                        "(with --replot: attach it to that result and redraw)")
+    p.add_argument("--before-note", default="", help="what --before measured")
     args = p.parse_args(argv)
     return args, dict(QUICK if args.quick else FULL)
+
+
+def tournament_of(jc, selector):
+    """``selector`` with the default sharded form of :class:`jaxcompress.Selector` (the
+    tournament), for a same-run comparison."""
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Tournament(jc.Selector):
+        inner: jc.Selector
+
+        @property
+        def name(self):
+            return f"tournament({self.inner.name})"
+
+        @property
+        def rtol(self):
+            return self.inner.rtol
+
+        @property
+        def baseline(self):
+            return self.inner.baseline
+
+        def __call__(self, z, m, *, out_kernel=None, target=None, layer=0):
+            return self.inner(z, m, out_kernel=out_kernel, target=target, layer=layer)
+
+    return Tournament(selector)
+
+
+def _label(row: dict) -> str:
+    sizes = row["sizes"]
+    hidden = sizes[1:-1]
+    body = (f"{hidden[0]}x{len(hidden)}" if len(set(hidden)) == 1 else
+            ",".join(map(str, hidden)))
+    method = row["method"].replace("derivative_matching/", "DM/").replace("collocation/", "col/")
+    return f"[{sizes[0]},{body},{sizes[-1]}]\nk={row['k']} {method}"
 
 
 def plot(result: dict, path) -> None:
@@ -54,28 +96,58 @@ def plot(result: dict, path) -> None:
     import matplotlib.pyplot as plt
 
     rows = result["rows"]
-    labels = [f"{r['sizes_label']}\nk={r['k']} {r['method']}" for r in rows]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    x = range(len(rows))
-    axes[0].bar(x, [r["error_ratio"] for r in rows], color="tab:blue")
+    before = {(tuple(r["sizes"]), r["k"], r["method"]): r
+              for r in (result.get("before") or {}).get("rows", [])}
+    old = [before.get((tuple(r["sizes"]), r["k"], r["method"])) for r in rows]
+    labels = [_label(r) for r in rows]
+    n_dev = result["config"]["devices"]
+    same = [r.get("tournament") for r in rows]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
+    x = list(range(len(rows)))
+    w = 0.27
+    axes[0].bar([i - w for i in x], [o["error_ratio"] if o else 0 for o in old], w,
+                color="tab:gray", label="tournament (before, separate run)")
+    axes[0].bar(x, [t["error_ratio"] if t else 0 for t in same], w, color="tab:orange",
+                label="tournament (same run)")
+    axes[0].bar([i + w for i in x], [r["error_ratio"] for r in rows], w, color="tab:blue",
+                label="distributed greedy")
     axes[0].axhline(1.1, color="k", ls="--", lw=1, label="1.1x (issue 21)")
-    axes[0].set_ylabel("sup error, sharded / one device")
-    axes[0].set_xticks(list(x), labels, fontsize=7)
-    axes[0].legend()
-    w = 0.4
-    axes[1].bar([i - w / 2 for i in x], [r["one"]["warm_s"] for r in rows], w, label="1 device")
-    axes[1].bar([i + w / 2 for i in x], [r["sharded"]["warm_s"] for r in rows], w,
-                label=f"{result['config']['devices']} devices")
+    axes[0].set_ylabel(f"sup error, {n_dev} devices / one device")
+    axes[0].set_xticks(x, labels, fontsize=7)
+    axes[0].legend(fontsize=7)
+    axes[1].bar([i - w for i in x], [r["one"]["warm_s"] for r in rows], w, color="tab:green",
+                label="1 device")
+    axes[1].bar(x, [t["warm_s"] if t else 0 for t in same], w, color="tab:orange",
+                label=f"{n_dev} devices, tournament (same run)")
+    axes[1].bar([i + w for i in x], [r["sharded"]["warm_s"] for r in rows], w,
+                color="tab:blue", label=f"{n_dev} devices, distributed greedy")
     axes[1].set_yscale("log")
     axes[1].set_ylabel("warm compress time (s, median)")
-    axes[1].set_xticks(list(x), labels, fontsize=7)
-    axes[1].legend()
+    axes[1].set_xticks(x, labels, fontsize=7)
+    axes[1].legend(fontsize=7)
     fig.suptitle(f"Sharded vs one-device selection ({result['dtype']}, "
-                 f"{C.device_label(result['env'])})", fontsize=9)
+                 f"{C.device_label(result['env'])}, {n_dev} forced devices; shared machine, "
+                 f"load {result['env']['load_avg_1_5_15']['start']})", fontsize=9)
     C.save_figure(fig, path)
 
 
+def attach_before(result: dict, path: Path, note: str) -> None:
+    """Copy the comparison entries of an earlier result (``path``) into ``result["before"]``."""
+    old = json.loads(Path(path).read_text())
+    keys = ("sizes", "k", "method", "error_ratio", "same_kept_sets", "same_pivot_order")
+    result["before"] = {
+        "file": Path(path).name, "note": note, "load_avg_1_5_15": old["env"]["load_avg_1_5_15"],
+        "rows": [{k: r[k] for k in keys} | {"one": {"warm_s": r["one"]["warm_s"]},
+                                            "sharded": {"warm_s": r["sharded"]["warm_s"]}}
+                 for r in old["rows"]]}
+
+
 def main(argv=None) -> int:
+    args, _ = parse(argv)
+    if args.replot is not None and args.before is not None:  # attach, then redraw below
+        result = json.loads(args.replot.read_text())
+        attach_before(result, args.before, args.before_note)
+        C.write_json(args.replot, result)
     begun = C.begin(parse, argv, plot)
     if isinstance(begun, int):
         return begun
@@ -104,7 +176,11 @@ def main(argv=None) -> int:
             row = {"sizes": sizes, "k": k, "method": f"{factory.__name__}/{sel}",
                    "sizes_label": "[" + ", ".join(map(str, sizes)) + "]"}
             out = {}
-            for where, params in (("one", teacher), ("sharded", sharded)):
+            runs = [("one", teacher, method), ("sharded", sharded, method)]
+            if factory is jc.derivative_matching:  # same-run reference: the tournament
+                runs.append(("tournament", sharded,
+                             factory(k, selector=tournament_of(jc, jc.select.as_selector(sel)))))
+            for where, params, method in runs:
                 def run(params=params, method=method):
                     return jc.compress(params, method, activation="sigmoid", domain=domain)
                 t0 = time.perf_counter()
@@ -127,18 +203,26 @@ def main(argv=None) -> int:
                 for a, b in zip(out["one"][0], out["sharded"][0], strict=True))
             e1 = row["one"]["sup_error"]
             row["error_ratio"] = row["sharded"]["sup_error"] / e1 if e1 > 0 else None
+            if "tournament" in row:
+                row["tournament"]["error_ratio"] = row["tournament"]["sup_error"] / e1
+                row["tournament"]["same_pivot_order"] = row["tournament"]["kept"] == kept1
             rows.append(row)
             progress(f"{row['sizes_label']} k={k} {row['method']}: error {C.fmt(e1)} (1) vs "
                      f"{C.fmt(row['sharded']['sup_error'])} ({n_dev}), ratio "
                      f"{row['error_ratio']:.3f}; same sets {row['same_kept_sets']}, same order "
                      f"{row['same_pivot_order']}; warm {row['one']['warm_s']:.2f} s vs "
-                     f"{row['sharded']['warm_s']:.2f} s")
+                     f"{row['sharded']['warm_s']:.2f} s" + (
+                         "" if "tournament" not in row else
+                         f"; tournament ratio {row['tournament']['error_ratio']:.3f}, warm "
+                         f"{row['tournament']['warm_s']:.2f} s"))
     C.finish(env, start)
     result = {"benchmark": "sharded_selection", "env": env, "device": env["device"],
               "dtype": args.dtype, "precision": C.PRECISION_NOTE, "quick": args.quick,
               "config": {**cfg, "devices": n_dev, "domain": "Ball(2, 1.0)",
                          "activation": "sigmoid", "teacher": "jc.init_mlp(PRNGKey(0), sizes)"},
               "rows": rows}
+    if args.before is not None:
+        attach_before(result, args.before, args.before_note)
     paths = C.save_results(args, env, "sharded_selection", result, plot, suffix=args.tag)
     C.print_written(paths, env)
     return 0

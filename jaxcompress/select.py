@@ -65,6 +65,19 @@ SVD of ``Z_K`` (robust to rank-deficient random or magnitude picks).
 
 Pivots below ``rtol |R_00|`` count as rank deficient; the default is :func:`default_rtol`,
 ``10 eps`` of the dtype, whatever the matrix size.
+
+Distributed selection (columns split over a mesh axis, inside :func:`jax.shard_map`; used by
+:mod:`jaxcompress.sharding`) is a method of the selector, :meth:`Selector.distributed_select`.
+The greedy selectors take each step's choice over every device's columns, so they keep the
+neurons one device keeps, in the same pivot order, whatever the number of devices (up to
+rounding and exact ties): :class:`PivotedQR` and :class:`GreedyGS`
+(:func:`distributed_pivoted_qr`: the greedy rule, which is ``geqp3``'s), :class:`MaxVol` (then
+:func:`distributed_maxvol`) and :class:`OMP` (:func:`distributed_output_greedy`). Every step
+gathers one ``(value, global index)`` pair per device (:func:`global_argmax`) and sums one
+masked column (:func:`gather_columns`). The others keep the default, the tournament of
+:func:`tournament_select`, which is exact for :class:`WeightNorm` (a top-``m`` by norm) and may
+depend on the device count for :class:`Exhaustive` and user selectors; :class:`RandomChoice`
+has no sharded form.
 """
 
 from __future__ import annotations
@@ -617,9 +630,11 @@ class Selector(abc.ABC):
     :func:`lstsq_coefficients` build ``coef`` from a pivoted R factor or from any column order.
 
     Declared with defaults (override what applies): :attr:`rtol`, :attr:`baseline`,
-    :attr:`distributable` and :meth:`check`. A subclass must be hashable (it is part of the
-    compiled configuration) or a registered pytree (its arrays traced): a frozen dataclass works,
-    and :func:`selector_dataclass` registers one with its array fields traced.
+    :attr:`distributable`, :attr:`device_independent`, :meth:`check` and
+    :meth:`distributed_select` (the sharded form; default: a tournament). A subclass must be
+    hashable (it is part of the compiled configuration) or a registered pytree (its arrays
+    traced): a frozen dataclass works, and :func:`selector_dataclass` registers one with its
+    array fields traced.
     """
 
     #: The relative rank threshold (``None``: :func:`default_rtol` of the dtype); also used by

@@ -102,7 +102,7 @@ def plot(result: dict, path) -> None:
     labels = [_label(r) for r in rows]
     n_dev = result["config"]["devices"]
     same = [r.get("tournament") for r in rows]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5.4))
     x = list(range(len(rows)))
     w = 0.27
     axes[0].bar([i - w for i in x], [o["error_ratio"] if o else 0 for o in old], w,
@@ -110,20 +110,21 @@ def plot(result: dict, path) -> None:
     axes[0].bar(x, [t["error_ratio"] if t else 0 for t in same], w, color="tab:orange",
                 label="tournament (same run)")
     axes[0].bar([i + w for i in x], [r["error_ratio"] for r in rows], w, color="tab:blue",
-                label="distributed greedy")
+                label=result.get("sharded_label", "distributed greedy"))
     axes[0].axhline(1.1, color="k", ls="--", lw=1, label="1.1x (issue 21)")
     axes[0].set_ylabel(f"sup error, {n_dev} devices / one device")
-    axes[0].set_xticks(x, labels, fontsize=7)
+    axes[0].set_xticks(x, labels, fontsize=7, rotation=35, ha="right")
     axes[0].legend(fontsize=7)
     axes[1].bar([i - w for i in x], [r["one"]["warm_s"] for r in rows], w, color="tab:green",
                 label="1 device")
     axes[1].bar(x, [t["warm_s"] if t else 0 for t in same], w, color="tab:orange",
                 label=f"{n_dev} devices, tournament (same run)")
     axes[1].bar([i + w for i in x], [r["sharded"]["warm_s"] for r in rows], w,
-                color="tab:blue", label=f"{n_dev} devices, distributed greedy")
+                color="tab:blue",
+                label=f"{n_dev} devices, {result.get('sharded_label', 'distributed greedy')}")
     axes[1].set_yscale("log")
     axes[1].set_ylabel("warm compress time (s, median)")
-    axes[1].set_xticks(x, labels, fontsize=7)
+    axes[1].set_xticks(x, labels, fontsize=7, rotation=35, ha="right")
     axes[1].legend(fontsize=7)
     fig.suptitle(f"Sharded vs one-device selection ({result['dtype']}, "
                  f"{C.device_label(result['env'])}, {n_dev} forced devices; shared machine, "
@@ -220,7 +221,7 @@ def main(argv=None) -> int:
               "dtype": args.dtype, "precision": C.PRECISION_NOTE, "quick": args.quick,
               "config": {**cfg, "devices": n_dev, "domain": "Ball(2, 1.0)",
                          "activation": "sigmoid", "teacher": "jc.init_mlp(PRNGKey(0), sizes)"},
-              "rows": rows}
+              "sharded_label": "distributed greedy", "rows": rows}
     if args.before is not None:
         attach_before(result, args.before, args.before_note)
     paths = C.save_results(args, env, "sharded_selection", result, plot, suffix=args.tag)

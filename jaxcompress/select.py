@@ -65,6 +65,19 @@ SVD of ``Z_K`` (robust to rank-deficient random or magnitude picks).
 
 Pivots below ``rtol |R_00|`` count as rank deficient; the default is :func:`default_rtol`,
 ``10 eps`` of the dtype, whatever the matrix size.
+
+Distributed selection (columns split over a mesh axis, inside :func:`jax.shard_map`; used by
+:mod:`jaxcompress.sharding`) is a method of the selector, :meth:`Selector.distributed_select`.
+The greedy selectors take each step's choice over every device's columns, so they keep the
+neurons one device keeps, in the same pivot order, whatever the number of devices (up to
+rounding and exact ties): :class:`PivotedQR` and :class:`GreedyGS`
+(:func:`distributed_pivoted_qr`: the greedy rule, which is ``geqp3``'s), :class:`MaxVol` (then
+:func:`distributed_maxvol`) and :class:`OMP` (:func:`distributed_output_greedy`). Every step
+gathers one ``(value, global index)`` pair per device (:func:`global_argmax`) and sums one
+masked column (:func:`gather_columns`). The others keep the default, the tournament of
+:func:`tournament_select`, which is exact for :class:`WeightNorm` (a top-``m`` by norm) and may
+depend on the device count for :class:`Exhaustive` and user selectors; :class:`RandomChoice`
+has no sharded form.
 """
 
 from __future__ import annotations
@@ -93,16 +106,24 @@ __all__ = [
     "OMP",
     "PivotedQR",
     "RandomChoice",
+    "DistributedSelection",
     "Selection",
     "Selector",
     "WeightNorm",
     "as_selector",
+    "basis_coefficients",
     "coefficients_from_r",
     "default_rtol",
+    "distributed_maxvol",
+    "distributed_output_greedy",
+    "distributed_pivoted_qr",
+    "gather_columns",
+    "global_argmax",
     "greedy_pivoted_qr",
     "lstsq_coefficients",
     "output_greedy",
     "select_columns",
+    "tournament_select",
 ]
 
 #: Largest number of subsets the ``Exhaustive`` selector will enumerate.
@@ -363,6 +384,236 @@ def lstsq_coefficients(
 
 
 # ------------------------------------------------------------------------------------------------
+# Distributed selection: columns split over a mesh axis (called inside jax.shard_map)
+# ------------------------------------------------------------------------------------------------
+
+
+class DistributedSelection(NamedTuple):
+    """Result of :meth:`Selector.distributed_select`, the same on every device."""
+
+    kept: jax.Array  # (m,) int32: the kept columns' global indices, in pivot order
+    rank: jax.Array  # () int32: numerical rank used (<= m)
+    swaps: jax.Array  # () int32: maxvol swaps (0 for the other selectors)
+
+
+def _offset(n_loc: int, axis: str) -> jax.Array:
+    """The global index of this device's first column (devices hold contiguous blocks)."""
+    return jax.lax.axis_index(axis).astype(jnp.int32) * n_loc
+
+
+def global_argmax(score: jax.Array, axis: str) -> tuple[jax.Array, jax.Array]:
+    """``(value, global index)`` of the largest of the scores of every device's columns.
+
+    One ``all_gather`` of one ``(value, index)`` pair per device. Ties go to the smallest global
+    index, as LAPACK's ``idamax`` takes the first: each device's :func:`jnp.argmax` takes its
+    first maximum, and devices hold increasing blocks of columns.
+    """
+    p = jnp.argmax(score).astype(jnp.int32)
+    vals = jax.lax.all_gather(score[p], axis)
+    idx = jax.lax.all_gather(_offset(score.shape[0], axis) + p, axis)
+    best = jnp.argmax(vals)
+    return vals[best], idx[best]
+
+
+def gather_columns(z: jax.Array, idx: jax.Array, axis: str) -> jax.Array:
+    """The columns of global indices ``idx`` (``(m,)``, replicated) of the split ``z``.
+
+    Each device contributes the columns it owns (zeros elsewhere) to one ``psum``:
+    ``rows x m`` numbers, on every device.
+    """
+    n_loc = z.shape[1]
+    local = idx - _offset(n_loc, axis)
+    mine = (local >= 0) & (local < n_loc)
+    cols = jnp.where(mine[None, :], z[:, jnp.clip(local, 0, n_loc - 1)], 0)
+    return jax.lax.psum(cols, axis)
+
+
+def _owned(n_loc: int, g: jax.Array, axis: str) -> jax.Array:
+    """``(n_loc,)`` bool: which of this device's columns has global index ``g``."""
+    return _offset(n_loc, axis) + jnp.arange(n_loc, dtype=jnp.int32) == g
+
+
+def _orthogonalise(res: jax.Array, q: jax.Array, live: jax.Array) -> jax.Array:
+    """``res`` minus its projection on the unit vector ``q`` in the ``live`` columns, twice
+    (modified Gram-Schmidt with one re-orthogonalisation; twice is enough, Kahan-Parlett)."""
+    live = live.astype(res.dtype)
+    for _ in range(2):
+        res = res - jnp.outer(q, jnp.matmul(q, res, precision=HIGHEST) * live)
+    return res
+
+
+def _unit(col: jax.Array) -> tuple[jax.Array, jax.Array]:
+    nrm = jnp.sqrt(jnp.sum(col * col))
+    return jnp.where(nrm > 0, col / jnp.where(nrm > 0, nrm, 1), 0), nrm
+
+
+def distributed_pivoted_qr(z: jax.Array, m: int, axis: str) -> tuple[jax.Array, jax.Array]:
+    """Greedy column-pivoted QR of a matrix whose columns are split over the mesh axis ``axis``.
+
+    Inside :func:`jax.shard_map`; ``z`` (``rows x n_loc``) is this device's block of columns.
+    Step ``i`` takes the remaining column with the largest residual norm over *all* devices
+    (:func:`global_argmax`: one all-gather of one pair per device), broadcasts it (one ``psum``
+    of a masked column), and every device orthogonalises its own remaining columns against it
+    (:func:`greedy_pivoted_qr`'s rule, re-orthogonalised once). So the pivots are those of the
+    single-device greedy pivoted QR, whatever the number of devices, up to rounding and exact
+    ties: Businger-Golub's pivot order, which LAPACK ``geqp3`` computes with downdated norms.
+
+    Returns:
+      ``kept`` ``(m,)`` global column indices in pivot order and ``diag`` ``(m,)``, the pivots'
+      residual norms ``|R_ii|`` (zero past the row count, where LAPACK's R has no rows).
+    """
+    rows, n_loc = z.shape
+
+    def step(i, carry):
+        res, taken, kept, diag = carry
+        norms = jnp.sum(res * res, axis=0)
+        _, g = global_argmax(jnp.where(taken, -1.0, norms), axis)
+        q, nrm = _unit(gather_columns(res, g[None], axis)[:, 0])
+        mine = _owned(n_loc, g, axis)
+        taken = taken | mine
+        res = jnp.where(mine[None, :], 0, _orthogonalise(res, q, ~taken))
+        return res, taken, kept.at[i].set(g), diag.at[i].set(jnp.where(i < rows, nrm, 0))
+
+    init = (z, jnp.zeros((n_loc,), bool), jnp.zeros((m,), jnp.int32), jnp.zeros((m,), z.dtype))
+    _, _, kept, diag = jax.lax.fori_loop(0, m, step, init)
+    return kept, diag
+
+
+def distributed_output_greedy(z: jax.Array, target: jax.Array, m: int, rtol,
+                              axis: str) -> tuple[jax.Array, jax.Array]:
+    """:func:`output_greedy` with the columns of ``z`` split over the mesh axis ``axis``.
+
+    Inside :func:`jax.shard_map`: ``z`` (``rows x n_loc``) is this device's block, ``target``
+    (``rows x t``) is replicated. Each step scores this device's columns exactly as
+    :func:`output_greedy` does (the largest column norm is a ``pmax``), takes the global best
+    (:func:`global_argmax`), broadcasts it and orthogonalises the local columns and the target
+    residual (every device applies the same update to its copy of the target).
+
+    Returns:
+      ``kept`` ``(m,)`` global indices in the order chosen and ``diag`` ``(m,)``, the chosen
+      columns' residual norms (the ``|R_ii|`` of the kept columns in that order).
+    """
+    rows, n_loc = z.shape
+    col2 = jnp.sum(z * z, axis=0)
+    tiny = jnp.finfo(z.dtype).tiny
+    max2 = jax.lax.pmax(jnp.max(col2), axis)
+    floor = (rtol * rtol) * max2
+    t_norm2 = jnp.sum(target * target)
+
+    def step(i, carry):
+        zr, rt, taken, kept, diag = carry
+        n2 = jnp.sum(zr * zr, axis=0)
+        proj = jnp.matmul(zr.T, rt, precision=HIGHEST)
+        gain = jnp.sum(proj * proj, axis=1) / jnp.maximum(n2, tiny)
+        valid = ~taken & (n2 > floor)
+        fitted = jnp.sum(rt * rt) <= (rtol * rtol) * t_norm2
+        score = jnp.where(fitted, n2, gain)
+        score = jnp.where(valid, score, jnp.where(taken, -2.0, -1.0 + n2 / (max2 + tiny)))
+        _, g = global_argmax(score, axis)
+        q, nrm = _unit(gather_columns(zr, g[None], axis)[:, 0])
+        mine = _owned(n_loc, g, axis)
+        taken = taken | mine
+        zr = jnp.where(mine[None, :], 0, _orthogonalise(zr, q, ~taken))
+        rt = _orthogonalise(rt, q, jnp.ones((rt.shape[1],), bool))
+        return zr, rt, taken, kept.at[i].set(g), diag.at[i].set(jnp.where(i < rows, nrm, 0))
+
+    init = (z, target, jnp.zeros((n_loc,), bool), jnp.zeros((m,), jnp.int32),
+            jnp.zeros((m,), z.dtype))
+    _, _, _, kept, diag = jax.lax.fori_loop(0, m, step, init)
+    return kept, diag
+
+
+def basis_coefficients(basis: jax.Array, z: jax.Array, rank, rtol,
+                       baseline: bool) -> tuple[jax.Array, jax.Array]:
+    """``C`` (``m x n``) with ``basis C = z`` and which of its ``m`` rows count.
+
+    QR selectors (``baseline=False``): from the unpivoted QR ``basis = Q R``, ``C`` solves
+    ``R11 C = Q^T z`` on the first ``rank`` rows (:func:`coefficients_from_r`) and is zero past
+    them; baselines: the SVD least-squares fit (:func:`lstsq_coefficients`), every row counts.
+    With the basis replicated and ``z`` one device's columns, this is that device's share of
+    the re-weighting (:mod:`jaxcompress.sharding`).
+    """
+    width = basis.shape[1]
+    if baseline:
+        coef, _ = lstsq_coefficients(basis, jnp.arange(width, dtype=jnp.int32), width, rtol,
+                                     rhs=z)
+        return coef, jnp.ones((width,), bool)
+    q, r = jnp.linalg.qr(basis, mode="reduced")
+    rows = r.shape[0]
+    rhs = jnp.matmul(q.T, z, precision=HIGHEST)
+    if rows < width:  # fewer feature rows than kept neurons: pad with zero rows
+        pad = width - rows
+        r = jnp.concatenate([r, jnp.zeros((pad, width), r.dtype)])
+        rhs = jnp.concatenate([rhs, jnp.zeros((pad, rhs.shape[1]), rhs.dtype)])
+    coef = coefficients_from_r(jnp.concatenate([r, rhs], axis=1), rank)
+    return coef[:, width:], jnp.arange(width, dtype=jnp.int32) < rank
+
+
+def distributed_maxvol(z: jax.Array, kept: jax.Array, rank, delta, max_swaps: int, rtol,
+                       axis: str) -> tuple[jax.Array, jax.Array]:
+    """:func:`_maxvol`'s swaps with the columns of ``z`` split over the mesh axis ``axis``.
+
+    Inside :func:`jax.shard_map`. Each device holds the coefficients ``C`` (``m x n_loc``) of its
+    columns against the basis ``Z_K`` (:func:`basis_coefficients`); while the largest ``|C_ij|``
+    over every device (rows ``< rank``) exceeds ``1 + delta``, column ``j`` (global) enters the
+    basis at row ``i``: its coefficient column is broadcast (one ``psum``) and every device
+    applies the Sherman-Morrison update ``C <- C - (c_j - e_i) C_i / C_ij`` to its own columns.
+
+    Returns:
+      the kept global indices after the swaps and the number of swaps.
+    """
+    m = kept.shape[0]
+    n_loc = z.shape[1]
+    coef, _ = basis_coefficients(gather_columns(z, kept, axis), z, rank, rtol, False)
+    rows = jnp.arange(m, dtype=jnp.int32)
+    live = (rows < rank)[:, None]
+
+    def cond(state):
+        c, _, it = state
+        biggest = jax.lax.pmax(jnp.max(jnp.where(live, jnp.abs(c), 0)), axis)
+        return (biggest > 1 + delta) & (it < max_swaps)
+
+    def body(state):
+        c, kept, it = state
+        best = jnp.max(jnp.where(live, jnp.abs(c), 0), axis=0)  # (n_loc,): best row per column
+        _, g = global_argmax(best, axis)
+        mine = _owned(n_loc, g, axis)
+        cj = jax.lax.psum(jnp.sum(jnp.where(mine[None, :], c, 0), axis=1), axis)  # (m,)
+        i = jnp.argmax(jnp.where(rows < rank, jnp.abs(cj), 0)).astype(jnp.int32)
+        u = cj - (rows == i).astype(c.dtype)
+        c = c - jnp.outer(u, c[i] / cj[i])
+        return c, kept.at[i].set(g), it + 1
+
+    _, kept, swaps = jax.lax.while_loop(cond, body, (coef, kept, jnp.int32(0)))
+    return kept, swaps
+
+
+def tournament_select(selector: Selector, z: jax.Array, m: int, *, axis: str,
+                      out_kernel: jax.Array, target: jax.Array, layer: int,
+                      candidates: int = 2) -> DistributedSelection:
+    """Tournament selection (Grigori, Demmel & Xiang 2011): the default distributed form.
+
+    Inside :func:`jax.shard_map`: every device runs ``selector`` on its own columns ``z`` and
+    nominates ``min(candidates * m, n_loc)`` of them; the candidates (and their rows of
+    ``out_kernel``) are gathered and ``selector`` runs again among them, identically on every
+    device. Exact when ``rank z <= m`` (any basis of the column space reproduces every
+    column); otherwise the first pivot is the global one and later ones may differ from one
+    device's, so the choice may depend on the number of devices.
+    """
+    n_loc = z.shape[1]
+    cand = min(candidates * m, n_loc)
+    zr, tr = reduce_rows(z, target)
+    nominated = selector(zr, cand, out_kernel=out_kernel, target=tr, layer=layer)
+    pick = nominated.perm[:cand]
+    cands = jax.lax.all_gather(z[:, pick], axis, axis=1, tiled=True)
+    cand_k = jax.lax.all_gather(out_kernel[pick], axis, axis=0, tiled=True)
+    cand_idx = jax.lax.all_gather(_offset(n_loc, axis) + pick, axis, axis=0, tiled=True)
+    cr, ctr = reduce_rows(cands, target)
+    final = selector(cr, m, out_kernel=cand_k, target=ctr, layer=layer)
+    return DistributedSelection(kept=cand_idx[final.perm[:m]], rank=final.rank, swaps=final.swaps)
+
+
+# ------------------------------------------------------------------------------------------------
 # Selector objects
 # ------------------------------------------------------------------------------------------------
 
@@ -380,9 +631,11 @@ class Selector(abc.ABC):
     :func:`lstsq_coefficients` build ``coef`` from a pivoted R factor or from any column order.
 
     Declared with defaults (override what applies): :attr:`rtol`, :attr:`baseline`,
-    :attr:`distributable` and :meth:`check`. A subclass must be hashable (it is part of the
-    compiled configuration) or a registered pytree (its arrays traced): a frozen dataclass works,
-    and :func:`selector_dataclass` registers one with its array fields traced.
+    :attr:`distributable`, :attr:`device_independent`, :meth:`check` and
+    :meth:`distributed_select` (the sharded form; default: a tournament). A subclass must be
+    hashable (it is part of the compiled configuration) or a registered pytree (its arrays
+    traced): a frozen dataclass works, and :func:`selector_dataclass` registers one with its
+    array fields traced.
     """
 
     #: The relative rank threshold (``None``: :func:`default_rtol` of the dtype); also used by
@@ -391,9 +644,12 @@ class Selector(abc.ABC):
     #: ``True`` for baselines whose coefficients come from an SVD least-squares fit (every row of
     #: ``coef`` counts for ``max |C|``), ``False`` for QR selectors (rows past the rank are zero).
     baseline: bool = False
-    #: Whether the selector has a sharded form (:mod:`jaxcompress.sharding`'s tournament); a
-    #: random choice has none (it would depend on the number of devices).
+    #: Whether the selector has a sharded form (:meth:`distributed_select`); a random choice has
+    #: none (it would depend on the number of devices).
     distributable: bool = True
+    #: Whether :meth:`distributed_select` keeps the neurons one device keeps (up to rounding and
+    #: exact ties) whatever the number of devices; ``False`` for the default tournament.
+    device_independent: bool = False
 
     @property
     @abc.abstractmethod
@@ -408,6 +664,26 @@ class Selector(abc.ABC):
     def check(self, n: int, m: int, where: str) -> None:
         """Refuse, eagerly and before compiling, a size the selector cannot handle."""
         del n, m, where
+
+    def distributed_select(self, z: jax.Array, m: int, *, axis: str, out_kernel: jax.Array,
+                           target: jax.Array, layer: int = 0) -> DistributedSelection:
+        """Choose ``m`` columns of ``z`` whose columns are split over the mesh axis ``axis``.
+
+        Called inside :func:`jax.shard_map` (by :func:`jaxcompress.sharding.tournament`) on every
+        device: ``z`` (``rows x n_loc``, row-scaled) is this device's contiguous block of
+        columns (device ``r`` holds global columns ``r n_loc .. (r + 1) n_loc - 1``),
+        ``out_kernel`` (``n_loc x t``) its rows of the next kernel, ``target`` (``rows x t``,
+        replicated) what the kept columns must reproduce (``z @ out_kernel`` summed over the
+        devices unless the caller says otherwise). Returns the same
+        :class:`DistributedSelection` on every device.
+
+        The default is the tournament (:func:`tournament_select`), whose choice may depend on
+        the number of devices; :class:`PivotedQR`, :class:`GreedyGS`, :class:`MaxVol` and
+        :class:`OMP` override it with their greedy rule taken over every device's columns at
+        each step (:attr:`device_independent`).
+        """
+        return tournament_select(self, z, m, axis=axis, out_kernel=out_kernel, target=target,
+                                 layer=layer)
 
 
 def selector_dataclass(cls=None, *, data_fields: tuple[str, ...] = ()):
@@ -437,6 +713,11 @@ def _rtol(rtol, dtype) -> float:
     return default_rtol(dtype) if rtol is None else float(rtol)
 
 
+def _distributed_qr(z, m, axis, rtol) -> DistributedSelection:
+    kept, diag = distributed_pivoted_qr(z, m, axis)
+    return DistributedSelection(kept=kept, rank=_numerical_rank(diag, rtol), swaps=jnp.int32(0))
+
+
 def _qr_selection(r_mat, perm, m, rtol) -> Selection:
     # rank is judged on the full pivoted R (its diagonal is non-increasing in magnitude)
     rank = _numerical_rank(jnp.diagonal(r_mat[:, :m]), rtol)
@@ -454,6 +735,7 @@ class PivotedQR(Selector):
 
     rtol: float | None = None
     name: ClassVar[str] = "pivoted_qr"
+    device_independent: ClassVar[bool] = True
 
     def __post_init__(self):
         _check_rtol(self.rtol, "PivotedQR")
@@ -464,6 +746,11 @@ class PivotedQR(Selector):
         else:
             perm, r_mat = _lapack_pivoted_qr(z, m)
         return _qr_selection(r_mat, perm, m, _rtol(self.rtol, z.dtype))
+
+    def distributed_select(self, z, m, *, axis, out_kernel=None, target=None,
+                           layer=0) -> DistributedSelection:
+        # geqp3's pivot rule, taken over every device (the greedy rule: same pivots to rounding)
+        return _distributed_qr(z, m, axis, _rtol(self.rtol, z.dtype))
 
 
 @selector_dataclass
@@ -476,6 +763,7 @@ class GreedyGS(Selector):
 
     rtol: float | None = None
     name: ClassVar[str] = "greedy_gs"
+    device_independent: ClassVar[bool] = True
 
     def __post_init__(self):
         _check_rtol(self.rtol, "GreedyGS")
@@ -483,6 +771,10 @@ class GreedyGS(Selector):
     def __call__(self, z, m, *, out_kernel=None, target=None, layer=0) -> Selection:
         perm, r_mat = greedy_pivoted_qr(z, m)
         return _qr_selection(r_mat, perm, m, _rtol(self.rtol, z.dtype))
+
+    def distributed_select(self, z, m, *, axis, out_kernel=None, target=None,
+                           layer=0) -> DistributedSelection:
+        return _distributed_qr(z, m, axis, _rtol(self.rtol, z.dtype))
 
 
 @selector_dataclass
@@ -500,6 +792,7 @@ class MaxVol(Selector):
     max_swaps: int | None = None
     rtol: float | None = None
     name: ClassVar[str] = "maxvol"
+    device_independent: ClassVar[bool] = True
 
     def __post_init__(self):
         _check_rtol(self.rtol, "MaxVol")
@@ -519,6 +812,15 @@ class MaxVol(Selector):
         r_mat = _r_of(z[:, perm], m)
         return Selection(perm=perm, coef=coefficients_from_r(r_mat, start.rank),
                          rank=start.rank, swaps=swaps)
+
+    def distributed_select(self, z, m, *, axis, out_kernel=None, target=None,
+                           layer=0) -> DistributedSelection:
+        rtol = _rtol(self.rtol, z.dtype)
+        start = _distributed_qr(z, m, axis, rtol)
+        max_swaps = 50 * m if self.max_swaps is None else self.max_swaps
+        kept, swaps = distributed_maxvol(z, start.kept, start.rank, self.delta, max_swaps, rtol,
+                                         axis)
+        return DistributedSelection(kept=kept, rank=start.rank, swaps=swaps)
 
 
 @selector_dataclass
@@ -562,6 +864,7 @@ class OMP(Selector):
 
     rtol: float | None = None
     name: ClassVar[str] = "omp"
+    device_independent: ClassVar[bool] = True
 
     def __post_init__(self):
         _check_rtol(self.rtol, "OMP")
@@ -576,6 +879,16 @@ class OMP(Selector):
             target = jnp.matmul(z, jnp.asarray(out_kernel, z.dtype), precision=HIGHEST)
         perm = output_greedy(z, jnp.asarray(target, z.dtype), m, rtol)
         return _qr_selection(_r_of(z[:, perm], m), perm, m, rtol)
+
+    def distributed_select(self, z, m, *, axis, out_kernel=None, target=None,
+                           layer=0) -> DistributedSelection:
+        rtol = _rtol(self.rtol, z.dtype)
+        if target is None:
+            target = jax.lax.psum(jnp.matmul(z, jnp.asarray(out_kernel, z.dtype),
+                                             precision=HIGHEST), axis)
+        kept, diag = distributed_output_greedy(z, jnp.asarray(target, z.dtype), m, rtol, axis)
+        return DistributedSelection(kept=kept, rank=_numerical_rank(diag, rtol),
+                                    swaps=jnp.int32(0))
 
 
 def _lstsq_selection(z, perm, m, rtol) -> Selection:
@@ -595,6 +908,9 @@ class WeightNorm(Selector):
     rtol: float | None = None
     name: ClassVar[str] = "weight_norm"
     baseline: ClassVar[bool] = True
+    #: its tournament is exact: every device nominates its ``2m`` largest norms, which contain
+    #: its share of the global ``m`` largest, and the final round sorts them again
+    device_independent: ClassVar[bool] = True
 
     def __post_init__(self):
         _check_rtol(self.rtol, "WeightNorm")

@@ -21,15 +21,29 @@ device; ours, not the paper's):
   asks XLA (GSPMD) to keep every pre-activation split by neurons, so the contraction over the
   previous layer's neurons becomes a reduce-scatter, and the Taylor pass (or the activations at
   collocation points) of each neuron runs on the device that holds it;
-* **selection** is a tournament (:func:`tournament`, in :func:`jax.shard_map`, called by the one
-  per-layer step :func:`jaxcompress.compress_layer` when it is given a placement): every
-  device runs the method's selector on its own columns and nominates ``min(width, n_local)``
-  candidates; the candidates (``D x n_devices width`` features, their next-layer rows) are
-  gathered and the selector runs again among them, identically on every device. This is
-  exact whenever the features have rank ``<= width`` (derivative features with
-  ``D_k <= width``: any basis of the column space reproduces every column), and is the
-  tournament pivoting of rank-revealing QR otherwise (Grigori, Demmel & Xiang 2011): the first
-  pivot is the global one, later ones may differ from a single device's greedy choice;
+* **selection** is the selector's own distributed form
+  (:meth:`jaxcompress.Selector.distributed_select`, in :func:`jax.shard_map`, called by
+  :func:`tournament`, which the one per-layer step :func:`jaxcompress.compress_layer` calls when
+  it is given a placement). For the greedy selectors it keeps the neurons one device keeps,
+  whatever the number of devices (up to rounding and exact ties;
+  :attr:`jaxcompress.Selector.device_independent`): :class:`~jaxcompress.PivotedQR` and
+  :class:`~jaxcompress.GreedyGS` run the greedy column pivoting over every device's columns
+  (:func:`jaxcompress.select.distributed_pivoted_qr`: at each of the ``width`` steps every
+  device finds its largest remaining residual norm, one all-gather of ``(value, global index)``
+  per device picks the global one, ties to the smallest index as LAPACK's, the owner's residual
+  column is broadcast by a ``psum`` and every device orthogonalises its own columns against
+  it); :class:`~jaxcompress.MaxVol` continues with the swaps taken at the global largest
+  ``|C_ij|`` (:func:`jaxcompress.select.distributed_maxvol`), :class:`~jaxcompress.OMP` takes
+  the global best score at each step (:func:`jaxcompress.select.distributed_output_greedy`),
+  and the :class:`~jaxcompress.WeightNorm` baseline's tournament is exact (the global top
+  norms are among every device's nominees). Per step: ``n_devices`` pairs gathered and one
+  column of ``rows`` numbers summed. The selectors without a device-independent form
+  (:class:`~jaxcompress.Exhaustive`, user selectors that do not override it) keep the
+  default, a tournament (:func:`jaxcompress.select.tournament_select`): every device runs the
+  selector on its own columns and nominates ``min(2 width, n_local)`` candidates, the
+  candidates are gathered and the selector runs again among them. That is exact whenever the
+  features have rank ``<= width`` and is the tournament pivoting of rank-revealing QR otherwise
+  (Grigori, Demmel & Xiang 2011): later pivots may differ from a single device's;
 * **re-weighting** contracts over the sharded neurons: each device solves for its own columns'
   coefficients against the chosen basis and multiplies by its own rows of the next kernel, and
   one ``psum`` adds the ``width x d_{l+1}`` results.
@@ -37,9 +51,9 @@ device; ours, not the paper's):
 The placement is explicit: :func:`params_placement` reads it from the arrays' own shardings
 and :func:`jaxcompress.compress` passes it, as a :class:`~jaxcompress.placement.Placement`
 argument, to the feature maps, the evaluation code and the per-layer step. The compressed
-network (``D_k`` wide) comes back replicated on the same mesh. How close the
-tournament is to the single-device selection is measured by ``tests/test_sharding.py`` and
-``benchmarks/input_dimension.py``.
+network (``D_k`` wide) comes back replicated on the same mesh. ``tests/test_sharding.py``
+checks that 1, 2 and 4 devices keep the same neurons in the same pivot order;
+``benchmarks/sharded_selection.py`` measures the error ratio and the time against one device.
 
 References:
   Grigori, Demmel & Xiang (2011), "CALU: a communication optimal LU factorization algorithm"
@@ -57,17 +71,13 @@ from jax.sharding import PartitionSpec as P
 from jaxcompress.features import LayerFeatures
 from jaxcompress.mlp import HIGHEST, validate_params
 from jaxcompress.placement import Placement
-from jaxcompress.select import Selector, coefficients_from_r, lstsq_coefficients, reduce_rows
+from jaxcompress.select import Selector, basis_coefficients, gather_columns, lstsq_coefficients
 
 __all__ = ["NEURONS", "check_selector", "neuron_specs", "params_placement", "shard",
            "tournament"]
 
 #: The default name of the mesh axis the neurons are split over.
 NEURONS = "neurons"
-#: Candidates each device nominates in the tournament, per kept neuron (capped by its columns).
-CANDIDATES = 2
-
-
 def neuron_specs(num_layers: int, axis: str = NEURONS) -> list[dict[str, P]]:
     """The partition specs of :func:`shard` for a network of ``num_layers`` dense layers."""
     specs = []
@@ -167,17 +177,15 @@ def tournament(features: LayerFeatures, out_kernel: jax.Array, width: int, selec
                placement: Placement, *, rtol, target: jax.Array | None = None):
     """Selection and re-weighting of one hidden layer with its neurons split over ``placement``.
 
-    See the module docstring (tournament selection, local re-weighting, one ``psum``). Called by
-    :func:`jaxcompress.compress_layer`, which builds the layer's record. Returns ``(kept,
-    new_out_kernel, rank, residual, max_coef, swaps)`` like its single-device selection, all
-    replicated.
+    See the module docstring: the selector's own distributed form
+    (:meth:`jaxcompress.Selector.distributed_select`, in :func:`jax.shard_map`; the tournament
+    for selectors without a device-independent one), then the local re-weighting and one
+    ``psum``. Called by :func:`jaxcompress.compress_layer`, which builds the layer's record.
+    Returns ``(kept, new_out_kernel, rank, residual, max_coef, swaps)`` like its single-device
+    selection, all replicated.
     """
     mesh, axis = placement.mesh, placement.axis
-    n_dev = placement.devices
     z, scale = features.z, features.scale
-    n = z.shape[1]
-    n_loc = n // n_dev
-    cand = min(CANDIDATES * width, n_loc)
     scale = jnp.ones((z.shape[0],), z.dtype) if scale is None else scale
     has_target = target is not None
     target = jnp.zeros((z.shape[0], out_kernel.shape[1]), z.dtype) if target is None else target
@@ -187,52 +195,26 @@ def tournament(features: LayerFeatures, out_kernel: jax.Array, width: int, selec
         # the next layer's pre-activation features, for output-aware selectors and the residual
         before = jax.lax.psum(jnp.matmul(z_loc, k_loc, precision=HIGHEST), axis)
         goal = target if has_target else before
-        goal_s = goal * scale[:, None]
-        zr, tr = reduce_rows(zs, goal_s)
-        nominated = selector(zr, cand, out_kernel=k_loc, target=tr, layer=features.layer)
-        pick = nominated.perm[:cand]
-        offset = jax.lax.axis_index(axis).astype(jnp.int32) * n_loc
-        cands = jax.lax.all_gather(zs[:, pick], axis, axis=1, tiled=True)
-        cands_raw = jax.lax.all_gather(z_loc[:, pick], axis, axis=1, tiled=True)
-        cand_k = jax.lax.all_gather(k_loc[pick], axis, axis=0, tiled=True)
-        cand_idx = jax.lax.all_gather(offset + pick, axis, axis=0, tiled=True)
-        cr, ctr = reduce_rows(cands, goal_s)
-        final = selector(cr, width, out_kernel=cand_k, target=ctr, layer=features.layer)
-        chosen = final.perm[:width]
-        coef_loc, live = _local_coefficients(cands[:, chosen], zs, width, final.rank, rtol,
-                                             selector.baseline)
+        chosen = selector.distributed_select(zs, width, axis=axis, out_kernel=k_loc,
+                                             target=goal * scale[:, None], layer=features.layer)
+        rows = z.shape[0]
+        both = gather_columns(jnp.concatenate([zs, z_loc]), chosen.kept, axis)
+        basis, basis_raw = both[:rows], both[rows:]
+        coef_loc, live = basis_coefficients(basis, zs, chosen.rank, rtol, selector.baseline)
         if has_target:
-            new_kernel, _ = lstsq_coefficients(cands_raw[:, chosen],
-                                               jnp.arange(width, dtype=jnp.int32), width, rtol,
-                                               rhs=target)
+            new_kernel, _ = lstsq_coefficients(basis_raw, jnp.arange(width, dtype=jnp.int32),
+                                               width, rtol, rhs=target)
         else:
             new_kernel = jax.lax.psum(jnp.matmul(coef_loc, k_loc, precision=HIGHEST), axis)
-        after = jnp.matmul(cands_raw[:, chosen], new_kernel, precision=HIGHEST)
+        after = jnp.matmul(basis_raw, new_kernel, precision=HIGHEST)
         residual = jnp.max(jnp.abs(after - goal))
         max_coef = jax.lax.pmax(jnp.max(jnp.where(live[:, None], jnp.abs(coef_loc), 0)), axis)
-        return cand_idx[chosen], new_kernel, final.rank, residual, max_coef, final.swaps
+        return chosen.kept, new_kernel, chosen.rank, residual, max_coef, chosen.swaps
 
     fn = jax.shard_map(local, mesh=mesh,
                        in_specs=(P(None, axis), P(axis, None), P(), P()),
                        out_specs=(P(), P(), P(), P(), P(), P()), check_vma=False)
     return fn(z, out_kernel, scale, target)
-
-
-def _local_coefficients(basis, zs, width: int, rank, rtol, baseline: bool):
-    """``C`` with ``basis C = zs`` for this device's columns ``zs``, and which rows count."""
-    if baseline:
-        coef, _ = lstsq_coefficients(basis, jnp.arange(width, dtype=jnp.int32), width, rtol,
-                                     rhs=zs)
-        return coef, jnp.ones((width,), bool)
-    q, r = jnp.linalg.qr(basis, mode="reduced")
-    rows = r.shape[0]
-    rhs = jnp.matmul(q.T, zs, precision=HIGHEST)
-    if rows < width:  # fewer feature rows than kept neurons: pad with zero rows
-        pad = width - rows
-        r = jnp.concatenate([r, jnp.zeros((pad, width), r.dtype)])
-        rhs = jnp.concatenate([rhs, jnp.zeros((pad, rhs.shape[1]), rhs.dtype)])
-    coef = coefficients_from_r(jnp.concatenate([r, rhs], axis=1), rank)
-    return coef[:, width:], jnp.arange(width, dtype=jnp.int32) < rank
 
 
 def live_bytes(fn, *args) -> int:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding
@@ -68,6 +69,74 @@ def test_sharded_compression_agrees_with_one_device(mesh, name, method):
             # 16 neurons per device <= 2 x width: every column is a candidate, and pivoted QR
             # picks the same neurons as on one device
             assert set(np.asarray(l4.kept).tolist()) == set(np.asarray(l1.kept).tolist())
+        if method.selector.device_independent:  # every selector here: the same pivot order
+            np.testing.assert_array_equal(l4.kept, l1.kept)
+            assert int(l4.swaps) == int(l1.swaps)
+
+
+class _Tournament(jc.PivotedQR):
+    """Pivoted QR whose sharded form is the default tournament (the reference for the test
+    below: the test must be able to fail)."""
+
+    device_independent = False
+
+    def distributed_select(self, z, m, *, axis, out_kernel, target, layer=0):
+        return jc.Selector.distributed_select(self, z, m, axis=axis, out_kernel=out_kernel,
+                                              target=target, layer=layer)
+
+
+@pytest.mark.parametrize("name,method", [
+    ("pivoted_qr", jc.derivative_matching(5)),
+    ("greedy_gs", jc.derivative_matching(5, selector="greedy_gs")),
+    ("maxvol", jc.derivative_matching(5, selector=jc.MaxVol())),
+    ("weight_norm", jc.derivative_matching(5, selector="weight_norm")),
+    ("collocation/omp", jc.collocation(4)),
+])
+def test_kept_neurons_do_not_depend_on_the_device_count(name, method):
+    # on 2 devices, 64 neurons per device > 2 x width 21 (k = 5): not every neuron is a
+    # tournament candidate, so only a selection over every device's columns is exact
+    teacher = jc.init_mlp(jax.random.PRNGKey(6), [2, 128, 128, 1])
+    one, info1 = jc.compress(teacher, method, activation="sigmoid")
+    assert method.selector.device_independent
+    for n_dev in (2, 4):
+        mesh = Mesh(np.array(jax.devices()[:n_dev]), ("neurons",))
+        many, info = jc.compress(jc.shard(teacher, mesh), method, activation="sigmoid")
+        for l1, ln in zip(info1.layers, info.layers, strict=True):
+            np.testing.assert_array_equal(ln.kept, l1.kept, err_msg=f"{name}, {n_dev} devices")
+            assert (int(ln.rank), int(ln.swaps)) == (int(l1.rank), int(l1.swaps))
+            np.testing.assert_allclose(float(ln.max_coef), float(l1.max_coef), rtol=1e-8)
+        for a, b in zip(one, many, strict=True):
+            scale = float(np.max(np.abs(a["kernel"])))
+            np.testing.assert_allclose(b["kernel"], a["kernel"], rtol=0, atol=1e-9 * scale)
+            np.testing.assert_array_equal(b["bias"], a["bias"])
+    if name == "pivoted_qr":  # the tournament on the same teacher keeps other neurons
+        mesh = Mesh(np.array(jax.devices()[:2]), ("neurons",))
+        _, tour = jc.compress(jc.shard(teacher, mesh), jc.derivative_matching(
+            5, selector=_Tournament()), activation="sigmoid")
+        assert any(not np.array_equal(t.kept, l1.kept)
+                   for t, l1 in zip(tour.layers, info1.layers, strict=True))
+
+
+def test_distributed_pivoting_takes_the_global_best_column_and_the_smallest_index_on_ties():
+    # duplicated columns: the largest norm appears on devices 1 and 3, the second on 0 and 2
+    mesh = Mesh(np.array(jax.devices()[:4]), ("neurons",))
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((6, 8))
+    base[:, 5] *= 10.0   # global column 8 + 5 = 13 (device 1), again as 29 (device 3)
+    base[:, 2] *= 5.0
+    z = np.concatenate([base[:, [0, 1, 3, 4, 6, 7, 2, 2]], base, base[:, [0, 1, 3, 4, 6, 7, 2, 2]],
+                        base], axis=1)
+    want = jc.select_columns(jnp.asarray(z), 6, "greedy_gs")
+
+    def local(zl):
+        sel = jc.PivotedQR().distributed_select(zl, 6, axis="neurons", out_kernel=None,
+                                                target=None)
+        return sel.kept, sel.rank
+
+    kept, rank = jax.shard_map(local, mesh=mesh, in_specs=P(None, "neurons"),
+                               out_specs=(P(), P()), check_vma=False)(jnp.asarray(z))
+    assert int(kept[0]) == 13 and int(rank) == 6
+    np.testing.assert_array_equal(kept, want.perm[:6])
 
 
 def test_sharding_divides_the_memory_per_device(mesh):

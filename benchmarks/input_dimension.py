@@ -14,7 +14,7 @@ script measures, for m = 1 ... ``--max-dim``:
 
 on one device and, when the process sees several devices (``--devices N`` forces ``N`` CPU
 devices), with the neurons sharded over all of them (``jc.shard``), recording how many kept
-neurons the tournament selection shares with the single-device one. Dimensions whose estimate
+neurons the sharded selection shares with the single-device one. Dimensions whose estimate
 exceeds the memory limit are recorded as refused (the library's own check), not run.
 
 Output: ``<out>/input_dimension_<platform>[_quick].{json,png}``: time, memory and error versus m.

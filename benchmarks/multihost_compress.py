@@ -12,7 +12,7 @@ devices, places the teacher with :func:`jaxcompress.shard` (every process holds 
 copy here and keeps only its own devices' shards; with a teacher too large for one host, build
 the global arrays from per-host shards with :func:`jax.make_array_from_callback` instead) and
 runs the same :func:`jaxcompress.compress` call: one SPMD program, the collectives of the
-tournament selection and of the re-weighting crossing hosts. Process 0 writes the compressed
+sharded selection and of the re-weighting crossing hosts. Process 0 writes the compressed
 network (replicated on every device, so any process can read it) to ``--out``.
 
 On one machine, ``--local-devices N`` gives each process ``N`` CPU devices

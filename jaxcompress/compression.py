@@ -283,8 +283,10 @@ def compress_layer(
         own next pre-activation features ``z K_{l+1}``; the new kernel is then the least-squares
         solution of ``Z_K K~ ~= target`` (forward order re-fits point features to the teacher).
       placement: where the layer's neurons live (``None``: one device); with a
-        :class:`~jaxcompress.placement.Placement` the selection is the tournament of
-        :func:`jaxcompress.sharding.tournament` and every array stays split by neurons.
+        :class:`~jaxcompress.placement.Placement` the selection and re-weighting run in
+        :func:`jaxcompress.sharding.sharded_step` (the selector's
+        :meth:`~jaxcompress.Selector.distributed_select`: for the QR, maxvol, OMP and weight-norm
+        selectors the same neurons as on one device) and every array stays split by neurons.
 
     Returns:
       ``(kept, new_out_kernel, info)``: the kept indices ``(width,)`` in pivot order, the new
@@ -297,7 +299,7 @@ def compress_layer(
                         "layer=1, order=k, num_features=Z.shape[0], coord_dim=d_in)")
     rtol = default_rtol(features.z.dtype) if selector.rtol is None else selector.rtol
     if placement is not None:
-        kept, new_kernel, rank, residual, max_coef, swaps = sharding.tournament(
+        kept, new_kernel, rank, residual, max_coef, swaps = sharding.sharded_step(
             features, out_kernel, width, selector, placement, rtol=rtol, target=target)
     else:
         kept, new_kernel, rank, residual, max_coef, swaps = _select_and_reweight(

@@ -23,7 +23,7 @@ device; ours, not the paper's):
   collocation points) of each neuron runs on the device that holds it;
 * **selection** is the selector's own distributed form
   (:meth:`jaxcompress.Selector.distributed_select`, in :func:`jax.shard_map`, called by
-  :func:`tournament`, which the one per-layer step :func:`jaxcompress.compress_layer` calls when
+  :func:`sharded_step`, which the one per-layer step :func:`jaxcompress.compress_layer` calls when
   it is given a placement). For the greedy selectors it keeps the neurons one device keeps,
   whatever the number of devices (up to rounding and exact ties;
   :attr:`jaxcompress.Selector.device_independent`): :class:`~jaxcompress.PivotedQR` and
@@ -74,7 +74,7 @@ from jaxcompress.placement import Placement
 from jaxcompress.select import Selector, basis_coefficients, gather_columns, lstsq_coefficients
 
 __all__ = ["NEURONS", "check_selector", "neuron_specs", "params_placement", "shard",
-           "tournament"]
+           "sharded_step"]
 
 #: The default name of the mesh axis the neurons are split over.
 NEURONS = "neurons"
@@ -173,7 +173,7 @@ def check_selector(selector: Selector, where: str) -> None:
                          "would depend on the number of devices); use it on one device")
 
 
-def tournament(features: LayerFeatures, out_kernel: jax.Array, width: int, selector: Selector,
+def sharded_step(features: LayerFeatures, out_kernel: jax.Array, width: int, selector: Selector,
                placement: Placement, *, rtol, target: jax.Array | None = None):
     """Selection and re-weighting of one hidden layer with its neurons split over ``placement``.
 

@@ -238,6 +238,6 @@ def test_input_dimension_quick(runs):
     for r in rows:
         assert r["D_k"] == __import__("math").comb(r["m"] + 2, r["m"])
         assert r["one"]["sup_error"] < 1e-2 and r["one"]["device_bytes"] > 0
-        # the forced four CPU devices: the same widths, error within 2x (a tournament)
+        # the forced four CPU devices: the same widths, error within 2x (the sharded selection)
         assert r["sharded"]["widths"] == r["one"]["widths"]
         assert r["sharded"]["sup_error"] <= 2 * r["one"]["sup_error"] + 1e-12

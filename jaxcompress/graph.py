@@ -44,7 +44,7 @@ from jax._src import source_info_util
 
 from jaxcompress.activations import get_activation, register_activation, registered_activations
 from jaxcompress.compression import CompressInfo, FrontEnd, compress
-from jaxcompress.domains import Ball
+from jaxcompress.domains import Ball, check_domain
 from jaxcompress.evaluate import error_points
 from jaxcompress.features import DerivativeFeatures
 from jaxcompress.methods import BestOf, Method
@@ -212,20 +212,25 @@ class Group:
 
         return sigma
 
-    def expression(self) -> str:
-        """The activation as text, e.g. ``sin(mul(30.0, u))``."""
+    def expression(self, *, digits: int | None = None) -> str:
+        """The activation as text, e.g. ``sin(mul(30.0, u))`` (constants in full, or to
+        ``digits`` significant digits; up to the consumed node, or the last one when nothing
+        consumes it)."""
+        end = len(self.program) if self.consumed_node is None else self.consumed_node
         texts = ["u"]
-        for prim, params, operands in self.program[: self.consumed_node or 0]:
-            args = [texts[r] if kind == "n" else _const_text(r) for kind, r in operands]
+        for prim, params, operands in self.program[:end]:
+            args = [texts[r] if kind == "n" else _const_text(r, digits) for kind, r in operands]
             shown = {k: v for k, v in params.items() if k in ("y", "new_dtype")}
             args += [f"{k}={v}" for k, v in shown.items()]
             texts.append(f"{prim.name}({', '.join(args)})")
-        return texts[self.consumed_node or 0]
+        return texts[end]
 
 
-def _const_text(value) -> str:
+def _const_text(value, digits: int | None = None) -> str:
     arr = np.asarray(value)
-    return repr(arr.item()) if arr.size == 1 else f"const{arr.shape}"
+    if arr.size != 1:
+        return f"const{arr.shape}"
+    return repr(arr.item()) if digits is None else f"{arr.item():.{digits}g}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -241,6 +246,7 @@ class _Analysis:
         self.vals: dict[int, _Val] = {}
         self.groups: list[Group] = []
         self.unknown: list[tuple[str, str]] = []
+        self.uses: dict[int, int] = {}
 
     def val(self, operand) -> _Val:
         if isinstance(operand, _Const):
@@ -413,6 +419,9 @@ for _n in ("slice", "dynamic_slice", "gather", "dynamic_update_slice", "scatter"
 def _interpret(flat: list[_Eqn], a: _Analysis) -> None:
     """Run every equation's rule; an unknown primitive pins what it touches and is recorded."""
     for eqn in flat:
+        for o in eqn.ins:
+            if isinstance(o, int) and o < len(a.leaf_shapes):
+                a.uses[o] = a.uses.get(o, 0) + 1
         vals = [a.val(o) for o in eqn.ins]
         rule = RULES.get(eqn.name)
         if rule is None:
@@ -528,11 +537,17 @@ def activation_for(group: Group, dtype, methods: Sequence[Method], where: str) -
 # ------------------------------------------------------------------------------------------------
 
 
-def _chain(groups: Sequence[Group], outputs: Sequence[_Val]) -> tuple[list[Group], list[str]]:
-    """The hidden groups of a chain ``x -> g_1 -> ... -> g_L -> output``, or why it is not one."""
+def _chain(groups: Sequence[Group], outputs: Sequence[_Val], uses: dict[int, int],
+           paths: Sequence[str]) -> tuple[list[Group], list[str]]:
+    """The hidden groups of a chain ``x -> g_1 -> ... -> g_L -> output``, or why it is not one
+    (including a kernel or bias leaf that the program also reads elsewhere: writing a smaller
+    one back would change that other use)."""
     why = []
     if not groups:
         return [], ["no dot_general with a parameter kernel"]
+    for leaf in [g.kernel for g in groups] + [g.bias for g in groups if g.bias is not None]:
+        if uses.get(leaf, 0) > 1:
+            why.append(f"the leaf {paths[leaf]} is read {uses[leaf]} times (shared weights)")
     last = groups[-1]
     if len(outputs) != 1 or outputs[0].kind != "pre" or outputs[0].group != last.index - 1:
         why.append("the output is not the last kernel's x K + b (one array)")
@@ -657,9 +672,11 @@ class Network(FrontEnd):
         names = {activation_for(g, dtype, methods, where) for g in self.hidden}
         (name,) = names
         domain = Ball(self.x.shape[-1], 1.0) if domain is None else domain
+        check_domain(domain, self.x.shape[-1], where, dtype)
         pts = error_points(domain, dtype=dtype)
         user = jax.jit(self.fn)    # traceable (it was traced): one compilation, not one per op
-        y_fn = np.asarray(user(self.params, pts))
+        with jax.default_matmul_precision("highest"):   # as the driver's matmuls (no TF32)
+            y_fn = np.asarray(user(self.params, pts))
         y_low = np.asarray(apply(lowered, pts, activation=name))
         gap = float(np.max(np.abs(y_fn - y_low)))
         if y_fn.shape != y_low.shape or not gap <= _tol(y_fn, dtype):
@@ -670,7 +687,8 @@ class Network(FrontEnd):
         params = self.raise_back(small)
         y_small = np.asarray(apply(small, pts, activation=name))
         try:
-            y_user = np.asarray(user(params, pts))
+            with jax.default_matmul_precision("highest"):
+                y_user = np.asarray(user(params, pts))
         except Exception as e:  # noqa: BLE001 - the user's code refusing smaller leaves
             return Compressed(params, self.fn, small, name, False,
                               f"{type(e).__name__}: {str(e).splitlines()[0]:.200}"), info
@@ -698,10 +716,10 @@ def format_table(net: Network) -> str:
         prod = [_leaf_text(net, g.kernel, g.out_in)]
         prod += [] if g.bias is None else [_leaf_text(net, g.bias)]
         cons = ", ".join(_leaf_text(net, leaf, oi) for leaf, oi in g.consumers) or "-"
-        act = g.expression() if g.consumed_node else "-"
+        act = g.expression(digits=6) if g.program else "-"
         if g.consumed_node and not g.pins:
             name, how = match_activation(g, net.x.dtype)
-            act += f" = {name} ({how})" if name else ""
+            act = f"{name} (matches {how})" if name else act
             if g.kinks and not name:
                 act += (f" (not analytic: `{g.kinks[0][0]}` at {g.kinks[0][1]}; collocation or "
                         "data matching only)")
@@ -764,8 +782,8 @@ def trace(fn: Callable[[Any, jax.Array], jax.Array], params: Any, x: jax.Array) 
     for o, v in zip(outs, out_vals, strict=True):
         a.pin_all([v], "reaches the output", lines.get(o, "output") if isinstance(o, int)
                   else "output")
-    hidden, why = _chain(a.groups, out_vals)
-    return Network(fn=fn, params=params, x=shape,
-                   paths=tuple(jax.tree_util.keystr(p) for p, _ in pairs),
+    paths = tuple(jax.tree_util.keystr(p) for p, _ in pairs)
+    hidden, why = _chain(a.groups, out_vals, a.uses, paths)
+    return Network(fn=fn, params=params, x=shape, paths=paths,
                    groups=tuple(a.groups), unknown=tuple(a.unknown), hidden=tuple(hidden),
                    why_not=tuple(why))

@@ -74,7 +74,7 @@ def test_nnx_module_custom_call():
         return nnx.merge(graphdef, s)(x)
 
     net = jc.trace(fn, state, X)
-    assert "gelu_tanh (numerically and structurally)" in str(net)
+    assert "gelu_tanh (matches numerically and structurally)" in str(net)
     small, info = jc.compress(net, jc.derivative_matching(4), domain=BALL)
     assert info.activation == "gelu_tanh" and small.polymorphic
     assert jax.tree.structure(small.params) == jax.tree.structure(state)
@@ -248,13 +248,13 @@ def test_out_in_kernels_and_softplus_and_silu():
 
     params = [(w.T, b) for w, b in _mlp_params(jax.random.PRNGKey(7), [2, 20, 20, 1])]
     silu = jc.trace(lambda p, x: fn(p, x, jax.nn.silu), params, X)
-    assert "= silu (numerically and structurally)" in str(silu)
+    assert "silu (matches numerically and structurally)" in str(silu)
 
     def softplus(p, x):
         return fn(p, x, jax.nn.softplus)
 
     net = jc.trace(softplus, params, X)
-    assert all(g.out_in for g in net.groups) and "= softplus (numerically" in str(net)
+    assert all(g.out_in for g in net.groups) and "softplus (matches numerically" in str(net)
     small, info = jc.compress(net, jc.derivative_matching(3), domain=BALL)
     assert info.activation == "softplus" and small.polymorphic
     assert [w.shape for w, _ in small.params] == [(10, 2), (10, 10), (1, 10)]
@@ -273,3 +273,20 @@ def test_a_traced_network_takes_no_activation():
         jc.compress(params, jc.collocation(2))
     with pytest.raises(ValueError, match=r"x must be example inputs of shape \(n, d_in\)"):
         jc.trace(lambda p, x: x, params, jnp.zeros(2, jnp.float32))
+
+
+def test_shared_weights_and_a_wrong_domain_are_refused():
+    def tied(params, x):
+        (w1, b1), (w2, b2), (w3, b3) = params
+        h = jnp.tanh(x @ w1 + b1)
+        h = jnp.tanh(h @ w2 + b2)
+        h = jnp.tanh(h @ w2 + b2)           # the same layer twice
+        return h @ w3 + b3
+
+    params = _mlp_params(jax.random.PRNGKey(8), [2, 8, 8, 1])
+    net = jc.trace(tied, params, X)
+    assert "the leaf [1][0] is read 2 times (shared weights)" in str(net)
+    assert not net.compressible
+    chain = jc.trace(_relu, params, X)
+    with pytest.raises(ValueError, match="domain has dim 3; the network takes inputs of size 2"):
+        jc.compress(chain, jc.collocation(2), domain=jc.Ball(3, 1.0))

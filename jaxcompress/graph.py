@@ -59,7 +59,8 @@ __all__ = ["RULES", "Compressed", "Group", "Network", "trace"]
 #: Primitives whose sub-program is inlined, and the parameter that holds it.
 _CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
           "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr",
-          "custom_vjp_call_jaxpr": "fun_jaxpr", "checkpoint": "jaxpr", "remat": "jaxpr"}
+          "custom_vjp_call_jaxpr": "fun_jaxpr", "checkpoint": "jaxpr", "remat": "jaxpr",
+          "remat2": "jaxpr"}
 
 
 @dataclasses.dataclass(frozen=True)

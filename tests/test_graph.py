@@ -290,3 +290,22 @@ def test_shared_weights_and_a_wrong_domain_are_refused():
     chain = jc.trace(_relu, params, X)
     with pytest.raises(ValueError, match="domain has dim 3; the network takes inputs of size 2"):
         jc.compress(chain, jc.collocation(2), domain=jc.Ball(3, 1.0))
+
+
+def test_calls_are_inlined():
+    """jax.checkpoint (remat), custom_vjp and jit sub-programs are read through."""
+    @jax.custom_vjp
+    def act(u):
+        return jnp.tanh(u)
+
+    act.defvjp(lambda u: (jnp.tanh(u), u), lambda u, g: (g * (1 - jnp.tanh(u) ** 2),))
+
+    @jax.jit
+    def fn(params, x):
+        (w1, b1), (w2, b2), (w3, b3) = params
+        h = jax.checkpoint(lambda x: act(x @ w1 + b1))(x)
+        return act(h @ w2 + b2) @ w3 + b3
+
+    net = jc.trace(fn, _mlp_params(jax.random.PRNGKey(9), [2, 8, 8, 1]), X)
+    assert [g.width for g in net.compressible] == [8, 8] and not net.unknown
+    assert "tanh (matches numerically and structurally)" in str(net)

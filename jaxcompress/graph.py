@@ -299,7 +299,7 @@ def _elementwise(a: _Analysis, eqn: _Eqn, vals: list[_Val]) -> list[_Val]:
     g = a.groups[groups[0]]
     params = [v for v in vals if v.kind == "param"]
     if (eqn.name == "add" and len(params) == 1 and len(hidden) == 1 and hidden[0].kind == "pre"
-            and g.bias is None and params[0].bias
+            and g.bias is None and not g.program and params[0].bias
             and a.leaf_shapes[params[0].leaf] == (g.width,)):
         g.bias = params[0].leaf
         return [_Val("pre", group=g.index - 1)]

@@ -43,6 +43,7 @@ from jaxcompress.features import (
     derivative_features,
     point_features,
 )
+from jaxcompress.graph import Compressed, Network, trace
 from jaxcompress.io import LoadedModel, load, load_npz, save, save_npz
 from jaxcompress.methods import (
     BestOf,
@@ -89,6 +90,7 @@ __all__ = [
     "Certified",
     "CollocationFeatures",
     "CompressInfo",
+    "Compressed",
     "DataFeatures",
     "DerivativeFeatures",
     "Domain",
@@ -102,6 +104,7 @@ __all__ = [
     "MaxVol",
     "Measured",
     "Method",
+    "Network",
     "OMP",
     "Parameterization",
     "PivotedQR",
@@ -143,6 +146,7 @@ __all__ = [
     "select_columns",
     "shard",
     "sup_error",
+    "trace",
     "trim",
     "validate_params",
 ]

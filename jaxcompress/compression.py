@@ -24,6 +24,7 @@ host.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import functools
 from collections.abc import Sequence
@@ -52,7 +53,7 @@ from jaxcompress.placement import Placement
 from jaxcompress.select import Selector, default_rtol, lstsq_coefficients, reduce_rows
 from jaxcompress.taylor import memory_limit, num_monomials
 
-__all__ = ["BackwardSteps", "CompressInfo", "LayerInfo", "compress", "compress_layer",
+__all__ = ["BackwardSteps", "CompressInfo", "FrontEnd", "LayerInfo", "compress", "compress_layer",
            "memory_estimate", "rewire", "trim"]
 
 
@@ -679,11 +680,21 @@ def check_memory(methods, sizes, dtype, domain, where: str, *, devices: int = 1)
                 "devices with jc.shard.")
 
 
+class FrontEnd(abc.ABC):
+    """A network read by a front end (e.g. :class:`jaxcompress.graph.Network`, from
+    :func:`jaxcompress.trace`) that :func:`compress` hands its method and domain to; it lowers
+    itself to a params list and calls :func:`compress` on it (one driver)."""
+
+    @abc.abstractmethod
+    def compress(self, method, *, domain) -> tuple[Any, CompressInfo]:
+        """``(compressed, info)`` of ``method`` on ``domain`` through :func:`compress`."""
+
+
 def compress(
     params: Params,
     method: Method | BestOf | None = None,
     *,
-    activation,
+    activation=None,
     domain=None,
     order: int | Sequence[int] | None = None,
     radius: float | None = None,
@@ -728,7 +739,8 @@ def compress(
 
     Args:
       params: the teacher, a list of ``{"kernel": (fan_in, fan_out), "bias": (fan_out,)}``
-        (one network; wrap in ``jax.vmap`` for a stack).
+        (one network; wrap in ``jax.vmap`` for a stack), or a network from
+        :func:`jaxcompress.trace` (then no ``activation=``: the traced one is used).
       method: a :class:`~jaxcompress.Method` (:func:`~jaxcompress.derivative_matching`,
         :func:`~jaxcompress.collocation`, :func:`~jaxcompress.data_matching`) or
         :func:`~jaxcompress.best_of`. Omitted: the paper's one-liner, ``order=`` (and ``radius=``)
@@ -767,6 +779,15 @@ def compress(
             raise TypeError(f"{where}() got an unexpected keyword argument {name!r}")
         raise TypeError(f"{where}: {name}= is now part of {hint} "
                         "(methods are values; see jaxcompress.methods)")
+    if isinstance(params, FrontEnd):
+        if activation is not None or order is not None or radius is not None:
+            raise ValueError(f"{where}: a {type(params).__name__} from jc.trace carries its own "
+                             "activation; expected compress(net, method, domain=...), got "
+                             f"activation={activation!r}, order={order!r}, radius={radius!r}")
+        return params.compress(method, domain=domain)
+    if activation is None:
+        raise TypeError(f"{where}: activation= is required for a params list (a registered "
+                        "name such as 'tanh'); only a network from jc.trace carries its own")
     if method is not None and not isinstance(method, (Method, BestOf)):
         hint = (f"; for the method {method!r} write jc.{method}(k)"
                 if isinstance(method, str) and method in _FACTORIES else "")

@@ -52,7 +52,8 @@ SEE_ALSO = {
                    "and the {doc}`API reference <../api/index>` for every argument",
 }
 #: The hand-written pages of ``docs/`` (their links are rewritten as Sphinx reads them).
-HANDWRITTEN = ("index", "methods", "certificates", "flax", "io", "scale_out", "reproduce")
+HANDWRITTEN = ("index", "methods", "certificates", "flax", "trace", "io", "scale_out",
+               "reproduce")
 
 #: API sections: defining module -> section title. Modules not listed get a section named after
 #: themselves, at the end, so a new module's names are documented without editing this file.
@@ -72,6 +73,7 @@ GROUPS: dict[str, str] = {
     "jaxcompress.taylor": "Taylor polynomials",
     "jaxcompress.io": "Saving and loading",
     "jaxcompress.flax": "Flax (jaxcompress.flax)",
+    "jaxcompress.graph": "Tracing any JAX function",
 }
 
 _FENCE = re.compile(r"^(```|~~~)")

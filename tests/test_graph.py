@@ -1,0 +1,312 @@
+"""The traced front end (issue 22, phase 1): ``jc.trace`` finds the neuron groups of a JAX
+program; ``jc.compress(net, method)`` lowers a chain to the one driver and writes the result back
+into the user's own pytree."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxcompress as jc
+from jaxcompress.evaluate import error_points
+from jaxcompress.graph import activation_for
+
+nnx = pytest.importorskip("flax.nnx")
+nn = pytest.importorskip("flax.linen")
+
+X = jnp.zeros((4, 2), jnp.float32)
+BALL = jc.Ball(2, 1.0)
+
+
+@pytest.fixture(autouse=True)
+def _user_broadcasting():
+    """User code adds biases by implicit rank promotion (``x @ w + b``)."""
+    with jax.numpy_rank_promotion("allow"):
+        yield
+
+
+def _measured(fn, teacher, small, domain=BALL):
+    """``max |fn(teacher, p) - small(p)|`` on the error estimate's points of ``domain``."""
+    pts = error_points(domain, dtype=jnp.float32)
+    return float(jnp.max(jnp.abs(fn(teacher, pts) - small(pts))))
+
+
+def _dense(key, shape):
+    k1, k2 = jax.random.split(key)
+    w = jax.random.normal(k1, shape, jnp.float32) / float(np.sqrt(shape[0]))
+    return w, 0.1 * jax.random.normal(k2, (shape[1],), jnp.float32)
+
+
+def test_one_driver_same_kept_neurons_and_weights():
+    """(a) the params convention through jc.trace gives what jc.compress gives directly."""
+    params = jc.init_mlp(jax.random.PRNGKey(0), [2, 24, 24, 1], dtype=jnp.float32)
+    net = jc.trace(lambda p, x: jc.apply(p, x, activation="tanh"), params, X)
+    assert [g.width for g in net.compressible] == [24, 24]
+    method = jc.derivative_matching(3)
+    small, info = jc.compress(net, method, domain=BALL)
+    ref, rinfo = jc.compress(params, method, activation="tanh", domain=BALL)
+    assert info.activation == "tanh" and small.polymorphic
+    for a, b in zip(info.layers, rinfo.layers, strict=True):
+        np.testing.assert_array_equal(a.kept, b.kept)
+    for a, b in zip(small.params, ref, strict=True):
+        np.testing.assert_allclose(a["kernel"], b["kernel"], rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(a["bias"], b["bias"], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(info.error_estimate, rinfo.error_estimate, rtol=1e-5)
+
+
+class GeluNet(nnx.Module):
+    """A custom __call__: Linears in an nnx.List, the tanh-approximate GELU between them."""
+
+    def __init__(self, sizes, rngs):
+        self.layers = nnx.List([nnx.Linear(a, b, rngs=rngs)
+                                for a, b in zip(sizes[:-1], sizes[1:], strict=True)])
+
+    def __call__(self, x):
+        for layer in self.layers[:-1]:
+            x = jax.nn.gelu(layer(x), approximate=True)
+        return self.layers[-1](x)
+
+
+def test_nnx_module_custom_call():
+    """(b) nnx: gelu(approximate=True) is recognised as gelu_tanh, the smaller state merges."""
+    graphdef, state = nnx.split(GeluNet([2, 32, 32, 1], nnx.Rngs(0)))
+
+    def fn(s, x):
+        return nnx.merge(graphdef, s)(x)
+
+    net = jc.trace(fn, state, X)
+    assert "gelu_tanh (matches numerically and structurally)" in str(net)
+    small, info = jc.compress(net, jc.derivative_matching(4), domain=BALL)
+    assert info.activation == "gelu_tanh" and small.polymorphic
+    assert jax.tree.structure(small.params) == jax.tree.structure(state)
+    model = nnx.merge(graphdef, small.params)
+    assert model.layers[1].kernel[...].shape == (15, 15)
+    pts = error_points(BALL, dtype=jnp.float32)
+    np.testing.assert_allclose(model(pts), small(pts), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(_measured(fn, state, small), info.error_estimate, rtol=1e-3,
+                               atol=1e-6)
+    assert float(info.error_estimate) < 0.05
+
+
+class LinenMLP(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        x = jax.nn.sigmoid(nn.Dense(20)(x))
+        x = jax.nn.sigmoid(nn.Dense(20)(x))
+        return nn.Dense(1)(x)
+
+
+def test_linen_compact_mlp():
+    """(c) linen: the variables dict keeps its structure; linen's shape check refuses the smaller
+    leaves in model.apply, so small(x) runs the lowered chain, and a module of the new widths
+    takes small.params."""
+    model = LinenMLP()
+    variables = model.init(jax.random.PRNGKey(0), X)
+    net = jc.trace(model.apply, variables, X)
+    assert [g.width for g in net.compressible] == [20, 20]
+    assert "['params']['Dense_0']['kernel']" in str(net)
+    small, info = jc.compress(net, jc.derivative_matching(3), domain=BALL)
+    assert info.activation == "sigmoid"
+    assert jax.tree.structure(small.params) == jax.tree.structure(variables)
+    assert small.params["params"]["Dense_1"]["kernel"].shape == (10, 10)
+    assert not small.polymorphic and "shape" in small.why.lower()
+    np.testing.assert_allclose(_measured(model.apply, variables, small), info.error_estimate,
+                               rtol=1e-3, atol=1e-6)
+
+    class Small(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            x = jax.nn.sigmoid(nn.Dense(10)(x))
+            x = jax.nn.sigmoid(nn.Dense(10)(x))
+            return nn.Dense(1)(x)
+
+    pts = error_points(BALL, dtype=jnp.float32)
+    np.testing.assert_allclose(Small().apply(small.params, pts), small(pts), rtol=1e-6,
+                               atol=1e-6)
+
+
+def _siren(params, x):
+    *hidden, (w, b) = params
+    for wl, bl in hidden:
+        x = jnp.sin(30.0 * (x @ wl + bl))
+    return x @ w + b
+
+
+def _siren_params(key, sizes):
+    keys = jax.random.split(key, len(sizes) - 1)
+    out = []
+    for i, (k, a, b) in enumerate(zip(keys, sizes[:-1], sizes[1:], strict=True)):
+        bound = 1.0 / a if i == 0 else float(np.sqrt(6.0 / a)) / 30.0      # SIREN's initialisation
+        k1, k2 = jax.random.split(k)
+        out.append((jax.random.uniform(k1, (a, b), jnp.float32, -bound, bound),
+                    jax.random.uniform(k2, (b,), jnp.float32, -bound, bound)))
+    return out
+
+
+def test_siren_derived_activation():
+    """(d) sin(30 u) is registered from the trace; the user's function on small.params is
+    within the reported error, for collocation and for derivative matching."""
+    params = _siren_params(jax.random.PRNGKey(1), [2, 24, 24, 1])
+    net = jc.trace(_siren, params, X)
+    assert [g.expression() for g in net.compressible] == ["sin(mul(30.0, u))"] * 2
+    domain = jc.Ball(2, 0.3)
+    for method in (jc.collocation(5), jc.derivative_matching(5)):
+        small, info = jc.compress(net, method, domain=domain)
+        assert info.activation == "traced:sin(mul(30.0, u))" and small.polymorphic
+        assert [w.shape for w, _ in small.params] == [(2, 21), (21, 21), (21, 1)]
+        measured = _measured(_siren, params, small, domain)
+        np.testing.assert_allclose(measured, info.error_estimate, rtol=1e-3, atol=1e-6)
+    assert jc.get_activation("traced:sin(mul(30.0, u))").rho_sigma == np.inf   # entire
+
+
+def _mlp_params(key, sizes):
+    return [_dense(k, (a, b)) for k, a, b in
+            zip(jax.random.split(key, len(sizes) - 1), sizes[:-1], sizes[1:], strict=True)]
+
+
+def _residual(params, x):
+    (w1, b1), (w2, b2), (w3, b3) = params
+    h = jnp.tanh(x @ w1 + b1)
+    h = jnp.tanh(h @ w2 + b2) + h
+    return h @ w3 + b3
+
+
+def _concat_skip(params, x):
+    (w1, b1), (w2, b2), (w3, b3) = params
+    h = jnp.tanh(x @ w1 + b1)
+    h = jnp.tanh(jnp.concatenate([h, x], axis=-1) @ w2 + b2)
+    return h @ w3 + b3
+
+
+def _relu(params, x):
+    """ReLU with ``(out, in)`` kernels (``x @ W.T``, the Equinox / PyTorch layout)."""
+    (w1, b1), (w2, b2), (w3, b3) = params
+    h = jax.nn.relu(x @ w1.T + b1)
+    h = jax.nn.relu(h @ w2.T + b2)
+    return h @ w3.T + b3
+
+
+def test_residual_add_is_pinned():
+    """(e) a residual add pins both groups, names the add and its line."""
+    net = jc.trace(_residual, _mlp_params(jax.random.PRNGKey(2), [2, 8, 8, 1]), X)
+    text = str(net)
+    assert "`add` with group 1 (residual / skip)" in text
+    assert "`add` with group 2 (residual / skip)" in text
+    assert "test_graph.py" in text and not net.compressible
+    with pytest.raises(ValueError, match=r"(?s)not a chain.*group 1 is pinned"):
+        jc.compress(net, jc.collocation(2))
+
+
+def test_concatenated_input_is_pinned():
+    """(e) an input concatenated into a middle layer pins the group that feeds the concatenate."""
+    params = _mlp_params(jax.random.PRNGKey(3), [2, 8, 1])
+    params.insert(1, _dense(jax.random.PRNGKey(4), (10, 8)))
+    net = jc.trace(_concat_skip, params, X)
+    assert "feeds a `concatenate` (skip connection)" in str(net)
+    assert net.groups[1].source == "other" and not net.compressible
+    with pytest.raises(ValueError, match="concatenate"):
+        jc.compress(net, jc.derivative_matching(2))
+
+
+def test_relu_refused_for_derivatives_compressed_by_collocation():
+    """(e) ReLU: derivative matching names `max`, relu and the user's line; collocation (values
+    only) compresses it, the user's function on small.params within the reported error."""
+    params = [(w.T, b) for w, b in _mlp_params(jax.random.PRNGKey(5), [2, 24, 24, 1])]
+    net = jc.trace(_relu, params, X)
+    assert "not analytic: `max`" in str(net) and all(g.out_in for g in net.groups)
+    with pytest.raises(ValueError, match=r"(?s)max\(u, 0.0\) \(relu\) uses `max` at .*test_graph.py"
+                       r".*jc.collocation"):
+        jc.compress(net, jc.derivative_matching(3))
+    with pytest.raises(ValueError, match="`max`"):
+        jc.compress(net, jc.best_of(jc.collocation(3), jc.derivative_matching(3)))
+    small, info = jc.compress(net, jc.collocation(3), domain=BALL)
+    assert [w.shape for w, _ in small.params] == [(10, 2), (10, 10), (1, 10)]   # transposed
+    np.testing.assert_allclose(_measured(_relu, params, small), info.error_estimate, rtol=1e-3,
+                               atol=1e-6)
+
+
+def test_unknown_primitive_pins_and_is_named():
+    """(f) a primitive without a rule pins what it touches and is named in the table."""
+    def fn(params, x):
+        (w1, b1), (w2, b2) = params
+        h = jnp.sort(jnp.tanh(x @ w1 + b1), axis=-1)
+        return h @ w2 + b2
+
+    net = jc.trace(fn, _mlp_params(jax.random.PRNGKey(6), [2, 8, 1]), X)
+    text = str(net)
+    assert "feeds `sort`, a primitive without a rule" in text
+    assert "unknown primitive `sort` at" in text and "test_graph.py" in text
+    assert not net.compressible
+
+
+def test_softplus_and_silu_are_the_registered_ones():
+    """jax.nn.softplus (which traces through max / abs / select_n) is the registered analytic
+    softplus, not a kinked function; silu likewise; (out, in) kernels are recognised."""
+    def fn(params, x, act):
+        (w1, b1), (w2, b2), (w3, b3) = params
+        h = act(x @ w1.T + b1)
+        h = act(h @ w2.T + b2)
+        return h @ w3.T + b3
+
+    params = [(w.T, b) for w, b in _mlp_params(jax.random.PRNGKey(7), [2, 20, 20, 1])]
+    silu = jc.trace(lambda p, x: fn(p, x, jax.nn.silu), params, X)
+    assert "silu (matches numerically and structurally)" in str(silu)
+
+    def softplus(p, x):
+        return fn(p, x, jax.nn.softplus)
+
+    net = jc.trace(softplus, params, X)
+    assert all(g.out_in for g in net.groups) and "softplus (matches numerically" in str(net)
+    assert all(g.kinks for g in net.compressible)          # max, abs, select_n inside
+    names = {activation_for(g, jnp.float32, [jc.derivative_matching(3)], "t")
+             for g in net.compressible}
+    assert names == {"softplus"}
+
+
+def test_a_traced_network_takes_no_activation():
+    params = jc.init_mlp(jax.random.PRNGKey(0), [2, 8, 1], dtype=jnp.float32)
+    net = jc.trace(lambda p, x: jc.apply(p, x, activation="tanh"), params, X)
+    with pytest.raises(ValueError, match="carries its own activation"):
+        jc.compress(net, jc.collocation(2), activation="tanh")
+    with pytest.raises(TypeError, match="needs a method"):
+        jc.compress(net)
+    with pytest.raises(TypeError, match="activation= is required"):
+        jc.compress(params, jc.collocation(2))
+    with pytest.raises(ValueError, match=r"x must be example inputs of shape \(n, d_in\)"):
+        jc.trace(lambda p, x: x, params, jnp.zeros(2, jnp.float32))
+
+
+def test_shared_weights_and_a_wrong_domain_are_refused():
+    def tied(params, x):
+        (w1, b1), (w2, b2), (w3, b3) = params
+        h = jnp.tanh(x @ w1 + b1)
+        h = jnp.tanh(h @ w2 + b2)
+        h = jnp.tanh(h @ w2 + b2)           # the same layer twice
+        return h @ w3 + b3
+
+    params = _mlp_params(jax.random.PRNGKey(8), [2, 8, 8, 1])
+    net = jc.trace(tied, params, X)
+    assert "the leaf [1][0] is read 2 times (shared weights)" in str(net)
+    assert not net.compressible
+    chain = jc.trace(_relu, [(w.T, b) for w, b in params], X)
+    with pytest.raises(ValueError, match="domain has dim 3; the network takes inputs of size 2"):
+        jc.compress(chain, jc.collocation(2), domain=jc.Ball(3, 1.0))
+
+
+def test_calls_are_inlined():
+    """jax.checkpoint (remat), custom_vjp and jit sub-programs are read through."""
+    @jax.custom_vjp
+    def act(u):
+        return jnp.tanh(u)
+
+    act.defvjp(lambda u: (jnp.tanh(u), u), lambda u, g: (g * (1 - jnp.tanh(u) ** 2),))
+
+    @jax.jit
+    def fn(params, x):
+        (w1, b1), (w2, b2), (w3, b3) = params
+        h = jax.checkpoint(lambda x: act(x @ w1 + b1))(x)
+        return act(h @ w2 + b2) @ w3 + b3
+
+    net = jc.trace(fn, _mlp_params(jax.random.PRNGKey(9), [2, 8, 8, 1]), X)
+    assert [g.width for g in net.compressible] == [8, 8] and not net.unknown
+    assert "tanh (matches numerically and structurally)" in str(net)

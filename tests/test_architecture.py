@@ -6,6 +6,7 @@ tolerance search. The checks read the source with :mod:`ast` (nothing is importe
 """
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "jaxcompress"
@@ -14,6 +15,7 @@ DEFERRED = {"jaxcompress.cli"}
 MAX_FUNCTION_LINES = 100
 
 
+@functools.cache
 def _modules() -> dict[str, ast.Module]:
     out = {}
     for path in sorted(PACKAGE.rglob("*.py")):

@@ -185,7 +185,7 @@ def _profile(n):
                     suppress_health_check=list(hypothesis.HealthCheck))
 
 
-@_profile(60)
+@_profile(30)
 @given(cases())
 def test_fuzz_public_api(case):
     _check(case)

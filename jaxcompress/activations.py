@@ -286,7 +286,16 @@ def _sin_series(u0: jax.Array, k: int) -> jax.Array:
     """``sin^(j)(u0) / j!``: the derivatives cycle through sin, cos, -sin, -cos."""
     s, c = jnp.sin(u0), jnp.cos(u0)
     cycle = (s, c, -s, -c)
-    return _stack_series([cycle[j % 4] / math.factorial(j) for j in range(k + 1)])
+    return _stack_series([cycle[j % 4] / _factorial(j) for j in range(k + 1)])
+
+
+def _factorial(j: int) -> int | float:
+    """``j!`` as a divisor of an array: an int while it fits int64 (``j <= 20``, as before), a
+    float above (an int would overflow the array's conversion), ``inf`` past float64 (``j > 170``:
+    ``1 / j!`` underflows to 0 anyway)."""
+    if j <= 20:
+        return math.factorial(j)
+    return float(math.factorial(j)) if j <= 170 else math.inf
 
 
 def register_activation(

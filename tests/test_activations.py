@@ -217,3 +217,14 @@ def test_compress_with_width_above_num_features(selector: str) -> None:
 
     for a, b in zip(value_and_grad(teacher), value_and_grad(small), strict=True):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-12)
+
+
+def test_sin_series_at_high_order():
+    # j! overflows int64 from j = 21: the series stays finite and exact to rounding
+    u0 = jnp.asarray([0.3, -1.2], jnp.float64)
+    got = np.asarray(jc.get_activation("sin").series(u0, 40))
+    assert got.shape == (41, 2) and np.all(np.isfinite(got))
+    for j in (0, 7, 21, 25, 40):
+        expected = [np.sin, np.cos, lambda v: -np.sin(v), lambda v: -np.cos(v)][j % 4](
+            np.asarray(u0)) / math.factorial(j)
+        np.testing.assert_allclose(got[j], expected, rtol=1e-13)

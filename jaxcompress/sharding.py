@@ -215,14 +215,3 @@ def sharded_step(features: LayerFeatures, out_kernel: jax.Array, width: int, sel
                        in_specs=(P(None, axis), P(axis, None), P(), P()),
                        out_specs=(P(), P(), P(), P(), P(), P()), check_vma=False)
     return fn(z, out_kernel, scale, target)
-
-
-def live_bytes(fn, *args) -> int:
-    """Bytes one device holds for the compiled ``fn(*args)``: arguments plus temporaries.
-
-    From XLA's :meth:`~jax.stages.Compiled.memory_analysis` (per device for SPMD programs);
-    used by the tests to check that sharding divides the memory.
-    """
-    stats = jax.jit(fn).lower(*args).compile().memory_analysis()
-    return int(stats.argument_size_in_bytes + stats.temp_size_in_bytes)
-

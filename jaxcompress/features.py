@@ -147,7 +147,7 @@ def _directions(d: int, k: int) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     return v, tuple(solvers)
 
 
-def _monomial_taylor_of(fn, center: jax.Array, order: int) -> jax.Array:
+def monomial_taylor_of(fn, center: jax.Array, order: int) -> jax.Array:
     """Taylor coefficients ``(D_k, n_out)`` of ``fn: (m,) -> (n_out,)`` at ``center`` by jet.
 
     The univariate series along the fixed directions of :func:`_directions` come from
@@ -176,7 +176,7 @@ def _monomial_taylor_of(fn, center: jax.Array, order: int) -> jax.Array:
 def _jet_features(params: Params, act: Activation, order: int, center: jax.Array) -> list:
     n_hidden = len(params) - 1
     widths = [layer["kernel"].shape[1] for layer in params[:n_hidden]]
-    feats = _monomial_taylor_of(_hidden_map(params, act, n_hidden, use_jet_fn=True), center,
+    feats = monomial_taylor_of(_hidden_map(params, act, n_hidden, use_jet_fn=True), center,
                                 order)
     return list(jnp.split(feats, np.cumsum(widths)[:-1], axis=1))
 
@@ -309,7 +309,7 @@ def parameterization_polynomial(fn, center: jax.Array, order: int) -> jax.Array:
     derivative features of ``h^(l)(iota(u))`` in ``u``: the paper's effective-input-dimension
     corollary (``D_k = C(m + k, m)`` instead of ``C(d_in + k, d_in)``).
     """
-    return _monomial_taylor_of(fn, center, order)
+    return monomial_taylor_of(fn, center, order)
 
 
 def default_centers(center: jax.Array, half_width: jax.Array) -> jax.Array:

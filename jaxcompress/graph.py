@@ -39,97 +39,18 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax._src import core as jax_core
-from jax._src import source_info_util
 
 from jaxcompress.activations import get_activation, register_activation, registered_activations
 from jaxcompress.compression import CompressInfo, FrontEnd, compress
 from jaxcompress.domains import Ball, check_domain
 from jaxcompress.evaluate import error_points
 from jaxcompress.features import DerivativeFeatures
+from jaxcompress.graph_compress import GraphPlan, GroupPlan, compress_graph
 from jaxcompress.methods import BestOf, Method
 from jaxcompress.mlp import apply
+from jaxcompress.program import Const, Eqn, flatten, trace_program
 
 __all__ = ["RULES", "Compressed", "Group", "Network", "trace"]
-
-# ------------------------------------------------------------------------------------------------
-# The flat program: the jaxpr with its calls inlined
-# ------------------------------------------------------------------------------------------------
-
-#: Primitives whose sub-program is inlined, and the parameter that holds it.
-_CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
-          "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr",
-          "custom_vjp_call_jaxpr": "fun_jaxpr", "checkpoint": "jaxpr", "remat": "jaxpr",
-          "remat2": "jaxpr"}
-
-
-@dataclasses.dataclass(frozen=True)
-class _Const:
-    """A value known at trace time (a literal or a closed-over constant)."""
-
-    value: np.ndarray
-
-
-@dataclasses.dataclass(frozen=True)
-class _Eqn:
-    """One equation of the flat program: operands are value ids (ints) or :class:`_Const`."""
-
-    primitive: Any
-    ins: tuple
-    outs: tuple[int, ...]
-    params: dict
-    line: str
-    in_shapes: tuple[tuple[int, ...], ...] = ()
-
-    @property
-    def name(self) -> str:
-        return self.primitive.name
-
-
-def _line(eqn) -> str:
-    """The user's source line of an equation (JAX's own frames filtered out)."""
-    try:
-        return source_info_util.summarize(eqn.source_info)
-    except Exception:  # noqa: BLE001 - source info is best effort; the op is still named
-        return ""
-
-
-def _flatten(jaxpr, consts: Sequence, args: Sequence, out: list[_Eqn], counter: list[int],
-             where: str = "") -> list:
-    """Append ``jaxpr``'s equations to ``out`` (calls inlined); returns its outputs' operands.
-
-    An inlined equation without a user frame of its own (the inside of ``jax.nn.relu``) gets the
-    line of the call it came from, ``where``."""
-    env: dict = {}
-
-    def read(v):
-        if isinstance(v, jax_core.Literal):
-            return _Const(np.asarray(v.val))
-        return env[v]
-
-    for v, c in zip(jaxpr.constvars, consts, strict=True):
-        env[v] = c if isinstance(c, (int, _Const)) else _Const(np.asarray(c))
-    for v, a in zip(jaxpr.invars, args, strict=True):
-        env[v] = a
-    for eqn in jaxpr.eqns:
-        ins = [read(v) for v in eqn.invars]
-        sub = eqn.params.get(_CALLS.get(eqn.primitive.name, ""))
-        if sub is not None:
-            inner, inner_consts = (sub.jaxpr, sub.consts) if hasattr(sub, "consts") else (sub, ())
-            res = _flatten(inner, inner_consts, ins, out, counter, _line(eqn) or where)
-            for v, r in zip(eqn.outvars, res, strict=True):
-                env[v] = r
-            continue
-        outs = []
-        for v in eqn.outvars:
-            counter[0] += 1
-            env[v] = counter[0]
-            outs.append(counter[0])
-        shapes = tuple(tuple(getattr(v.aval, "shape", ())) for v in eqn.invars)
-        out.append(_Eqn(eqn.primitive, tuple(ins), tuple(outs), dict(eqn.params),
-                        _line(eqn) or where or "unknown line", shapes))
-    return [read(v) for v in jaxpr.outvars]
-
 
 # ------------------------------------------------------------------------------------------------
 # Abstract values and neuron groups
@@ -140,40 +61,82 @@ def _flatten(jaxpr, consts: Sequence, args: Sequence, out: list[_Eqn], counter: 
 class _Val:
     """What the analysis knows of one value.
 
-    kind: ``"const"`` (``value``), ``"param"`` (leaf ``leaf``; ``flip`` for a transposed 2-D
-    leaf, ``bias`` for a 1-D leaf broadcast along the last axis), ``"input"`` (``x`` itself),
-    ``"pre"`` (group ``group``'s ``x K`` or ``x K + b``), ``"act"`` (node ``node`` of group
-    ``group``'s activation program) or ``"other"`` (anything else).
+    kind: ``"const"`` (``value``), ``"param"`` (leaf ``leaf``: ``flip`` for a transposed 2-D
+    leaf; ``laxis``, for a 1-D leaf, the axis of the broadcast value that runs along the leaf),
+    ``"input"`` (``x`` itself), ``"hidden"`` (a value whose axis ``axis`` is made of neuron
+    blocks) or ``"other"`` (anything else: a fixed function of ``x``, or of pinned groups).
+
+    A hidden value's ``blocks`` are ``((group, size), ...)`` along ``axis`` in order: group
+    ``g``'s neurons (0-based), or ``-1`` for a block that is no group's (the input concatenated
+    beside a layer). ``pre`` marks ``x K`` or ``x K + b`` itself; ``node`` is the node of the
+    group's activation program the value is (single-block values only; ``None`` otherwise).
     """
 
     kind: str
     value: np.ndarray | None = None
     leaf: int = -1
     flip: bool = False
-    bias: bool = False
-    group: int = -1
-    node: int = 0
+    laxis: int | None = None
+    axis: int = -1
+    blocks: tuple[tuple[int, int], ...] = ()
+    pre: bool = False
+    node: int | None = None
+
+    @property
+    def groups(self) -> list[int]:
+        return [g for g, _ in self.blocks if g >= 0]
+
+    def single(self) -> int | None:
+        """The group when the value is exactly one group's neurons, else ``None``."""
+        return self.blocks[0][0] if len(self.blocks) == 1 and self.blocks[0][0] >= 0 else None
 
 
 _OTHER = _Val("other")
 
 
+@dataclasses.dataclass(frozen=True)
+class Consumer:
+    """A linear consumer of a group: rows of a kernel leaf.
+
+    Attributes:
+      leaf: the kernel's leaf index.
+      axis: the leaf's axis that runs over the group's neurons (0 for an ``(in, out)`` kernel).
+      block: the group's block among the leaf's row blocks (:attr:`Network.layouts`).
+      value: the id of the consumed value in the flat program (the ``dot_general`` operand).
+      value_axis: that value's neuron axis.
+      offset: where the group's block starts along it (original widths).
+      line: the source line of the ``dot_general``.
+    """
+
+    leaf: int
+    axis: int
+    block: int
+    value: int
+    value_axis: int
+    offset: int
+    line: str
+
+
 @dataclasses.dataclass(eq=False)
 class Group:
-    """One neuron group: the last axis of ``sigma(x K + b)``.
+    """One neuron group: an axis of ``sigma(x K + b)`` (see the module docstring).
 
     Attributes:
       index: 1-based, in program order.
       width: the number of neurons.
-      kernel: the producing kernel's leaf index; ``out_in`` when it is laid out ``(out, in)``.
+      kernel: the producing kernel's leaf index; ``kernel_axis`` its axis along the neurons
+        (``out_in``: the kernel is laid out ``(out, in)``).
       bias: the bias leaf's index, or ``None``.
+      scales: leaves of per-neuron parameters inside the activation (a FiLM scale, a learnt
+        frequency per neuron), sliced with the neurons.
       source: ``"input"`` (reads ``x``), the index of the group whose activation it reads, or
         ``"other"``.
       program: the activation as elementwise equations on node 0 (``u``): ``(primitive, params,
-        operands)`` with operands ``("n", node)`` or ``("c", value)``; node ``i + 1`` is
-        equation ``i``'s result.
-      consumers: ``(leaf, out_in)`` of the kernels that read the activation.
-      consumed_node: the program node the consumers read.
+        operands)`` with operands ``("n", node)``, ``("c", value)`` or ``("p", leaf)``; node
+        ``i + 1`` is equation ``i``'s result.
+      consumers: the :class:`Consumer` records: kernels that read the activation.
+      consumed_node: the program node the first consumer reads (``None`` when that value is
+        not one node of the program, e.g. a concatenation).
       pins: ``(reason, source line)`` of everything that keeps the group whole.
       kinks: ``(primitive, source line)`` of the non-analytic primitives of the activation.
     """
@@ -181,8 +144,9 @@ class Group:
     index: int
     width: int
     kernel: int
-    out_in: bool
+    kernel_axis: int
     bias: int | None = None
+    scales: list = dataclasses.field(default_factory=list)
     source: Any = "other"
     program: list = dataclasses.field(default_factory=list)
     consumers: list = dataclasses.field(default_factory=list)
@@ -191,16 +155,32 @@ class Group:
     kinks: list = dataclasses.field(default_factory=list)
 
     @property
+    def out_in(self) -> bool:
+        """Whether the producing kernel is laid out ``(out, in)`` (neurons along axis 0)."""
+        return self.kernel_axis == 0
+
+    @property
     def pinned(self) -> bool:
         return bool(self.pins)
+
+    @property
+    def compressible(self) -> bool:
+        """Not pinned and read by at least one kernel."""
+        return not self.pins and bool(self.consumers)
 
     def pin(self, reason: str, line: str) -> None:
         if (reason, line) not in self.pins:
             self.pins.append((reason, line))
 
+    def producers(self) -> list[tuple[int, int]]:
+        """``(leaf, axis)`` of every leaf sliced with the neurons: kernel, bias, scales."""
+        out = [(self.kernel, self.kernel_axis)]
+        out += [] if self.bias is None else [(self.bias, 0)]
+        return out + [(leaf, 0) for leaf in self.scales]
+
     def activation_fn(self) -> Callable[[jax.Array], jax.Array]:
         """The elementwise function ``u -> sigma(u)`` of the program (ending at the consumed
-        node), built from the traced primitives."""
+        node), built from the traced primitives (no per-neuron parameters)."""
         program, end = list(self.program), self.consumed_node or 0
 
         def sigma(u):
@@ -213,14 +193,16 @@ class Group:
 
         return sigma
 
-    def expression(self, *, digits: int | None = None) -> str:
+    def expression(self, *, digits: int | None = None, paths: Sequence[str] = ()) -> str:
         """The activation as text, e.g. ``sin(mul(30.0, u))`` (constants in full, or to
         ``digits`` significant digits; up to the consumed node, or the last one when nothing
-        consumes it)."""
+        consumes it; a per-neuron parameter by its path)."""
         end = len(self.program) if self.consumed_node is None else self.consumed_node
         texts = ["u"]
         for prim, params, operands in self.program[:end]:
-            args = [texts[r] if kind == "n" else _const_text(r, digits) for kind, r in operands]
+            args = [texts[r] if kind == "n" else
+                    (paths[r] if r < len(paths) else f"leaf{r}") if kind == "p" else
+                    _const_text(r, digits) for kind, r in operands]
             shown = {k: v for k, v in params.items() if k in ("y", "new_dtype")}
             args += [f"{k}={v}" for k, v in shown.items()]
             texts.append(f"{prim.name}({', '.join(args)})")
@@ -248,19 +230,21 @@ class _Analysis:
         self.groups: list[Group] = []
         self.unknown: list[tuple[str, str]] = []
         self.uses: dict[int, int] = {}
+        #: consumer leaf -> (axis, row blocks ((group or -1, size), ...)) of its rows
+        self.layouts: dict[int, tuple[int, tuple[tuple[int, int], ...]]] = {}
 
     def val(self, operand) -> _Val:
-        if isinstance(operand, _Const):
+        if isinstance(operand, Const):
             return _Val("const", value=operand.value)
         return self.vals[operand]
 
     def pin_all(self, vals: Sequence[_Val], reason: str, line: str) -> None:
         for v in vals:
-            if v.kind in ("pre", "act"):
-                self.groups[v.group].pin(reason, line)
+            for g in v.groups:
+                self.groups[g].pin(reason, line)
 
 
-Rule = Callable[[_Analysis, _Eqn, list], list]
+Rule = Callable[[_Analysis, Eqn, list], list]
 
 #: The registry: primitive name -> rule ``(analysis, eqn, operand values) -> output values``.
 RULES: dict[str, Rule] = {}
@@ -276,78 +260,141 @@ ENTIRE = frozenset({"sin", "cos", "exp", "exp2", "mul", "add", "sub", "neg", "in
                     "copy_p"})
 
 
-def _const_eval(eqn: _Eqn, vals: list[_Val]) -> list[_Val]:
+def _const_eval(eqn: Eqn, vals: list[_Val]) -> list[_Val]:
     res = eqn.primitive.bind(*[v.value for v in vals], **eqn.params)
     res = res if eqn.primitive.multiple_results else [res]
     return [_Val("const", value=np.asarray(r)) for r in res]
 
 
-def _elementwise(a: _Analysis, eqn: _Eqn, vals: list[_Val]) -> list[_Val]:
-    """Elementwise primitives: constants fold; operations on one group's values extend its
-    activation program; a parameter bias added to ``x K`` completes the pre-activation."""
+def _scalar(value) -> np.ndarray | None:
+    """A constant that is one number (any shape, all entries equal), else ``None``."""
+    arr = np.asarray(value)
+    if arr.size == 0:
+        return None
+    first = arr.reshape(-1)[0]
+    return np.asarray(first) if np.all(arr == first) else None
+
+
+def _operand(a: _Analysis, eqn: Eqn, ref: _Val, v: _Val):
+    """A non-hidden operand of an elementwise op on the hidden value ``ref``: its program
+    operand, or the reason it pins ``ref``'s groups."""
+    if v.kind == "const":
+        s = _scalar(v.value)
+        # (a per-neuron constant would have to be sliced inside the program)
+        return ("c", s) if s is not None else ("a non-scalar constant (not one function of "
+                                               "each neuron)")
+    if v.kind == "param":
+        shape = a.leaf_shapes[v.leaf]
+        g = ref.single()
+        if (len(shape) == 1 and (v.laxis or 0) == ref.axis and g is not None
+                and shape[0] == a.groups[g].width):
+            return ("p", v.leaf)
+        if int(np.prod(shape)) == 1:
+            return ("s", v.leaf)                     # one shared scalar parameter
+        return "a parameter that is not one number per neuron"
+    return ("the input" if v.kind == "input" else "a value the analysis does not follow "
+            "(another branch of the program)")
+
+
+def _elementwise(a: _Analysis, eqn: Eqn, vals: list[_Val]) -> list[_Val]:
+    """Elementwise primitives: constants fold; on hidden values with one block structure the
+    op is a function of each neuron (extending a single group's activation program); a
+    parameter added to ``x K`` is its bias, any other per-neuron parameter a scale."""
     if all(v.kind == "const" for v in vals):
         return _const_eval(eqn, vals)
-    hidden = [v for v in vals if v.kind in ("pre", "act")]
-    groups = sorted({v.group for v in hidden})
-    if len(groups) > 1:
+    hidden = [v for v in vals if v.kind == "hidden"]
+    if not hidden:
+        return [_OTHER] * len(eqn.outs)
+    ref = hidden[0]
+    if any(h.axis != ref.axis or h.blocks != ref.blocks for h in hidden[1:]):
+        groups = sorted({g for h in hidden for g in h.groups})
         for g in groups:
-            others = ", ".join(str(a.groups[h].index) for h in groups if h != g)
+            others = ", ".join(str(h + 1) for h in groups if h != g) or "itself, elsewhere"
             a.groups[g].pin(f"`{eqn.name}` with group {others} (residual / skip)", eqn.line)
         return [_OTHER] * len(eqn.outs)
-    if not groups:
-        return [_OTHER] * len(eqn.outs)
-    g = a.groups[groups[0]]
-    params = [v for v in vals if v.kind == "param"]
-    if (eqn.name == "add" and len(params) == 1 and len(hidden) == 1 and hidden[0].kind == "pre"
-            and g.bias is None and not g.program and params[0].bias
-            and a.leaf_shapes[params[0].leaf] == (g.width,)):
-        g.bias = params[0].leaf
-        return [_Val("pre", group=g.index - 1)]
-    rest = [v for v in vals if v.kind not in ("pre", "act", "const")]
-    if rest:
-        what = ("a per-neuron parameter" if rest[0].kind == "param" else
-                "the input" if rest[0].kind == "input" else "a value the analysis does not follow")
-        g.pin(f"`{eqn.name}` of its activation with {what} (phase 1: constants only)", eqn.line)
-        return [_OTHER] * len(eqn.outs)
-    if any(v.kind == "const" and np.size(v.value) != 1 for v in vals):
-        g.pin(f"`{eqn.name}` with a non-scalar constant (not one function of each neuron)",
-              eqn.line)
-        return [_OTHER] * len(eqn.outs)
-    if g.consumers:
-        g.pin(f"`{eqn.name}` after its activation is consumed (the value is used twice)",
-              eqn.line)
-        return [_OTHER] * len(eqn.outs)
-    operands = [("n", v.node if v.kind == "act" else 0) if v.kind in ("pre", "act")
-                else ("c", np.asarray(v.value).reshape(())) for v in vals]
-    if eqn.name in NON_ANALYTIC:
-        g.kinks.append((eqn.name, eqn.line))
-    g.program.append((eqn.primitive, eqn.params, operands))
-    return [_Val("act", group=g.index - 1, node=len(g.program))]
+    operands = []
+    for v in vals:
+        if v.kind == "hidden":
+            operands.append(("n", v.node))
+            continue
+        op = _operand(a, eqn, ref, v)
+        if isinstance(op, str):
+            a.pin_all([ref], f"`{eqn.name}` of its activation with {op}", eqn.line)
+            return [_OTHER] * len(eqn.outs)
+        operands.append(op)
+    g = ref.single()
+    params = [r for kind, r in operands if kind == "p"]
+    if (g is not None and eqn.name == "add" and ref.pre and len(params) == 1 and len(hidden) == 1
+            and a.groups[g].bias is None and not a.groups[g].program):
+        a.groups[g].bias = params[0]
+        return [dataclasses.replace(ref, pre=True)]
+    for leaf in params:
+        a.groups[g].scales.append(leaf)
+    if eqn.name in NON_ANALYTIC and not eqn.benign:
+        for h in ref.groups:
+            a.groups[h].kinks.append((eqn.name, eqn.line))
+    node = None
+    if g is not None and all(v.node is not None for v in hidden):
+        prog = a.groups[g].program
+        # a parameter operand ("p": per neuron, or one shared number) is shown by its path;
+        # a program with one is not lowered to a registered activation
+        prog.append((eqn.primitive, eqn.params, [("p", r) if kind == "s" else (kind, r)
+                                                 for kind, r in operands]))
+        node = len(prog)
+    return [dataclasses.replace(ref, pre=False, node=node)] * len(eqn.outs)
 
 
-def _view(a: _Analysis, eqn: _Eqn, vals: list[_Val]) -> list[_Val]:
+def _unit_free(shape) -> list[int]:
+    return [i for i, s in enumerate(shape) if s != 1]
+
+
+def _view(a: _Analysis, eqn: Eqn, vals: list[_Val]) -> list[_Val]:
     """``reshape`` / ``broadcast_in_dim`` / ``transpose`` / ``squeeze`` / ``expand_dims``:
-    parameter views (a bias broadcast along the last axis, a transposed kernel) are followed;
-    hidden values reshaped are pinned."""
+    parameter views (a 1-D leaf broadcast along an axis, a transposed kernel) are followed; a
+    hidden value is followed through a transpose and through views that only add or remove
+    unit axes, and pinned by any other."""
     v = vals[0]
     if all(w.kind == "const" for w in vals):
         return _const_eval(eqn, vals)
+    old, new = eqn.in_shapes[0], eqn.out_shapes[0]
     if v.kind == "param":
-        shape = a.leaf_shapes[v.leaf]
-        if eqn.name == "transpose" and len(shape) == 2 and tuple(eqn.params["permutation"]) == (
-                1, 0):
-            return [dataclasses.replace(v, flip=not v.flip)]
-        if eqn.name in ("reshape", "broadcast_in_dim") and len(shape) == 1:
-            dims = eqn.params.get("broadcast_dimensions")
-            new = eqn.params.get("shape") or eqn.params.get("new_sizes")
-            if new and new[-1] == shape[0] and (dims is None or tuple(dims) == (len(new) - 1,)):
-                return [dataclasses.replace(v, bias=True)]
-        return [_Val("param", leaf=v.leaf, flip=v.flip)] if eqn.name == "copy" else [_OTHER]
+        return [_param_view(a, eqn, v, old, new)]
+    if v.kind != "hidden":
+        return [v] if v.kind == "input" and tuple(old) == tuple(new) else [_OTHER]
+    if eqn.name == "transpose":
+        return [dataclasses.replace(v, axis=list(eqn.params["permutation"]).index(v.axis))]
+    free_old, free_new = _unit_free(old), _unit_free(new)
+    if [old[i] for i in free_old] == [new[i] for i in free_new] and v.axis in free_old:
+        return [dataclasses.replace(v, axis=free_new[free_old.index(v.axis)])]
     a.pin_all(vals, f"reshaped by `{eqn.name}`", eqn.line)
     return [_OTHER]
 
 
-def _same(a: _Analysis, eqn: _Eqn, vals: list[_Val]) -> list[_Val]:
+def _param_view(a: _Analysis, eqn: Eqn, v: _Val, old, new) -> _Val:
+    """A view of a parameter leaf: a transposed 2-D kernel, or a 1-D leaf whose entries run
+    along one axis (``laxis``) of the viewed value."""
+    shape = a.leaf_shapes[v.leaf]
+    if len(shape) == 2 and eqn.name == "transpose" and v.laxis is None:
+        return dataclasses.replace(v, flip=not v.flip) if tuple(
+            eqn.params["permutation"]) == (1, 0) else _OTHER
+    if len(shape) != 1:
+        return _OTHER
+    cur = 0 if v.laxis is None else v.laxis
+    if eqn.name == "transpose":
+        return dataclasses.replace(v, laxis=list(eqn.params["permutation"]).index(cur))
+    if eqn.name == "broadcast_in_dim":
+        dims = tuple(eqn.params["broadcast_dimensions"])
+        ok = old[cur] == shape[0] and new[dims[cur]] == shape[0]
+        return dataclasses.replace(v, laxis=dims[cur]) if ok else _OTHER
+    free_old, free_new = _unit_free(old), _unit_free(new)
+    if [old[i] for i in free_old] == [new[i] for i in free_new] and cur in free_old:
+        return dataclasses.replace(v, laxis=free_new[free_old.index(cur)])
+    if shape[0] == 1 and int(np.prod(new)) == 1:   # one entry: it runs along the last axis
+        return dataclasses.replace(v, laxis=len(new) - 1)
+    return _OTHER
+
+
+def _same(a: _Analysis, eqn: Eqn, vals: list[_Val]) -> list[_Val]:
     """``convert_element_type`` / ``copy``: parameters and the input pass through, hidden
     values get the op in their activation program."""
     v = vals[0]
@@ -356,38 +403,87 @@ def _same(a: _Analysis, eqn: _Eqn, vals: list[_Val]) -> list[_Val]:
     return _elementwise(a, eqn, vals)
 
 
-def _dot_general(a: _Analysis, eqn: _Eqn, vals: list[_Val]) -> list[_Val]:
-    """``h @ K``: a new group whose kernel is the parameter ``K`` and whose source is ``h``."""
-    lhs, rhs = vals
+def _kernel_side(a: _Analysis, vals: list[_Val]) -> int | None:
+    """Which operand of a ``dot_general`` is a 2-D parameter kernel (0 or 1), if exactly one."""
+    sides = [i for i, v in enumerate(vals)
+             if v.kind == "param" and len(a.leaf_shapes[v.leaf]) == 2]
+    return sides[0] if len(sides) == 1 else None
+
+
+def _consume(a: _Analysis, eqn: Eqn, data: _Val, operand: int, leaf: int, leaf_axis: int,
+             axis: int) -> None:
+    """Record the kernel ``leaf``'s rows as the linear consumer of ``data``'s groups."""
+    seen = [g for g in data.groups if data.groups.count(g) > 1]
+    for g in dict.fromkeys(seen):
+        a.groups[g].pin("appears twice in the value one kernel reads (its neurons are tied "
+                        "across blocks)", eqn.line)
+    if data.pre and data.single() is not None and not a.groups[data.single()].program:
+        a.groups[data.single()].pin("no elementwise activation before the next kernel",
+                                    eqn.line)
+    a.layouts[leaf] = (leaf_axis, data.blocks)
+    offset = 0
+    for b, (g, size) in enumerate(data.blocks):
+        if g >= 0:
+            grp = a.groups[g]
+            if not grp.consumers:
+                grp.consumed_node = data.node
+            grp.consumers.append(Consumer(leaf, leaf_axis, b, operand, axis, offset, eqn.line))
+        offset += size
+
+
+def _dot_general(a: _Analysis, eqn: Eqn, vals: list[_Val]) -> list[_Val]:
+    """``h K`` (or ``K h`` under ``vmap``): a new group whose kernel is the 2-D parameter ``K``;
+    the data operand's groups, when it contracts their neuron axis, are consumed by ``K``'s
+    rows (one block of rows per group after a ``concatenate``)."""
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
-    shape = a.leaf_shapes[rhs.leaf] if rhs.kind == "param" else ()
-    lhs_rank = len(eqn.in_shapes[0])
-    simple = (rhs.kind == "param" and len(shape) == 2 and not lb and not rb
-              and tuple(lc) == (lhs_rank - 1,) and len(rc) == 1)
-    if not simple:
-        what = "a constant matrix" if rhs.kind == "const" else "operands other than (h, kernel)"
+    side = _kernel_side(a, vals)
+    if all(v.kind == "const" for v in vals):
+        return _const_eval(eqn, vals)
+    if side is None or lb or rb or len(lc) != 1:
+        what = ("a batch dimension" if lb or rb else
+                "a constant matrix" if any(v.kind == "const" for v in vals) else
+                "operands other than (value, parameter kernel)")
         a.pin_all(vals, f"`dot_general` with {what}", eqn.line)
         return [_OTHER]
-    out_in = (rc[0] == 1) != rhs.flip
-    if lhs.kind == "pre":
-        a.groups[lhs.group].pin("no elementwise activation before the next kernel", eqn.line)
-    if lhs.kind in ("pre", "act"):
-        g = a.groups[lhs.group]
-        if g.consumers:
-            g.pin("consumed by more than one kernel", eqn.line)
-        g.consumers.append((rhs.leaf, out_in))
-        g.consumed_node = lhs.node if lhs.kind == "act" else 0
-        source = lhs.group + 1
-    else:
-        source = "input" if lhs.kind == "input" else "other"
-    width = shape[0] if out_in else shape[1]
-    a.groups.append(Group(index=len(a.groups) + 1, width=int(width), kernel=rhs.leaf,
-                          out_in=out_in, source=source))
-    return [_Val("pre", group=len(a.groups) - 1)]
+    kern, data = vals[side], vals[1 - side]
+    kc, dc = (lc[0], rc[0]) if side == 0 else (rc[0], lc[0])
+    leaf_axis = (1 - kc) if kern.flip else kc
+    free = 1 - leaf_axis
+    data_ndim = len(eqn.in_shapes[1 - side])
+    if data.kind == "hidden":
+        if data.axis != dc:
+            a.pin_all([data], "`dot_general` contracts an axis other than its neurons", eqn.line)
+        else:
+            _consume(a, eqn, data, eqn.ins[1 - side], kern.leaf, leaf_axis, dc)
+    source = ("input" if data.kind == "input" else
+              data.single() + 1 if data.kind == "hidden" and data.single() is not None
+              else "other")
+    width = int(a.leaf_shapes[kern.leaf][free])
+    a.groups.append(Group(index=len(a.groups) + 1, width=width, kernel=kern.leaf,
+                          kernel_axis=free, source=source))
+    axis = 0 if side == 0 else data_ndim - 1
+    return [_Val("hidden", axis=axis, blocks=((len(a.groups) - 1, width),), pre=True, node=0)]
+
+
+def _concatenate(a: _Analysis, eqn: Eqn, vals: list[_Val]) -> list[_Val]:
+    """Hidden values joined along their neuron axis: the blocks in order (a non-hidden operand,
+    e.g. the input of a skip connection, is a block of no group)."""
+    if all(v.kind == "const" for v in vals):
+        return _const_eval(eqn, vals)
+    dim = eqn.params["dimension"]
+    if not any(v.kind == "hidden" for v in vals):
+        return [_OTHER]
+    if any(v.kind == "hidden" and v.axis != dim for v in vals):
+        a.pin_all(vals, "concatenated along an axis other than its neurons", eqn.line)
+        return [_OTHER]
+    blocks: list[tuple[int, int]] = []
+    for v, shape in zip(vals, eqn.in_shapes, strict=True):
+        blocks += list(v.blocks) if v.kind == "hidden" else [(-1, int(shape[dim]))]
+    return [_Val("hidden", axis=dim, blocks=tuple(blocks))]
 
 
 def _pinning(reason: str) -> Rule:
-    def rule(a: _Analysis, eqn: _Eqn, vals: list[_Val]) -> list[_Val]:
+    def rule(a: _Analysis, eqn: Eqn, vals: list[_Val]) -> list[_Val]:
         a.pin_all(vals, reason.format(name=eqn.name), eqn.line)
         return [_OTHER] * len(eqn.outs)
     return rule
@@ -408,7 +504,7 @@ RULES["convert_element_type"] = _same
 RULES["copy"] = _same
 RULES["copy_p"] = _same
 RULES["dot_general"] = _dot_general
-RULES["concatenate"] = _pinning("feeds a `concatenate` (skip connection)")
+RULES["concatenate"] = _concatenate
 for _n in ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin",
            "cumsum", "reduce_and", "reduce_or"):
     RULES[_n] = _pinning("feeds a reduction `{name}`")
@@ -417,7 +513,7 @@ for _n in ("slice", "dynamic_slice", "gather", "dynamic_update_slice", "scatter"
     RULES[_n] = _pinning("is sliced or indexed by `{name}`")
 
 
-def _interpret(flat: list[_Eqn], a: _Analysis) -> None:
+def _interpret(flat: list[Eqn], a: _Analysis) -> None:
     """Run every equation's rule; an unknown primitive pins what it touches and is recorded."""
     for eqn in flat:
         for o in eqn.ins:
@@ -438,6 +534,17 @@ def _interpret(flat: list[_Eqn], a: _Analysis) -> None:
             a.vals[o] = v
 
 
+def _pin_shared(a: _Analysis, paths: Sequence[str]) -> None:
+    """A group none of whose leaves the program reads elsewhere: writing a smaller one back
+    would change that other use."""
+    for g in a.groups:
+        leaves = [leaf for leaf, _ in g.producers()] + [c.leaf for c in g.consumers]
+        for leaf in dict.fromkeys(leaves):
+            if a.uses.get(leaf, 0) > 1:
+                g.pin(f"the leaf {paths[leaf]} is read {a.uses[leaf]} times (shared weights)",
+                      "params")
+
+
 # ------------------------------------------------------------------------------------------------
 # The activation of a chain: a registered one, or one registered from the traced program
 # ------------------------------------------------------------------------------------------------
@@ -447,9 +554,9 @@ MATCH_GRID = np.concatenate([np.linspace(-6.0, 6.0, 241), [-20.0, -11.0, 11.0, 2
 
 
 def _primitive_names(fn: Callable, u: jax.Array) -> list[str]:
-    flat: list[_Eqn] = []
+    flat: list[Eqn] = []
     closed = jax.make_jaxpr(fn)(u)
-    _flatten(closed.jaxpr, closed.consts, [0], flat, [0])
+    flatten(closed.jaxpr, closed.consts, [0], flat, [0])
     return sorted(e.name for e in flat if e.name not in ("copy", "copy_p"))
 
 
@@ -461,21 +568,54 @@ def match_activation(group: Group, dtype) -> tuple[str | None, str]:
     "structurally" is added when the registered function traces to the same primitives.
     Returns ``(None, "")`` when none matches.
     """
-    u = jnp.asarray(MATCH_GRID, dtype)
-    sigma = group.activation_fn()
-    mine = np.asarray(sigma(u), np.float64)
-    if not np.all(np.isfinite(mine)):
-        return None, ""
-    tol = 64 * float(jnp.finfo(dtype).eps)
     prims = sorted(p.name for p, _, _ in group.program[: group.consumed_node or 0]
                    if p.name not in ("copy", "copy_p"))
+    return _match_fn(group.activation_fn(), prims, dtype)
+
+
+def _match_fn(sigma: Callable, prims: Sequence[str] | None, dtype) -> tuple[str | None, str]:
+    u = jnp.asarray(MATCH_GRID, dtype)
+    mine = np.asarray(sigma(u), np.float64)
+    if mine.shape != u.shape or not np.all(np.isfinite(mine)):
+        return None, ""
+    tol = 64 * float(jnp.finfo(dtype).eps)
     for name in registered_activations():
         act = get_activation(name)
         ref = np.asarray(act.fn(u), np.float64)
         if ref.shape == mine.shape and np.all(np.abs(mine - ref) <= tol * (1 + np.abs(ref))):
-            same = _primitive_names(act.fn, u) == prims
+            same = prims is not None and _primitive_names(act.fn, u) == list(prims)
             return name, "numerically and structurally" if same else "numerically"
     return None, ""
+
+
+def _analytic_call(jaxpr, consts, operands) -> bool:
+    """Whether a ``custom_jvp_call`` of one traced operand (the others constants) is a
+    registered analytic activation (``jax.nn.softplus``: ``logaddexp(u, 0)``, written with
+    ``max`` / ``abs`` / ``select_n`` whose kinks cancel), compared on :data:`MATCH_GRID`."""
+    traced = [i for i, o in enumerate(operands) if not isinstance(o, Const)]
+    if len(traced) != 1 or len(jaxpr.outvars) != 1 or any(
+            np.size(o.value) != 1 for o in operands if isinstance(o, Const)):
+        return False
+    aval = jaxpr.invars[traced[0]].aval
+    if jaxpr.outvars[0].aval.shape != aval.shape:
+        return False
+    size = max(int(np.prod(aval.shape)), 1)
+
+    def sigma(t):   # elementwise: the grid in chunks of the operand's shape
+        n = t.shape[0]
+        chunks = jnp.pad(t, (0, -n % size)).reshape((-1,) + tuple(aval.shape))
+
+        def one(ti):
+            args = [ti if i == traced[0] else jnp.asarray(o.value).reshape(())
+                    for i, o in enumerate(operands)]
+            return jax.core.eval_jaxpr(jaxpr, consts, *args)[0]
+        return jax.vmap(one)(chunks).reshape(-1)[:n]
+
+    try:
+        name, _ = _match_fn(sigma, None, aval.dtype)
+    except Exception:  # noqa: BLE001 - an exotic call is simply not recognised
+        return False
+    return name is not None
 
 
 def _kink_name(expr: str) -> str:
@@ -491,6 +631,24 @@ def _refusing_series(expr: str, kinks: Sequence[tuple[str, str]]):
     return series
 
 
+def _refuse_kinks(groups: Sequence[Group], methods: Sequence[Method], where: str, dtype
+                  ) -> None:
+    """Derivative features need Taylor series: a group whose activation uses a non-analytic
+    primitive (``max``, ``abs``, ...) is refused for them, naming the primitive and its line."""
+    for m in methods:
+        if not isinstance(m.features, DerivativeFeatures):
+            continue
+        for g in groups:
+            if g.kinks and (g.consumed_node is None or match_activation(g, dtype)[0] is None):
+                prim, line = g.kinks[0]
+                expr = g.expression()
+                raise ValueError(
+                    f"{where}: hidden layer {g.index}'s activation {expr}{_kink_name(expr)} "
+                    f"uses `{prim}` at {line}, which is not analytic; {m.describe()} needs its "
+                    "Taylor series. Use jc.collocation(k) or jc.data_matching(x, order=k) "
+                    "(values only), or an analytic activation (jax.nn.softplus, jax.nn.gelu)")
+
+
 def activation_for(group: Group, dtype, methods: Sequence[Method], where: str) -> str:
     """A registered activation name for ``group``'s program (matched, or registered as
     ``"traced:<expression>"``), checked against what ``methods`` need.
@@ -504,15 +662,7 @@ def activation_for(group: Group, dtype, methods: Sequence[Method], where: str) -
         return name
     expr = group.expression()
     name = f"traced:{expr}"
-    if group.kinks:
-        for m in methods:
-            if isinstance(m.features, DerivativeFeatures):
-                prim, line = group.kinks[0]
-                raise ValueError(
-                    f"{where}: hidden layer {group.index}'s activation {expr}{_kink_name(expr)} "
-                    f"uses `{prim}` at {line}, which is not analytic; {m.describe()} needs its "
-                    "Taylor series. Use jc.collocation(k) or jc.data_matching(x, order=k) "
-                    "(values only), or an analytic activation (jax.nn.softplus, jax.nn.gelu)")
+    _refuse_kinks([group], methods, where, dtype)
     if name in registered_activations():
         return name
     if group.kinks:
@@ -538,19 +688,16 @@ def activation_for(group: Group, dtype, methods: Sequence[Method], where: str) -
 # ------------------------------------------------------------------------------------------------
 
 
-def _chain(groups: Sequence[Group], outputs: Sequence[_Val], uses: dict[int, int],
-           paths: Sequence[str]) -> tuple[list[Group], list[str]]:
-    """The hidden groups of a chain ``x -> g_1 -> ... -> g_L -> output``, or why it is not one
-    (including a kernel or bias leaf that the program also reads elsewhere: writing a smaller
-    one back would change that other use)."""
+def _chain(groups: Sequence[Group], outputs: Sequence[_Val]) -> tuple[list[Group], list[str]]:
+    """The hidden groups of a chain ``x -> g_1 -> ... -> g_L -> output`` that lowers to the
+    params convention with one activation, or why the network is not one (it is then
+    compressed group by group: :mod:`jaxcompress.graph_compress`)."""
     why = []
     if not groups:
         return [], ["no dot_general with a parameter kernel"]
-    for leaf in [g.kernel for g in groups] + [g.bias for g in groups if g.bias is not None]:
-        if uses.get(leaf, 0) > 1:
-            why.append(f"the leaf {paths[leaf]} is read {uses[leaf]} times (shared weights)")
     last = groups[-1]
-    if len(outputs) != 1 or outputs[0].kind != "pre" or outputs[0].group != last.index - 1:
+    if len(outputs) != 1 or outputs[0].kind != "hidden" or not outputs[0].pre or (
+            outputs[0].single() != last.index - 1):
         why.append("the output is not the last kernel's x K + b (one array)")
     if groups[0].source != "input":
         why.append("group 1 does not read the input x itself")
@@ -559,15 +706,18 @@ def _chain(groups: Sequence[Group], outputs: Sequence[_Val], uses: dict[int, int
             why.append(f"group {nxt.index} does not read group {g.index}'s activation")
         for reason, line in g.pins:
             why.append(f"group {g.index} is pinned: {reason} ({line})")
-        if not g.pins and g.consumers != [(nxt.kernel, nxt.out_in)]:
+        if g.pins:
+            continue
+        if [(c.leaf, c.axis) for c in g.consumers] != [(nxt.kernel, 1 - nxt.kernel_axis)]:
             why.append(f"group {g.index} is not consumed by group {nxt.index}'s kernel alone")
-        if not g.pins and not g.consumed_node:
+        if not g.consumed_node:
             why.append(f"group {g.index} has no activation")
+        if g.scales or any(k == "p" for _, _, ops in g.program for k, _ in ops):
+            why.append(f"group {g.index}'s activation has a parameter")
     hidden = list(groups[:-1])
     exprs = {g.expression() for g in hidden if not g.pins}
     if len(exprs) > 1:
-        why.append("the hidden layers' activations differ (" + "; ".join(sorted(exprs)) + "): "
-                   "phase 1 lowers a chain with one activation")
+        why.append("the hidden layers' activations differ (" + "; ".join(sorted(exprs)) + ")")
     return hidden, why
 
 
@@ -578,25 +728,38 @@ class Compressed:
     Attributes:
       params: the user's pytree, same structure, smaller leaves.
       fn: the user's function ``fn(params, x)``.
-      lowered: the compressed network in the params convention (what the driver returned).
-      activation: the registered activation name the driver used.
+      lowered: the compressed chain in the params convention (what the driver returned), or
+        ``None`` for a network compressed group by group.
+      activation: the registered activation name the driver used (``"traced"`` for a network
+        compressed group by group: the activations are the program's own).
       polymorphic: whether ``fn`` runs on the smaller ``params`` (checked on the domain's error
-        points against ``lowered``); else ``why`` says what ``fn`` raised.
+        points); else ``why`` says what ``fn`` raised, and ``small(x)`` runs the lowered chain.
     """
 
     params: Any
     fn: Callable
-    lowered: list
+    lowered: list | None
     activation: str
     polymorphic: bool
     why: str = ""
+    lower: Callable | None = None
 
     def __call__(self, x: jax.Array) -> jax.Array:
         """The compressed function: ``fn(params, x)`` when ``fn`` accepts the smaller leaves,
         else the lowered chain (the same function, checked at compression)."""
+        return self.apply(self.params, x)
+
+    def apply(self, params: Any, x: jax.Array) -> jax.Array:
+        """The compressed function of its parameters (``params`` shaped like
+        :attr:`params`): what :func:`jaxcompress.polish` trains."""
         if self.polymorphic:
-            return self.fn(self.params, x)
-        return apply(self.lowered, x, activation=self.activation)
+            return self.fn(params, x)
+        return apply(self.lower(params), x, activation=self.activation)
+
+    def replace(self, params: Any) -> Compressed:
+        """The same compressed network with other parameters (e.g. polished ones)."""
+        return dataclasses.replace(self, params=params,
+                                   lowered=None if self.lowered is None else self.lower(params))
 
 
 def _tol(y: np.ndarray, dtype) -> float:
@@ -614,7 +777,11 @@ class Network(FrontEnd):
       groups: the :class:`Group` records, in program order.
       unknown: ``(primitive, line)`` of every primitive without a rule.
       hidden: the hidden groups of the chain (empty when ``why_not``).
-      why_not: why the network is not a chain that :func:`jaxcompress.compress` can lower.
+      why_not: why the network is not a chain that lowers to :func:`jaxcompress.compress`'s
+        params convention (it is then compressed group by group).
+      layouts: per consumer leaf, ``(leaf, axis, row blocks)`` (see
+        :class:`~jaxcompress.graph_compress.GraphPlan`).
+      signature: the program's primitives in order.
     """
 
     fn: Callable
@@ -625,26 +792,37 @@ class Network(FrontEnd):
     unknown: tuple[tuple[str, str], ...]
     hidden: tuple[Group, ...]
     why_not: tuple[str, ...]
+    layouts: tuple = ()
+    signature: tuple[str, ...] = ()
+
+    @property
+    def chain(self) -> bool:
+        """Whether the network lowers to the params convention (one activation)."""
+        return not self.why_not
 
     @property
     def compressible(self) -> tuple[Group, ...]:
-        """The hidden groups :func:`jaxcompress.compress` compresses (all or none: a chain)."""
-        return () if self.why_not else self.hidden
+        """The groups :func:`jaxcompress.compress` compresses: the chain's hidden groups, or
+        every group that is not pinned and is read by a kernel."""
+        if self.chain:
+            return self.hidden
+        return tuple(g for g in self.groups if g.compressible)
 
     def _leaves(self) -> list:
         return jax.tree_util.tree_leaves(self.params)
 
-    def lower(self) -> list[dict[str, jax.Array]]:
-        """The chain in the params convention ``[{"kernel": (in, out), "bias": (out,)}]``."""
-        if self.why_not:
-            raise ValueError("compress: the traced network is not a chain that phase 1 "
-                             "lowers:\n  " + "\n  ".join(self.why_not) + "\nprint(net) shows "
-                             "every group.")
-        leaves, out = self._leaves(), []
+    def lower(self, params: Any = None) -> list[dict[str, jax.Array]]:
+        """The chain in the params convention ``[{"kernel": (in, out), "bias": (out,)}]`` (of
+        ``params``, shaped like :attr:`params` up to widths; default :attr:`params`)."""
+        if not self.chain:
+            raise ValueError("lower: the traced network is not a chain:\n  "
+                             + "\n  ".join(self.why_not))
+        leaves = jax.tree_util.tree_leaves(self.params if params is None else params)
+        out = []
         for g in self.groups:
             kernel = jnp.asarray(leaves[g.kernel])
             kernel = kernel.T if g.out_in else kernel
-            bias = (jnp.zeros((g.width,), kernel.dtype) if g.bias is None
+            bias = (jnp.zeros((kernel.shape[1],), kernel.dtype) if g.bias is None
                     else jnp.asarray(leaves[g.bias]))
             out.append({"kernel": kernel, "bias": bias})
         return out
@@ -661,19 +839,46 @@ class Network(FrontEnd):
                 leaves[g.bias] = jnp.asarray(layer["bias"], leaves[g.bias].dtype)
         return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(self.params), leaves)
 
+    def plan(self) -> GraphPlan:
+        """The static plan of the group-by-group compression."""
+        groups = tuple(GroupPlan(g.index, g.width, tuple(g.producers()),
+                                 tuple((c.leaf, c.axis, c.block, c.value, c.value_axis)
+                                       for c in g.consumers))
+                       for g in self.compressible)
+        return GraphPlan(self.fn, jax.tree_util.tree_structure(self.params), self.signature,
+                         groups, self.layouts, tuple(g.width for g in self.groups))
+
     def compress(self, method, *, domain=None) -> tuple[Compressed, CompressInfo]:
-        """:func:`jaxcompress.compress` on the lowered chain, written back into the pytree."""
+        """Compress the network: a chain through :func:`jaxcompress.compress` (the one
+        driver), anything else group by group (:mod:`jaxcompress.graph_compress`), with the
+        one per-layer step either way."""
         where = "compress"
         if not isinstance(method, (Method, BestOf)):
             raise TypeError(f"{where}: a traced network needs a method (e.g. "
                             f"jc.collocation(k)), got {type(method).__name__} {method!r:.60}")
-        lowered = self.lower()
-        dtype = jnp.result_type(lowered[0]["kernel"])
-        methods = method.methods if isinstance(method, BestOf) else (method,)
-        names = {activation_for(g, dtype, methods, where) for g in self.hidden}
-        (name,) = names
+        if not self.compressible:
+            raise ValueError(f"{where}: the traced network has no compressible group:\n"
+                             + format_table(self))
+        dtype = self.x.dtype
         domain = Ball(self.x.shape[-1], 1.0) if domain is None else domain
         check_domain(domain, self.x.shape[-1], where, dtype)
+        methods = method.methods if isinstance(method, BestOf) else (method,)
+        if self.chain:
+            (name,) = {activation_for(g, dtype, methods, where) for g in self.compressible}
+            return self._compress_chain(method, domain, name)
+        _refuse_kinks(self.compressible, methods, where, dtype)
+        for m in methods:
+            if m.features.coordinates != "input":
+                raise ValueError(f"{where}: coordinates={m.features.coordinates!r} needs a "
+                                 "chain; this traced network is compressed in input coordinates")
+        small, info = compress_graph(self.plan(), method, self._leaves(), domain)
+        params = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(self.params), small)
+        return Compressed(params, self.fn, None, "traced", True), info
+
+    def _compress_chain(self, method, domain, name: str) -> tuple[Compressed, CompressInfo]:
+        where = "compress"
+        lowered = self.lower()
+        dtype = jnp.result_type(lowered[0]["kernel"])
         pts = error_points(domain, dtype=dtype)
         user = jax.jit(self.fn)    # traceable (it was traced): one compilation, not one per op
         with jax.default_matmul_precision("highest"):   # as the driver's matmuls (no TF32)
@@ -692,20 +897,45 @@ class Network(FrontEnd):
                 y_user = np.asarray(user(params, pts))
         except Exception as e:  # noqa: BLE001 - the user's code refusing smaller leaves
             return Compressed(params, self.fn, small, name, False,
-                              f"{type(e).__name__}: {str(e).splitlines()[0]:.200}"), info
+                              f"{type(e).__name__}: {str(e).splitlines()[0]:.200}",
+                              lower=self.lower), info
         gap = float(np.max(np.abs(y_user - y_small)))
         if not gap <= _tol(y_small, dtype):
             raise RuntimeError(f"{where}: fn on the compressed params differs from the "
                                f"compressed chain by {gap:.3g}; the write-back is wrong")
-        return Compressed(params, self.fn, small, name, True), info
+        return Compressed(params, self.fn, small, name, True, lower=self.lower), info
 
     def __str__(self) -> str:
         return format_table(self)
 
 
-def _leaf_text(net: Network, leaf: int, out_in: bool | None = None) -> str:
-    lay = "" if out_in is None else (" (out,in)" if out_in else "")
-    return f"{net.paths[leaf]}{lay}"
+def _leaf_text(net: Network, leaf: int, axis: int | None = None) -> str:
+    """A leaf's path; a 2-D kernel whose neurons (outputs) run along ``axis`` 0 is marked."""
+    if axis is None or len(np.shape(net._leaves()[leaf])) != 2:
+        return net.paths[leaf]
+    return f"{net.paths[leaf]}{' (out,in)' if axis == 0 else ''}"
+
+
+def _status(net: Network, g: Group) -> str:
+    if g.pins:
+        return "pinned: " + "; ".join(f"{r} [{line}]" for r, line in g.pins)
+    if not g.consumers:
+        return "not read by a kernel"
+    return "compressible" if g in net.compressible else "not compressed"
+
+
+def _activation_text(net: Network, g: Group) -> str:
+    act = g.expression(digits=6, paths=net.paths) if g.program else "-"
+    if g.consumed_node and not g.pins and not any(k == "p" for _, _, ops in g.program
+                                                  for k, _ in ops):
+        name, how = match_activation(g, net.x.dtype)
+        act = f"{name} (matches {how})" if name else act
+        if g.kinks and not name:
+            act += (f" (not analytic: `{g.kinks[0][0]}` at {g.kinks[0][1]}; collocation or "
+                    "data matching only)")
+    elif g.kinks:
+        act += f" (not analytic: `{g.kinks[0][0]}`)"
+    return act
 
 
 def format_table(net: Network) -> str:
@@ -714,33 +944,31 @@ def format_table(net: Network) -> str:
             f"of fn(params, x: {net.x.dtype}{list(net.x.shape)})")
     rows = [("group", "width", "produced by", "consumed by", "activation", "status")]
     for g in net.groups:
-        prod = [_leaf_text(net, g.kernel, g.out_in)]
-        prod += [] if g.bias is None else [_leaf_text(net, g.bias)]
-        cons = ", ".join(_leaf_text(net, leaf, oi) for leaf, oi in g.consumers) or "-"
-        act = g.expression(digits=6) if g.program else "-"
-        if g.consumed_node and not g.pins:
-            name, how = match_activation(g, net.x.dtype)
-            act = f"{name} (matches {how})" if name else act
-            if g.kinks and not name:
-                act += (f" (not analytic: `{g.kinks[0][0]}` at {g.kinks[0][1]}; collocation or "
-                        "data matching only)")
-        if g.pins:
-            status = "pinned: " + "; ".join(f"{r} [{line}]" for r, line in g.pins)
-        else:
-            status = "compressible" if g in net.compressible else "not compressed (see below)"
-        rows.append((str(g.index), str(g.width), ", ".join(prod), cons, act, status))
+        prod = [_leaf_text(net, g.kernel, g.kernel_axis)]
+        prod += [net.paths[leaf] for leaf, _ in g.producers()[1:]]
+        cons = ", ".join(_consumer_text(net, c) for c in g.consumers) or "-"
+        rows.append((str(g.index), str(g.width), ", ".join(prod), cons, _activation_text(net, g),
+                     _status(net, g)))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = [head] + ["  ".join(c.ljust(w) for c, w in zip(r[:5], widths, strict=True)) + "  "
                       + r[5] for r in rows]
     for prim, line in dict.fromkeys(net.unknown):
         lines.append(f"unknown primitive `{prim}` at {line}: no rule, what it touches is pinned")
-    if net.why_not:
-        lines.append("not a chain phase 1 lowers:")
-        lines += [f"  {w}" for w in net.why_not]
-    else:
+    if net.chain:
         sizes = [net.x.shape[-1]] + [g.width for g in net.groups]
         lines.append(f"chain: lowers to the driver as {sizes}")
+    else:
+        lines.append("not a chain (compressed group by group):")
+        lines += [f"  {w}" for w in net.why_not]
     return "\n".join(lines)
+
+
+def _consumer_text(net: Network, c: Consumer) -> str:
+    axis, blocks = next((ax, b) for leaf, ax, b in net.layouts if leaf == c.leaf)
+    text = _leaf_text(net, c.leaf, 1 - c.axis) if len(blocks) == 1 else (
+        f"{net.paths[c.leaf]} rows {c.offset}:{c.offset + blocks[c.block][1]} of "
+        f"{sum(s for _, s in blocks)}")
+    return text
 
 
 def trace(fn: Callable[[Any, jax.Array], jax.Array], params: Any, x: jax.Array) -> Network:
@@ -769,22 +997,22 @@ def trace(fn: Callable[[Any, jax.Array], jax.Array], params: Any, x: jax.Array) 
     pairs, _ = jax.tree_util.tree_flatten_with_path(params)
     if not pairs:
         raise ValueError("trace: params has no array leaves; expected the parameter pytree")
-    closed = jax.make_jaxpr(fn)(params, jax.ShapeDtypeStruct(shape.shape, shape.dtype))
+    prog = trace_program(fn, params, shape, analytic_call=_analytic_call)
     leaf_shapes = [tuple(np.shape(leaf)) for _, leaf in pairs]
     n = len(leaf_shapes)
-    flat: list[_Eqn] = []
-    outs = _flatten(closed.jaxpr, closed.consts, list(range(n + 1)), flat, [n])
     a = _Analysis(leaf_shapes)
     a.vals = {i: _Val("param", leaf=i) for i in range(n)}
     a.vals[n] = _Val("input")
-    _interpret(flat, a)
-    out_vals = [a.val(o) for o in outs]
-    lines = {o: e.line for e in flat for o in e.outs}
-    for o, v in zip(outs, out_vals, strict=True):
+    _interpret(list(prog.eqns), a)
+    out_vals = [a.val(o) for o in prog.outs]
+    lines = {o: e.line for e in prog.eqns for o in e.outs}
+    for o, v in zip(prog.outs, out_vals, strict=True):
         a.pin_all([v], "reaches the output", lines.get(o, "output") if isinstance(o, int)
                   else "output")
     paths = tuple(jax.tree_util.keystr(p) for p, _ in pairs)
-    hidden, why = _chain(a.groups, out_vals, a.uses, paths)
-    return Network(fn=fn, params=params, x=shape, paths=paths,
-                   groups=tuple(a.groups), unknown=tuple(a.unknown), hidden=tuple(hidden),
-                   why_not=tuple(why))
+    _pin_shared(a, paths)
+    hidden, why = _chain(a.groups, out_vals)
+    layouts = tuple((leaf, ax, blocks) for leaf, (ax, blocks) in a.layouts.items())
+    return Network(fn=fn, params=params, x=shape, paths=paths, groups=tuple(a.groups),
+                   unknown=tuple(a.unknown), hidden=tuple(hidden), why_not=tuple(why),
+                   layouts=layouts, signature=prog.signature())

@@ -1,0 +1,345 @@
+"""Compression of a traced program's neuron groups: the graph path of :func:`jaxcompress.trace`.
+
+A network that is not a chain (a skip connection that concatenates the input into a middle
+layer, per-neuron parameters inside an activation, different activations per layer, a Fourier
+feature input, a second head) is compressed group by group with the one per-layer step,
+:func:`jaxcompress.compression.compress_layer`. For a group ``g`` of width ``d`` whose
+activations ``h(x) in R^d`` are read by the kernels ``K_1, ..., K_c`` (rows ``R_j``: the block
+of ``K_j``'s rows that multiplies ``h``), the network's output depends on ``h`` only through
+
+.. math::
+   h(x)^T [K_1[R_1], \\ldots, K_c[R_c]] = h(x)^T K_g .
+
+The features ``Z`` of ``h`` (Taylor coefficients at the expansion point, or values at
+collocation or data points, computed by evaluating the user's own program) select ``S`` and
+coefficients ``C`` with ``Z ~= Z[:, S] C``; the kept neurons ``S`` stay (every producer leaf —
+kernel, bias, per-neuron scales — is sliced along the group's axis) and each consumer's block of
+rows becomes ``C K_j[R_j]``. When ``Z = Z[:, S] C`` exactly, every Taylor coefficient (or point
+value) of ``h^T K_g`` is reproduced, as in the paper's per-layer step; the error otherwise is
+what the selector's residual says. Groups are processed in the method's layer order: backward
+(features of the original network, last group first) or forward (features of the partially
+compressed network, re-fitted to the teacher's consumed values when the feature map re-fits).
+
+The program is re-traced with each set of shapes (``fn(params, x)`` must be shape-polymorphic
+in its parameter leaves and batch size, as nnx, linen and Equinox modules and plain functions
+are); :func:`jaxcompress.program.trace_program` checks that the re-traced program has the same
+equations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxcompress.compression import CompressInfo, LayerInfo, compress_layer
+from jaxcompress.evaluate import error_points
+from jaxcompress.features import (
+    CollocationFeatures,
+    DataFeatures,
+    DerivativeFeatures,
+    LayerFeatures,
+    default_centers,
+    monomial_taylor_of,
+)
+from jaxcompress.methods import BestOf, Method
+from jaxcompress.program import Program, evaluate, trace_program
+from jaxcompress.taylor import monomials, num_monomials
+
+__all__ = ["GraphPlan", "GroupPlan", "compress_graph"]
+
+HIGHEST = jax.lax.Precision.HIGHEST
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupPlan:
+    """What the graph path needs of one compressible group (static).
+
+    Attributes:
+      index: the group's 1-based index in the network.
+      width: its original width.
+      producers: ``(leaf, axis)`` sliced with the neurons.
+      consumers: ``(leaf, axis, block, value, value_axis)``: a kernel's rows (``axis``) in its
+        row block ``block`` (:attr:`GraphPlan.layouts`), reading value ``value`` of the program
+        along ``value_axis``.
+    """
+
+    index: int
+    width: int
+    producers: tuple[tuple[int, int], ...]
+    consumers: tuple[tuple[int, int, int, int, int], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphPlan:
+    """The static plan of a graph compression.
+
+    Attributes:
+      fn: the user's ``fn(params, x)``.
+      treedef: the parameter pytree's structure.
+      signature: the traced program's primitives (a re-trace must match it).
+      groups: the compressible groups, in program order.
+      layouts: per consumer leaf, ``(axis, ((group or -1, size), ...))``: its row blocks, in
+        group indices 0-based as in the network.
+      width_of: the original width of every group (0-based index).
+    """
+
+    fn: Callable
+    treedef: Any
+    signature: tuple[str, ...]
+    groups: tuple[GroupPlan, ...]
+    layouts: tuple[tuple[int, int, tuple[tuple[int, int], ...]], ...]
+    width_of: tuple[int, ...]
+
+    def layout(self, leaf: int) -> tuple[int, tuple[tuple[int, int], ...]]:
+        for lf, axis, blocks in self.layouts:
+            if lf == leaf:
+                return axis, blocks
+        raise KeyError(leaf)
+
+    def program(self, leaves: Sequence, x) -> Program:
+        """The program at ``leaves``' and ``x``'s shapes (checked against the trace)."""
+        params = jax.tree_util.tree_unflatten(self.treedef, list(leaves))
+        try:
+            prog = trace_program(self.fn, params, x)
+        except (TypeError, ValueError) as e:
+            shapes = [tuple(np.shape(v)) for v in leaves]
+            raise ValueError(
+                f"compress: fn(params, x) fails at the compressed widths (leaf shapes {shapes}, "
+                f"x {tuple(np.shape(x))}), so fn is not shape-polymorphic in its parameters: "
+                f"{type(e).__name__}: {str(e).splitlines()[0]:.300}. Make the widths follow the "
+                "parameter shapes (e.g. x @ kernel, not a hard-coded size)") from None
+        if prog.signature() != self.signature:
+            raise ValueError(
+                "compress: fn(params, x) traced at the compressed widths (or another batch size) "
+                "is a different program (its equations differ), so fn is not shape-polymorphic "
+                "in its parameters; make the widths follow the parameter shapes (e.g. "
+                "x @ kernel, not a hard-coded size)")
+        return prog
+
+    def apply(self, leaves: Sequence, x) -> jax.Array:
+        """``fn`` on ``leaves`` (checked to be the traced program at these shapes)."""
+        self.program(leaves, x)
+        params = jax.tree_util.tree_unflatten(self.treedef, list(leaves))
+        return self.fn(params, x)
+
+
+def _offset(plan: GraphPlan, widths: dict[int, int], leaf: int, block: int) -> int:
+    """Where ``block`` of ``leaf``'s rows starts at the current ``widths``."""
+    _, blocks = plan.layout(leaf)
+    return sum(widths.get(g, size) if g >= 0 else size for g, size in blocks[:block])
+
+
+def consumed_values(plan: GraphPlan, group: GroupPlan, leaves: Sequence, x, widths: dict
+                    ) -> jax.Array:
+    """The group's consumed activations at the points ``x``: ``(rows, width)``, one block of
+    rows per distinct value its consumers read (a value with more axes than ``(n, width)``
+    adds rows)."""
+    prog = plan.program(leaves, x)
+    wanted = list(dict.fromkeys(c[3] for c in group.consumers))
+    vals = evaluate(prog, leaves, x, wanted)
+    width = widths[group.index - 1]
+    outs = []
+    for value in wanted:
+        leaf, _, block, _, axis = next(c for c in group.consumers if c[3] == value)
+        off = _offset(plan, widths, leaf, block)
+        v = jax.lax.slice_in_dim(vals[value], off, off + width, axis=axis)
+        outs.append(jnp.moveaxis(v, axis, -1).reshape(-1, width))
+    return jnp.concatenate(outs, axis=0)
+
+
+# ------------------------------------------------------------------------------------------------
+# Features of one group
+# ------------------------------------------------------------------------------------------------
+
+
+def _coordinates(domain, dtype):
+    """``(to_x, m)``: the map from feature coordinates to the network input, and ``m``."""
+    iota = domain.parameter_map
+    if iota is not None:
+        return iota, domain.base.input_dim(dtype)
+    return (lambda u: u), domain.input_dim(dtype)
+
+
+def _derivative(fmap: DerivativeFeatures, plan, group, leaves, widths, domain, order, dtype
+                ) -> LayerFeatures:
+    """Taylor coefficients of the consumed activations at the expansion point(s) (by
+    :func:`jax.experimental.jet` along fixed directions, then least squares per degree: the
+    library's jet backend, for any traced program)."""
+    to_x, m = _coordinates(domain, dtype)
+    center, radius = domain.expansion(dtype)
+    multi = fmap.centers is not None or fmap.auto_centers
+    if fmap.centers is not None:
+        pts = jnp.asarray(fmap.centers, dtype)
+    elif multi:
+        pts = default_centers(center, domain.half_widths(dtype))
+    else:
+        pts = center[None]
+
+    def h(u):
+        return consumed_values(plan, group, leaves, to_x(u)[None], widths).reshape(-1)
+
+    width = widths[group.index - 1]
+    z = jnp.concatenate([monomial_taylor_of(h, c, order).reshape(-1, width) for c in pts])
+    n_c = pts.shape[0]
+    r_eff = radius * (float(n_c) ** (-1.0 / m) if multi else 1.0)
+    deg = monomials(m, order).sum(axis=1)
+    rows_per = z.shape[0] // (n_c * len(deg))
+    deg = np.tile(np.repeat(deg, rows_per), n_c)
+    return LayerFeatures(z=z, scale=jnp.asarray(r_eff, dtype) ** jnp.asarray(deg, dtype),
+                         layer=group.index, order=order, num_features=num_monomials(m, order),
+                         coord_dim=m)
+
+
+def group_features(fmap, plan: GraphPlan, group: GroupPlan, leaves, widths, domain, order: int,
+                   dtype) -> LayerFeatures:
+    """The :class:`~jaxcompress.features.LayerFeatures` of ``group`` in the network ``leaves``
+    (at the current ``widths``) for the feature map ``fmap`` at ``order``."""
+    _, m = _coordinates(domain, dtype)
+    d_k = num_monomials(m, order)
+    if isinstance(fmap, DerivativeFeatures):
+        return _derivative(fmap, plan, group, leaves, widths, domain, order, dtype)
+    if isinstance(fmap, CollocationFeatures):
+        x = domain.nodes(fmap.oversample * d_k, fmap.nodes, dtype)
+    elif isinstance(fmap, DataFeatures):
+        x = jnp.asarray(fmap.x, dtype)
+        x = jnp.where(jnp.all(jnp.isfinite(x)), x, jnp.nan)
+    else:
+        raise TypeError(f"compress: a traced network is compressed with derivative, collocation "
+                        f"or data features, got the feature map {type(fmap).__name__}")
+    z = consumed_values(plan, group, leaves, x, widths)
+    return LayerFeatures(z=z, scale=None, layer=group.index, order=order, num_features=d_k,
+                         coord_dim=m)
+
+
+# ------------------------------------------------------------------------------------------------
+# One group's step and the loop
+# ------------------------------------------------------------------------------------------------
+
+
+def _rows(leaf_value, axis: int, off: int, width: int) -> jax.Array:
+    """A consumer's block of rows as ``(width, cols)``."""
+    block = jax.lax.slice_in_dim(leaf_value, off, off + width, axis=axis)
+    return jnp.moveaxis(block, axis, 0).reshape(width, -1)
+
+
+def _put_rows(leaf_value, axis: int, off: int, width: int, new) -> jax.Array:
+    """``leaf_value`` with its rows ``off .. off + width`` along ``axis`` replaced by ``new``
+    (``(kept, cols)``)."""
+    shape = list(leaf_value.shape)
+    rest = [s for i, s in enumerate(shape) if i != axis]
+    block = jnp.moveaxis(new.reshape([new.shape[0]] + rest), 0, axis).astype(leaf_value.dtype)
+    before = jax.lax.slice_in_dim(leaf_value, 0, off, axis=axis)
+    after = jax.lax.slice_in_dim(leaf_value, off + width, shape[axis], axis=axis)
+    return jnp.concatenate([before, block, after], axis=axis)
+
+
+def _out_kernel(plan, group, leaves, widths):
+    """Every consumer's rows side by side, ``(width, sum cols)``, and each one's place."""
+    width = widths[group.index - 1]
+    blocks, places = [], []
+    for leaf, axis, block, _, _ in group.consumers:
+        off = _offset(plan, widths, leaf, block)
+        rows = _rows(leaves[leaf], axis, off, width)
+        places.append((leaf, axis, off, rows.shape[1]))
+        blocks.append(rows)
+    return jnp.concatenate(blocks, axis=1), places
+
+
+def _apply_step(plan, group, leaves, widths, kept, new_kernel, places) -> list:
+    """Slice the producers at ``kept``, write each consumer's new rows."""
+    leaves = list(leaves)
+    width = widths[group.index - 1]
+    for leaf, axis in group.producers:
+        leaves[leaf] = jnp.take(leaves[leaf], kept, axis=axis)
+    col = 0
+    for leaf, axis, off, cols in places:
+        leaves[leaf] = _put_rows(leaves[leaf], axis, off, width, new_kernel[:, col:col + cols])
+        col += cols
+    return leaves
+
+
+def _skipped_info(group: GroupPlan, order: int, d_k: int, m: int, dtype) -> LayerInfo:
+    w = group.width
+    return LayerInfo(kept=jnp.arange(w, dtype=jnp.int32), rank=jnp.asarray(w, jnp.int32),
+                     residual=jnp.zeros((), dtype), max_coef=jnp.ones((), dtype),
+                     swaps=jnp.zeros((), jnp.int32), layer=group.index, order=order,
+                     num_features=d_k, width_in=w, width_out=w, num_rows=0, coord_dim=m,
+                     skipped=True)
+
+
+def _targets(method, plan, leaves, domain, orders, dtype, skip) -> dict[int, jax.Array]:
+    """Forward order with re-fitting: the teacher's consumed features times its kernels."""
+    out = {}
+    widths = dict(enumerate(plan.width_of))
+    for i, (g, k) in enumerate(zip(plan.groups, orders, strict=True)):
+        if not skip[i]:
+            ref = group_features(method.features, plan, g, leaves, widths, domain, k, dtype)
+            ok, _ = _out_kernel(plan, g, leaves, widths)
+            out[i] = jnp.matmul(ref.z, ok, precision=HIGHEST)
+    return out
+
+
+def run_method(plan: GraphPlan, method: Method, leaves: Sequence, domain
+               ) -> tuple[list, CompressInfo]:
+    """One method on the traced network ``leaves`` (pure; jit-able)."""
+    dtype = jnp.result_type(*leaves)
+    fmap = method.features
+    _, m = _coordinates(domain, dtype)
+    orders = fmap.orders(len(plan.groups), "compress", prefix=True)
+    d_ks = [num_monomials(m, k) for k in orders]
+    wanted = method.widths or tuple(min(dk, g.width) for dk, g in zip(d_ks, plan.groups,
+                                                                       strict=True))
+    skip = [w == g.width <= dk for w, g, dk in zip(wanted, plan.groups, d_ks, strict=True)]
+    forward = method.layer_order == "forward"
+    if forward and fmap.refit:
+        skip = [s and all(skip[:i]) for i, s in enumerate(skip)]
+    teacher = list(leaves)
+    targets = _targets(method, plan, teacher, domain, orders, dtype, skip) if (
+        forward and fmap.refit) else {}
+    widths = dict(enumerate(plan.width_of))
+    infos: list = [None] * len(plan.groups)
+    order = range(len(plan.groups)) if forward else reversed(range(len(plan.groups)))
+    leaves = list(leaves)
+    for i in order:
+        g, k = plan.groups[i], orders[i]
+        if skip[i]:
+            infos[i] = _skipped_info(g, k, d_ks[i], m, dtype)
+            continue
+        src = leaves if forward else teacher
+        feats = group_features(fmap, plan, g, src, widths if forward else dict(
+            enumerate(plan.width_of)), domain, k, dtype)
+        out_kernel, places = _out_kernel(plan, g, leaves, widths)
+        kept, new_kernel, infos[i] = compress_layer(feats, out_kernel, wanted[i],
+                                                    method.selector, target=targets.get(i))
+        leaves = _apply_step(plan, g, leaves, widths, kept, new_kernel, places)
+        widths[g.index - 1] = wanted[i]
+    pts = error_points(domain, dtype=dtype)
+    estimate = jnp.max(jnp.abs(plan.apply(teacher, pts) - plan.apply(leaves, pts)))
+    estimate = jnp.where(domain.valid(), estimate, jnp.nan)
+    return leaves, CompressInfo.for_method(method, domain, infos, activation="traced",
+                                           error_estimate=estimate)
+
+
+def compress_graph(plan: GraphPlan, method, leaves: Sequence, domain
+                   ) -> tuple[list, CompressInfo]:
+    """:func:`run_method`, or the best of several (:func:`jaxcompress.best_of`: the smallest
+    error estimate; the candidates' widths may differ, so the choice is made on the host)."""
+    if not isinstance(method, BestOf):
+        return _jit_run(plan, method, list(leaves), domain)
+    results = [_jit_run(plan, m, list(leaves), domain) for m in method.methods]
+    est = [float(info.error_estimate) for _, info in results]
+    finite = [e if np.isfinite(e) else np.inf for e in est]
+    choice = int(np.argmin(finite))
+    small, info = results[choice]
+    info = dataclasses.replace(info, method=method.describe(),
+                               choice=jnp.asarray(choice, jnp.int32),
+                               candidates=tuple(m.describe() for m in method.methods))
+    return small, info
+
+
+_jit_run = jax.jit(run_method, static_argnums=(0,))

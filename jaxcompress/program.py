@@ -1,0 +1,164 @@
+"""A JAX program as a flat list of equations: the jaxpr of ``fn(params, x)`` with its calls
+inlined, and an evaluator for it (what :mod:`jaxcompress.graph` analyses and
+:mod:`jaxcompress.graph_compress` runs).
+
+Every parameter leaf and the input are inputs of the program, numbered ``0 .. n - 1`` (the leaves
+in flatten order) and ``n`` (``x``); every equation's results get the next numbers, so two
+traces of a shape-polymorphic function at other shapes number their values alike
+(:func:`retrace` checks it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax._src import core as jax_core
+from jax._src import source_info_util
+
+__all__ = ["Const", "Eqn", "Program", "evaluate", "flatten", "trace_program"]
+
+# ------------------------------------------------------------------------------------------------
+# The flat program: the jaxpr with its calls inlined
+# ------------------------------------------------------------------------------------------------
+
+#: Primitives whose sub-program is inlined, and the parameter that holds it.
+_CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
+          "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr",
+          "custom_vjp_call_jaxpr": "fun_jaxpr", "checkpoint": "jaxpr", "remat": "jaxpr",
+          "remat2": "jaxpr"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Const:
+    """A value known at trace time (a literal or a closed-over constant)."""
+
+    value: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class Eqn:
+    """One equation of the flat program: operands are value ids (ints) or :class:`Const`."""
+
+    primitive: Any
+    ins: tuple
+    outs: tuple[int, ...]
+    params: dict
+    line: str
+    in_shapes: tuple[tuple[int, ...], ...] = ()
+    out_shapes: tuple[tuple[int, ...], ...] = ()
+    benign: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.primitive.name
+
+
+def line(eqn) -> str:
+    """The user's source line of an equation (JAX's own frames filtered out)."""
+    try:
+        return source_info_util.summarize(eqn.source_info)
+    except Exception:  # noqa: BLE001 - source info is best effort; the op is still named
+        return ""
+
+
+def flatten(jaxpr, consts: Sequence, args: Sequence, out: list[Eqn], counter: list[int],
+            where: str = "", *, benign: bool = False,
+            analytic_call: Callable | None = None) -> list:
+    """Append ``jaxpr``'s equations to ``out`` (calls inlined); returns its outputs' operands.
+
+    An inlined equation without a user frame of its own (the inside of ``jax.nn.relu``) gets the
+    line of the call it came from, ``where``. ``analytic_call(jaxpr, consts, operands)`` says
+    whether a ``custom_jvp_call`` computes an analytic function of its one traced operand (e.g.
+    ``jax.nn.softplus``, whose stable form uses ``max`` and ``abs``): its equations are then
+    marked ``benign`` (their kinks cancel).
+    """
+    env: dict = {}
+
+    def read(v):
+        if isinstance(v, jax_core.Literal):
+            return Const(np.asarray(v.val))
+        return env[v]
+
+    for v, c in zip(jaxpr.constvars, consts, strict=True):
+        env[v] = c if isinstance(c, (int, Const)) else Const(np.asarray(c))
+    for v, a in zip(jaxpr.invars, args, strict=True):
+        env[v] = a
+    for eqn in jaxpr.eqns:
+        ins = [read(v) for v in eqn.invars]
+        sub = eqn.params.get(_CALLS.get(eqn.primitive.name, ""))
+        if sub is not None:
+            inner, inner_consts = (sub.jaxpr, sub.consts) if hasattr(sub, "consts") else (sub, ())
+            inner_benign = benign or (analytic_call is not None and eqn.primitive.name
+                                      == "custom_jvp_call" and analytic_call(inner, inner_consts,
+                                                                             ins))
+            res = flatten(inner, inner_consts, ins, out, counter, line(eqn) or where,
+                          benign=inner_benign, analytic_call=analytic_call)
+            for v, r in zip(eqn.outvars, res, strict=True):
+                env[v] = r
+            continue
+        outs = []
+        for v in eqn.outvars:
+            counter[0] += 1
+            env[v] = counter[0]
+            outs.append(counter[0])
+        shapes = tuple(tuple(getattr(v.aval, "shape", ())) for v in eqn.invars)
+        out_shapes = tuple(tuple(getattr(v.aval, "shape", ())) for v in eqn.outvars)
+        out.append(Eqn(eqn.primitive, tuple(ins), tuple(outs), dict(eqn.params),
+                        line(eqn) or where or "unknown line", shapes, out_shapes, benign))
+    return [read(v) for v in jaxpr.outvars]
+
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """The flat program of ``fn(params, x)`` at one set of shapes.
+
+    Attributes:
+      eqns: the equations (calls inlined).
+      outs: the outputs' operands (value ids or :class:`Const`).
+      n_leaves: the number of parameter leaves (value ``n_leaves`` is ``x``).
+    """
+
+    eqns: tuple[Eqn, ...]
+    outs: tuple
+    n_leaves: int
+
+    def signature(self) -> tuple[str, ...]:
+        """The primitives in order (equal for two traces of one program at other shapes)."""
+        return tuple(e.name for e in self.eqns)
+
+
+def trace_program(fn: Callable, params: Any, x, analytic_call: Callable | None = None
+                  ) -> Program:
+    """The :class:`Program` of ``fn(params, x)`` (``params`` and ``x`` may be abstract; see
+    :func:`flatten` for ``analytic_call``)."""
+    leaves, treedef = jax.tree_util.tree_flatten(params)
+    specs = [jax.ShapeDtypeStruct(np.shape(v), v.dtype) for v in leaves]
+    x_spec = jax.ShapeDtypeStruct(np.shape(x), x.dtype)
+    closed = jax.make_jaxpr(lambda ls, xx: fn(jax.tree_util.tree_unflatten(treedef, ls), xx))(
+        specs, x_spec)
+    n = len(leaves)
+    eqns: list[Eqn] = []
+    outs = flatten(closed.jaxpr, closed.consts, list(range(n + 1)), eqns, [n],
+                   analytic_call=analytic_call)
+    return Program(tuple(eqns), tuple(outs), n)
+
+
+def evaluate(program: Program, leaves: Sequence, x, want: Sequence[int]) -> dict[int, Any]:
+    """The values ``want`` (ids) of ``program`` on ``leaves`` and ``x`` (traceable: every
+    equation is bound again; evaluation stops after the last wanted value)."""
+    env: dict[int, Any] = dict(enumerate(leaves))
+    env[program.n_leaves] = x
+    last = max(want, default=-1)
+    for eqn in program.eqns:
+        if min(eqn.outs, default=last + 1) > last:
+            break
+        args = [o.value if isinstance(o, Const) else env[o] for o in eqn.ins]
+        res = eqn.primitive.bind(*args, **eqn.params)
+        res = res if eqn.primitive.multiple_results else [res]
+        env.update(zip(eqn.outs, res, strict=True))
+    return {w: env[w] for w in want}

@@ -1,0 +1,203 @@
+"""The traced front end on networks that are not chains (issue 22, phase 2): every group that is
+not pinned is compressed with the one per-layer step, its producers sliced and each linear
+consumer's rows re-weighted; the user's own function runs on the smaller leaves."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxcompress as jc
+from jaxcompress.evaluate import error_points
+from jaxcompress.graph_compress import compress_graph
+
+X2 = jnp.zeros((4, 2), jnp.float32)
+BALL = jc.Ball(2, 1.0)
+
+
+@pytest.fixture(autouse=True)
+def _user_broadcasting():
+    with jax.numpy_rank_promotion("allow"):
+        yield
+
+
+def _dense(key, n_in, n_out, dtype=jnp.float32):
+    k1, k2 = jax.random.split(key)
+    return (jax.random.normal(k1, (n_in, n_out), dtype) / float(np.sqrt(n_in)),
+            0.1 * jax.random.normal(k2, (n_out,), dtype))
+
+
+def _layers(key, sizes, dtype=jnp.float32):
+    keys = jax.random.split(key, len(sizes) - 1)
+    return [_dense(k, a, b, dtype) for k, a, b in zip(keys, sizes[:-1], sizes[1:], strict=True)]
+
+
+def _check(fn, params, small, info, domain=BALL, *, below=None):
+    """The user's fn on small.params is small(x), and the reported error is the measured one."""
+    pts = error_points(domain, dtype=jax.tree.leaves(params)[0].dtype)
+    user = fn(small.params, pts)
+    np.testing.assert_allclose(user, small(pts), rtol=1e-6, atol=1e-6)
+    measured = float(jnp.max(jnp.abs(fn(params, pts) - user)))
+    np.testing.assert_allclose(measured, info.error_estimate, rtol=1e-3, atol=1e-6)
+    if below is not None:
+        assert measured < below, measured
+    return measured
+
+
+def test_graph_path_equals_the_driver_on_a_chain():
+    """One per-layer step: a chain forced through the group-by-group path keeps the same
+    neurons with the same weights as jc.compress on the params convention."""
+    params = jc.init_mlp(jax.random.PRNGKey(0), [2, 16, 16, 1], dtype=jnp.float64)
+    net = jc.trace(lambda p, x: jc.apply(p, x, activation="tanh"), params,
+                   jnp.zeros((4, 2), jnp.float64))
+    leaves = jax.tree.leaves(params)
+    for method in (jc.derivative_matching(3), jc.collocation(3)):
+        small, info = compress_graph(net.plan(), method, leaves, BALL)
+        ref, rinfo = jc.compress(params, method, activation="tanh", domain=BALL)
+        for a, b in zip(info.layers, rinfo.layers, strict=True):
+            np.testing.assert_array_equal(a.kept, b.kept)
+        for a, b in zip(small, jax.tree.leaves(ref), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(info.error_estimate, rinfo.error_estimate, rtol=1e-6)
+
+
+def test_equinox_mlp():
+    """eqx.nn.MLP under vmap: (out, in) kernels applied as the dot_general's left operand."""
+    eqx = pytest.importorskip("equinox")
+    model = eqx.nn.MLP(2, 1, 24, 2, activation=jnp.tanh, key=jax.random.PRNGKey(1),
+                       dtype=jnp.float32)
+    params, static = eqx.partition(model, eqx.is_array)
+
+    def fn(p, x):
+        return jax.vmap(eqx.combine(p, static))(x)
+
+    net = jc.trace(fn, params, X2)
+    assert net.chain and all(g.out_in for g in net.groups)
+    small, info = jc.compress(net, jc.derivative_matching(3), domain=BALL)
+    assert small.params.layers[1].weight.shape == (10, 10)
+    _check(fn, params, small, info, below=0.05)
+
+
+def _igr(params, x):
+    """An IGR-style SDF network: softplus with beta = 100, the input concatenated at the middle
+    layer and the concatenation scaled by 1/sqrt(2)."""
+    (w1, b1), (w2, b2), (w3, b3), (w4, b4) = params
+
+    def act(u):
+        return jax.nn.softplus(100.0 * u) / 100.0
+
+    h = act(x @ w1 + b1)
+    h = act(h @ w2 + b2)
+    h = jnp.concatenate([h, x], axis=-1) * 2.0 ** -0.5
+    h = act(h @ w3 + b3)
+    return h @ w4 + b4
+
+
+def test_igr_sdf_network():
+    params = _layers(jax.random.PRNGKey(2), [3, 16, 13, 16, 1])
+    params[2] = _dense(jax.random.PRNGKey(3), 16, 16)
+    net = jc.trace(_igr, params, jnp.zeros((4, 3), jnp.float32))
+    text = str(net)
+    assert "[2][0] rows 0:13 of 16" in text and "not analytic" not in text
+    assert [g.index for g in net.compressible] == [1, 2, 3]
+    ball = jc.Ball(3, 1.0)
+    for method in (jc.collocation(2), jc.derivative_matching(2)):
+        small, info = jc.compress(net, method, domain=ball)
+        assert [w.shape for w, _ in small.params] == [(3, 10), (10, 10), (13, 10), (10, 1)]
+        _check(_igr, params, small, info, ball)
+
+
+B = np.asarray(jax.random.normal(jax.random.PRNGKey(9), (2, 8)), np.float32)
+
+
+def _fourier(params, x, act=jnp.tanh):
+    """Fourier features of x with a fixed (closed-over) B, then an MLP."""
+    (w1, b1), (w2, b2), (w3, b3) = params
+    e = jnp.concatenate([jnp.cos(x @ B), jnp.sin(x @ B)], axis=-1)
+    h = act(e @ w1 + b1)
+    h = act(h @ w2 + b2)
+    return h @ w3 + b3
+
+
+def test_fourier_features_tanh_and_relu():
+    params = _layers(jax.random.PRNGKey(4), [16, 24, 24, 1])
+    net = jc.trace(_fourier, params, X2)
+    assert net.groups[0].source == "other" and [g.index for g in net.compressible] == [1, 2]
+    small, info = jc.compress(net, jc.derivative_matching(3), domain=BALL)
+    _check(_fourier, params, small, info)
+
+    def relu_net(p, x):
+        return _fourier(p, x, jax.nn.relu)
+
+    net = jc.trace(relu_net, params, X2)
+    with pytest.raises(ValueError, match=r"(?s)uses `max` at .*test_graph_general.py.*collocation"):
+        jc.compress(net, jc.derivative_matching(3), domain=BALL)
+    small, info = jc.compress(net, jc.collocation(3), domain=BALL)
+    assert [w.shape for w, _ in small.params] == [(16, 10), (10, 10), (10, 1)]
+    _check(relu_net, params, small, info)
+
+
+def test_per_neuron_scale_mixed_activations_and_two_heads():
+    """A per-neuron scale (FiLM-like) inside the activation is sliced with the neurons; layers
+    with different activations; one group read by two heads (joint re-weighting)."""
+    (w1, b1), (w2, b2), (w3, b3) = _layers(jax.random.PRNGKey(5), [2, 20, 20, 1])
+    w4, b4 = _dense(jax.random.PRNGKey(6), 20, 2)
+    params = {"l1": (w1, b1), "a": 1.0 + 0.2 * jnp.arange(20, dtype=jnp.float32) / 20,
+              "l2": (w2, b2), "head": (w3, b3), "aux": (w4, b4)}
+
+    def fn(p, x):
+        h = jnp.tanh(p["a"] * (x @ p["l1"][0] + p["l1"][1]))
+        h = jnp.sin(h @ p["l2"][0] + p["l2"][1])
+        return jnp.concatenate([h @ p["head"][0] + p["head"][1], h @ p["aux"][0] + p["aux"][1]],
+                               axis=-1)
+
+    net = jc.trace(fn, params, X2)
+    g1, g2 = net.compressible
+    assert net.paths[g1.scales[0]] == "['a']" and len(g2.consumers) == 2
+    assert "not a chain" in str(net)
+    small, info = jc.compress(net, jc.derivative_matching(4), domain=BALL)
+    assert small.params["a"].shape == (15,) and small.params["aux"][0].shape == (15, 2)
+    _check(fn, params, small, info, below=0.1)
+
+
+def test_residual_stream_pinned_inner_layer_compressed():
+    """A residual block h + W_o tanh(W_i h + b_i): the stream keeps its width (pinned by the add,
+    named), the block's inner layer shrinks."""
+    (w1, b1), (wi, bi) = _layers(jax.random.PRNGKey(7), [2, 12, 24])
+    w3, b3 = _dense(jax.random.PRNGKey(11), 12, 1)
+    wo = 0.3 * jax.random.normal(jax.random.PRNGKey(8), (24, 12), jnp.float32)
+    params = [(w1, b1), (wi, bi), wo, (w3, b3)]
+
+    def fn(p, x):
+        (w1, b1), (wi, bi), wo, (w3, b3) = p
+        h = jnp.tanh(x @ w1 + b1)
+        h = h + jnp.tanh(h @ wi + bi) @ wo
+        return jnp.tanh(h) @ w3 + b3
+
+    net = jc.trace(fn, params, X2)
+    assert net.groups[0].pinned and "residual" in str(net)
+    assert [g.index for g in net.compressible] == [2]
+    small, info = jc.compress(net, jc.collocation(3), domain=BALL)
+    assert small.params[1][0].shape == (12, 10) and small.params[2].shape == (10, 12)
+    _check(fn, params, small, info)
+
+
+def test_best_of_forward_backward_and_a_fixed_width_function():
+    params = _layers(jax.random.PRNGKey(10), [16, 24, 24, 1])
+    net = jc.trace(_fourier, params, X2)
+    method = jc.best_of(jc.collocation(3), jc.collocation(3, layer_order="backward"),
+                        jc.derivative_matching(3))
+    small, info = jc.compress(net, method, domain=BALL)
+    assert info.candidates and int(info.choice) in (0, 1, 2)
+    _check(_fourier, params, small, info)
+
+    def fixed(p, x):          # a hard-coded width: not shape-polymorphic
+        (w1, b1), (w2, b2), (w3, b3) = p
+        e = jnp.concatenate([jnp.cos(x @ B), jnp.sin(x @ B)], axis=-1)
+        h = jnp.tanh(e @ w1 + b1)
+        h = jnp.tanh(h @ w2 + b2) * jnp.ones((24,), h.dtype)
+        return h @ w3 + b3
+
+    net = jc.trace(fixed, params, X2)
+    with pytest.raises(ValueError, match="not shape-polymorphic|non-scalar|no compressible"):
+        jc.compress(net, jc.collocation(3, layer_order="forward"), domain=BALL)

@@ -54,6 +54,7 @@ from jaxcompress.methods import (
     derivative_matching,
 )
 from jaxcompress.mlp import apply, init_mlp, layer_sizes, num_params, validate_params
+from jaxcompress.modules import CompressedModule, ModuleNetwork, trace_module
 from jaxcompress.polishing import PolishHistory, polish
 from jaxcompress.select import (
     OMP,
@@ -91,6 +92,7 @@ __all__ = [
     "CollocationFeatures",
     "CompressInfo",
     "Compressed",
+    "CompressedModule",
     "DataFeatures",
     "DerivativeFeatures",
     "Domain",
@@ -104,6 +106,7 @@ __all__ = [
     "MaxVol",
     "Measured",
     "Method",
+    "ModuleNetwork",
     "Network",
     "OMP",
     "Parameterization",
@@ -147,6 +150,7 @@ __all__ = [
     "shard",
     "sup_error",
     "trace",
+    "trace_module",
     "trim",
     "validate_params",
 ]

@@ -44,7 +44,7 @@ from jaxcompress.features import (
     point_features,
 )
 from jaxcompress.graph import Compressed, Network, trace
-from jaxcompress.io import LoadedModel, load, load_npz, save, save_npz
+from jaxcompress.io import LoadedModel, LoadedNetwork, load, load_npz, save, save_npz
 from jaxcompress.methods import (
     BestOf,
     Method,
@@ -103,6 +103,7 @@ __all__ = [
     "LayerFeatures",
     "LayerInfo",
     "LoadedModel",
+    "LoadedNetwork",
     "MaxVol",
     "Measured",
     "Method",

@@ -242,7 +242,7 @@ def trace_module(model: Any, x: jax.Array, *, variables: Any = None) -> ModuleNe
       >>> from flax import nnx
       >>> model = nnx.Sequential(nnx.Linear(2, 24, rngs=nnx.Rngs(0)), jnp.tanh,
       ...                        nnx.Linear(24, 1, rngs=nnx.Rngs(1)))
-      >>> small, info = jc.compress(jc.trace_module(model, jnp.zeros((4, 2))),
+      >>> small, info = jc.compress(jc.trace_module(model, jnp.zeros((4, 2), jnp.float32)),
       ...                           jc.collocation(3), domain=jc.Ball(2, 1.0))
       >>> small.module.layers[0].out_features
       10

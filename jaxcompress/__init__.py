@@ -44,7 +44,7 @@ from jaxcompress.features import (
     point_features,
 )
 from jaxcompress.graph import Compressed, Network, trace
-from jaxcompress.io import LoadedModel, load, load_npz, save, save_npz
+from jaxcompress.io import LoadedModel, LoadedNetwork, load, load_npz, save, save_npz
 from jaxcompress.methods import (
     BestOf,
     Method,
@@ -54,6 +54,7 @@ from jaxcompress.methods import (
     derivative_matching,
 )
 from jaxcompress.mlp import apply, init_mlp, layer_sizes, num_params, validate_params
+from jaxcompress.modules import CompressedModule, ModuleNetwork, trace_module
 from jaxcompress.polishing import PolishHistory, polish
 from jaxcompress.select import (
     OMP,
@@ -91,6 +92,7 @@ __all__ = [
     "CollocationFeatures",
     "CompressInfo",
     "Compressed",
+    "CompressedModule",
     "DataFeatures",
     "DerivativeFeatures",
     "Domain",
@@ -101,9 +103,11 @@ __all__ = [
     "LayerFeatures",
     "LayerInfo",
     "LoadedModel",
+    "LoadedNetwork",
     "MaxVol",
     "Measured",
     "Method",
+    "ModuleNetwork",
     "Network",
     "OMP",
     "Parameterization",
@@ -147,6 +151,7 @@ __all__ = [
     "shard",
     "sup_error",
     "trace",
+    "trace_module",
     "trim",
     "validate_params",
 ]

@@ -14,6 +14,26 @@ The document is::
      "params": [{"kernel": ..., "bias": ...}, ...],
      "sha256": "<hash of the params' bytes>"}
 
+A compressed traced network (:class:`~jaxcompress.Compressed` from ``jc.compress(jc.trace(...))``
+or :class:`~jaxcompress.CompressedModule` from :func:`~jaxcompress.trace_module`) is stored as a
+version-2 document, its program serialised by :mod:`jax.export` with a symbolic batch
+dimension ``(b, d_in)``, lowered for CPU and CUDA, matmuls at ``HIGHEST`` precision::
+
+    {"format": "jaxcompress", "version": 2, "kind": "traced",
+     "paths": ["['layers'][0]['kernel'].value", ...],   # jax.tree_util.keystr of every leaf
+     "leaves": [...],                                    # the compressed params, flatten order
+     "program": <bytes of Exported.serialize()>,
+     "params_are_inputs": true,     # program(leaves, x); false: program(x), weights inside
+     "d_in": 2, "dtype": "float32",
+     "metadata": {..., "compression": CompressInfo.to_dict()},
+     "sha256": "<hash of the paths, leaves and program>"}
+
+:func:`load` returns a :class:`LoadedNetwork` for it: ``loaded(x)``, ``loaded.params`` (leaves
+by path) and ``loaded.info``; no Python code of the original model is needed. The program takes
+the stored leaves as inputs when the user's function accepts the smaller leaves (nnx, Equinox,
+plain functions); otherwise (linen's ``apply`` checks shapes) it is the compressed chain with the
+weights inside and the leaves are stored beside it for inspection.
+
 The hash makes a corrupted file an error instead of a silently different model. Also readable:
 ``.npz`` files of the params convention (keys ``kernel_0, bias_0, kernel_1, ...``; an optional
 ``activation`` string entry), see :func:`load_npz`.
@@ -32,13 +52,20 @@ import numpy as np
 
 from jaxcompress._checks import check_info_matches
 from jaxcompress.activations import get_activation
+from jaxcompress.compression import CompressInfo
+from jaxcompress.graph import Compressed
 from jaxcompress.mlp import Params, layer_sizes, validate_params
+from jaxcompress.modules import CompressedModule
 
-__all__ = ["LoadedModel", "info_to_dict", "load", "load_npz", "resolve_activation", "save",
-           "save_npz"]
+__all__ = ["LoadedModel", "LoadedNetwork", "info_to_dict", "load", "load_npz",
+           "resolve_activation", "save", "save_npz"]
 
 FORMAT = "jaxcompress"
 VERSION = 1
+#: The version of a compressed traced network's document (an MLP's stays :data:`VERSION`).
+TRACED_VERSION = 2
+#: Where an exported program runs: :func:`jax.export` lowers it for each.
+PLATFORMS = ("cpu", "cuda")
 _ZIP_MAGIC = b"PK\x03\x04"
 #: First bytes of a MessagePack map (fixmap, map16, map32): what :func:`save` writes.
 _MSGPACK_MAP_MARKERS = tuple(bytes([b]) for b in range(0x80, 0x90)) + (b"\xde", b"\xdf")
@@ -59,6 +86,33 @@ class LoadedModel(NamedTuple):
     @property
     def sizes(self) -> list[int]:
         return layer_sizes(self.params)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LoadedNetwork:
+    """What :func:`load` returns for a compressed traced network: call it, ``loaded(x)``.
+
+    Attributes:
+      params: the compressed leaves by path (:func:`jax.tree_util.keystr` in the original
+        pytree), in flatten order.
+      info: the :class:`~jaxcompress.CompressInfo` saved with it, or ``None``.
+      metadata: the user's metadata.
+      exported: the :class:`jax.export.Exported` program.
+      params_are_inputs: whether the program takes ``params``' leaves as inputs (else the
+        weights are inside it).
+    """
+
+    params: dict[str, np.ndarray]
+    info: CompressInfo | None
+    metadata: dict[str, Any]
+    exported: Any
+    params_are_inputs: bool
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        """The compressed function on a batch ``x`` of shape ``(n, d_in)``, any ``n``."""
+        if self.params_are_inputs:
+            return self.exported.call(list(self.params.values()), x)
+        return self.exported.call(x)
 
 
 def _digest(params: list[dict[str, np.ndarray]]) -> str:
@@ -94,28 +148,48 @@ def info_to_dict(info) -> dict[str, Any]:
 
 def save(
     path: str | os.PathLike,
-    params: Params,
+    params: Params | Compressed | CompressedModule,
     *,
-    activation: str,
+    activation: str | None = None,
     metadata: dict[str, Any] | None = None,
     info=None,
+    x=None,
 ) -> None:
     """Write ``params`` (one network) with its activation and metadata to ``path``.
 
     Args:
       path: the file to write (conventionally ``*.jcz``); written atomically.
-      params: the network, any dtype; stored bit-exact.
-      activation: its activation name (checked against the registry).
+      params: the network, any dtype; stored bit-exact. Or a compressed traced network, a
+        :class:`~jaxcompress.Compressed` or :class:`~jaxcompress.CompressedModule`: its leaves
+        and its program (:mod:`jax.export`, a symbolic batch dimension) are stored, see the
+        module docstring; :func:`load` gives back a callable :class:`LoadedNetwork`.
+      activation: its activation name (checked against the registry); required for a params
+        list, refused for a traced network (its program holds its activation).
       metadata: JSON-like values: e.g. domain, orders, measured error, certificate.
       info: a :class:`~jaxcompress.CompressInfo`; stored as ``metadata["compression"]``
-        (kept indices, ranks, orders, residuals). It must describe ``params``: its hidden widths
-        and activation are checked (a record of another network is a ``ValueError``).
+        (kept indices, ranks, orders, residuals). For a params list it must describe
+        ``params``: its hidden widths and activation are checked (a record of another network
+        is a ``ValueError``). A :class:`~jaxcompress.CompressedModule` stores its own
+        ``small.info`` unless another is given.
+      x: for a :class:`~jaxcompress.Compressed` from :func:`~jaxcompress.trace` only: the
+        example inputs given to ``jc.trace`` (or their :class:`jax.ShapeDtypeStruct`); the
+        program is exported for inputs ``(b, d_in)`` of their dtype, any ``b``.
     """
-    from flax import serialization
-
     if os.path.isdir(path):
         raise ValueError(f"save: path {os.fspath(path)!r} is a folder; expected a file name "
                          "(e.g. model.jcz)")
+    if isinstance(params, (Compressed, CompressedModule)):
+        if activation is not None:
+            raise ValueError(f"save: a compressed traced network carries its activation in its "
+                             f"program; expected no activation=, got {activation!r}")
+        _write(path, _traced_doc(params, metadata=metadata, info=info, x=x))
+        return
+    if activation is None:
+        raise TypeError("save: activation= is required for a params list (a registered name "
+                        "such as 'tanh'); only a compressed traced network carries its own")
+    if x is not None:
+        raise ValueError("save: x= is for a Compressed from jc.trace; a params list knows its "
+                         f"input width, got x of type {type(x).__name__}")
     act = get_activation(activation)
     params = validate_params(params, where="save")
     arrays = [{k: np.asarray(v) for k, v in layer.items()} for layer in params]
@@ -136,6 +210,13 @@ def save(
         "params": arrays,
         "sha256": _digest(arrays),
     }
+    _write(path, doc)
+
+
+def _write(path: str | os.PathLike, doc: dict) -> None:
+    """Serialise ``doc`` to ``path`` atomically (a temporary file renamed)."""
+    from flax import serialization
+
     blob = serialization.msgpack_serialize(doc)
     tmp = f"{os.fspath(path)}.tmp"
     try:
@@ -148,16 +229,123 @@ def save(
         raise
 
 
+def _traced_digest(paths: list[str], leaves: list[np.ndarray], program: bytes) -> str:
+    h = hashlib.sha256()
+    for p, a in zip(paths, leaves, strict=True):
+        a = np.ascontiguousarray(a)
+        h.update(f"{p}/{a.dtype.str}/{a.shape}".encode())
+        h.update(a.tobytes())
+    h.update(program)
+    return h.hexdigest()
+
+
+def _traced_doc(small: Compressed | CompressedModule, *, metadata, info, x) -> dict:
+    """The version-2 document of a compressed traced network (see the module docstring).
+
+    The program is checked before it is stored: on 16 fixed inputs its output must equal
+    ``small(x)`` to rounding."""
+    where = "save"
+    if isinstance(small, CompressedModule):
+        if x is not None:
+            raise ValueError(f"{where}: a CompressedModule knows its input shape; expected no "
+                             f"x=, got x of type {type(x).__name__}")
+        info = small.info if info is None else info
+        spec, comp = small.source.x, small.compressed
+    else:
+        if x is None:
+            raise ValueError(f"{where}: a Compressed from jc.trace needs x= (the example inputs "
+                             "given to jc.trace, or their jax.ShapeDtypeStruct) to export its "
+                             "program for inputs (b, d_in); got none")
+        spec, comp = x, small
+    if len(np.shape(spec)) != 2:
+        raise ValueError(f"{where}: x must be example inputs of shape (n, d_in), got shape "
+                         f"{np.shape(spec)}")
+    d_in, dtype = int(np.shape(spec)[1]), jnp.dtype(jnp.result_type(spec))
+    if info is not None and not isinstance(info, CompressInfo):
+        raise TypeError(f"{where}: info must be a CompressInfo, got {type(info).__name__}")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise TypeError(f"{where}: metadata must be a dict, got {type(metadata).__name__}")
+    pairs, treedef = jax.tree_util.tree_flatten_with_path(comp.params)
+    paths = [jax.tree_util.keystr(p) for p, _ in pairs]
+    leaves = [np.asarray(leaf) for _, leaf in pairs]
+    pts = jax.random.normal(jax.random.PRNGKey(0), (16, d_in), dtype)
+    (b,) = jax.export.symbolic_shape("b")
+    xs = jax.ShapeDtypeStruct((b, d_in), dtype)
+    specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in leaves]
+
+    def with_leaves(ls, x):
+        return comp.fn(jax.tree_util.tree_unflatten(treedef, ls), x)
+
+    with jax.default_matmul_precision("highest"):
+        want = np.asarray(comp(pts))
+        tol = 256 * float(jnp.finfo(dtype).eps) * (1.0 + float(np.max(np.abs(want))))
+
+        def gap(y):
+            y = np.asarray(y)
+            return float(np.max(np.abs(y - want))) if y.shape == want.shape else np.inf
+
+        try:   # the user's fn on the smaller leaves, the leaves as the program's inputs
+            exported = jax.export.export(jax.jit(with_leaves), platforms=PLATFORMS)(specs, xs)
+            inputs = gap(exported.call(leaves, pts)) <= tol
+        except Exception:  # noqa: BLE001 - fn refusing the smaller leaves (linen's apply)
+            inputs = False
+        if not inputs:
+            exported = jax.export.export(jax.jit(comp.__call__), platforms=PLATFORMS)(xs)
+            err = gap(exported.call(pts))
+            if not err <= tol:
+                raise RuntimeError(f"{where}: the exported program differs from small(x) by "
+                                   f"{err:.3g} on 16 inputs (tolerance {tol:.2g})")
+    program = bytes(exported.serialize())
+    meta = _plain(dict(metadata or {}))
+    if info is not None:
+        meta["compression"] = info_to_dict(info)
+    return {"format": FORMAT, "version": TRACED_VERSION, "kind": "traced", "paths": paths,
+            "leaves": leaves, "program": program, "params_are_inputs": bool(inputs),
+            "d_in": d_in, "dtype": dtype.name, "metadata": meta,
+            "sha256": _traced_digest(paths, leaves, program)}
+
+
+def _load_traced(path, doc: dict) -> LoadedNetwork:
+    try:
+        paths = [str(p) for p in _as_list(doc["paths"])]
+        leaves = [np.asarray(a) for a in _as_list(doc["leaves"])]
+        program = bytes(doc["program"])
+        inputs = bool(doc["params_are_inputs"])
+        metadata = doc.get("metadata") or {}
+    except (KeyError, TypeError, ValueError) as e:
+        raise _bad(path, f"missing or malformed field ({e})") from None
+    if len(paths) != len(leaves):
+        raise _bad(path, f"{len(paths)} paths for {len(leaves)} leaves")
+    if _traced_digest(paths, leaves, program) != doc.get("sha256"):
+        raise _bad(path, "the parameters or the program do not match the stored checksum "
+                         "(corrupted)")
+    try:
+        exported = jax.export.deserialize(bytearray(program))
+    except Exception as e:  # noqa: BLE001 - a program this jax cannot read
+        raise _bad(path, f"its program cannot be deserialised by jax {jax.__version__} "
+                         f"({type(e).__name__}: {e})") from None
+    comp = metadata.get("compression")
+    info = CompressInfo.from_dict(comp) if comp is not None else None
+    return LoadedNetwork(params=dict(zip(paths, leaves, strict=True)), info=info,
+                         metadata=metadata, exported=exported, params_are_inputs=inputs)
+
+
+def _as_list(v) -> list:
+    """A stored list (msgpack may restore a list of arrays as ``{"0": ...}``)."""
+    return [v[k] for k in sorted(v, key=int)] if isinstance(v, dict) else list(v)
+
+
 def _bad(path, why: str, where: str = "load") -> ValueError:
     return ValueError(f"{where}: {os.fspath(path)!r} is not a valid jaxcompress model file: "
                       f"{why}")
 
 
-def load(path: str | os.PathLike) -> LoadedModel:
+def load(path: str | os.PathLike) -> LoadedModel | LoadedNetwork:
     """Read a file written by :func:`save` (or an ``.npz``, see :func:`load_npz`).
 
     The widths come from the file, so nothing about the model needs to be known in advance.
-    Arrays are returned with the dtype and bits they were saved with.
+    Arrays are returned with the dtype and bits they were saved with. A params list comes back
+    as a :class:`LoadedModel`, a compressed traced network as a :class:`LoadedNetwork`.
 
     Raises:
       ValueError: for a truncated or corrupted file, one written by another program, or a
@@ -177,9 +365,11 @@ def load(path: str | os.PathLike) -> LoadedModel:
         raise _bad(path, f"truncated or not MessagePack ({type(e).__name__}: {e})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise _bad(path, "it was not written by jaxcompress.save (no 'format' marker)")
+    if doc.get("version") == TRACED_VERSION and doc.get("kind") == "traced":
+        return _load_traced(path, doc)
     if doc.get("version") != VERSION:
         raise _bad(path, f"format version {doc.get('version')!r}; this jaxcompress reads "
-                         f"version {VERSION}")
+                         f"version {VERSION} (an MLP) and {TRACED_VERSION} (a traced network)")
     try:
         raw = doc["params"]
         if isinstance(raw, dict):  # msgpack may restore lists as {"0": ...}

@@ -74,6 +74,7 @@ GROUPS: dict[str, str] = {
     "jaxcompress.io": "Saving and loading",
     "jaxcompress.flax": "Flax (jaxcompress.flax)",
     "jaxcompress.graph": "Tracing any JAX function",
+    "jaxcompress.modules": "Modules: nnx, linen, Equinox",
 }
 
 _FENCE = re.compile(r"^(```|~~~)")

@@ -1,0 +1,421 @@
+"""Modules in, modules out: ``jc.trace_module`` traces a Flax nnx, Flax linen or Equinox module.
+
+:func:`trace_module` turns a module into the pair ``fn(params, x)``, ``params`` that
+:func:`jaxcompress.trace` reads, and remembers how to put the module back together:
+
+- nnx: ``params`` is the ``nnx.Param`` state of ``nnx.split(model, nnx.Param, ...)``;
+  ``fn`` is ``nnx.merge(graphdef, params, rest)(x)``.
+- linen: ``params`` is ``variables`` (every collection); ``fn`` is ``model.apply(params, x)``.
+- Equinox: ``params, static = eqx.partition(model, eqx.is_array)``; ``fn`` is
+  ``jax.vmap(eqx.combine(params, static))(x)`` (or without ``vmap``: see below).
+
+**One example or a batch.** Equinox modules are written for one example (``eqx.nn.MLP`` maps
+``(d_in,)`` to ``(d_out,)``) and Flax modules for a batch (``Dense`` broadcasts over leading
+axes). :func:`trace_module` asks :func:`jax.eval_shape` which one the module is: for Equinox it
+first tries one example ``x[0]`` (then the batch), for Flax first the batch ``x`` (then one
+example); a module that takes one example is applied as ``jax.vmap(model)(x)``. One example is
+tried first for Equinox because an ``(out, in)`` weight applied to a batch of ``n = in``
+examples would run without error and compute the wrong thing.
+
+**The module back** (:attr:`CompressedModule.module`, built on first use and checked: its output
+must equal ``small(x)`` on the domain's error points to rounding, else ``RuntimeError``):
+
+- nnx: ``nnx.merge(graphdef, small.params, rest)``; every ``nnx.Linear``'s ``in_features`` /
+  ``out_features`` is set from its kernel, ``(in, out)`` (found with ``nnx.iter_graph``).
+- linen: ``model.clone(**fields)`` with new values of the module's size fields. Which field sets
+  which width is found, not guessed from names: each ``int`` field and each entry of a
+  ``Sequence[int]`` field is raised by one in a clone and the clone's variable shapes are
+  compared (:func:`jax.eval_shape` of ``init``); a field whose increment grows some axes by one
+  sets those widths, and its new value is the old one plus their change. This covers
+  ``@nn.compact`` MLPs with a ``features`` sequence and setup-style modules with a width field
+  per layer or one shared ``width``. A changed width that no field sets (a literal
+  ``nn.Dense(64)``), or one field that sets widths compressed differently, is a ``ValueError``
+  naming the leaf and the fields; ``small.params`` and ``small(x)`` still work.
+- Equinox: ``eqx.combine(small.params, static)``, then every ``eqx.nn.Linear`` gets
+  ``in_features`` / ``out_features`` from its weight ``(out, in)`` and every ``eqx.nn.MLP``
+  ``width_size``: the hidden width when all hidden layers have the same width, else the
+  **largest** hidden width (``width_size`` is one number; ``MLP.__call__`` reads only
+  ``layers``, whose ``Linear``s carry each true width). These are static fields, which
+  :func:`equinox.tree_at` does not reach: the new ``Linear`` / ``MLP`` is a shallow copy with
+  the fields replaced, put in place with :func:`equinox.tree_at`.
+
+Sizes held elsewhere (a custom module's own ``self.width``, ``nnx.LinearGeneral``) are left as
+they are; the output check still guards the function.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from jaxcompress.compression import CompressInfo, FrontEnd, compress
+from jaxcompress.domains import Ball
+from jaxcompress.evaluate import error_points
+from jaxcompress.graph import Compressed, Network, trace
+
+try:
+    import equinox as eqx
+except ImportError:  # equinox is an optional extra: pip install jaxcompress[equinox]
+    eqx = None
+
+__all__ = ["CompressedModule", "ModuleNetwork", "trace_module"]
+
+_KINDS = ("nnx", "linen", "equinox")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ModuleNetwork(FrontEnd):
+    """A traced module: the :class:`~jaxcompress.Network` of ``fn(params, x)`` and what rebuilds
+    the module (build with :func:`trace_module`; ``print`` shows the network's table).
+
+    Attributes:
+      network: the traced :class:`~jaxcompress.Network`.
+      model: the module traced (linen: the module; its variables are ``network.params``).
+      kind: ``"nnx"``, ``"linen"`` or ``"equinox"``.
+      per_example: whether the module takes one example and ``fn`` applies it under
+        :func:`jax.vmap`.
+      parts: what ``fn`` closes over: nnx ``(graphdef, rest)``, Equinox ``(static,)``, linen
+        ``()``.
+    """
+
+    network: Network
+    model: Any
+    kind: str
+    per_example: bool
+    parts: tuple = ()
+
+    @property
+    def params(self) -> Any:
+        return self.network.params
+
+    @property
+    def fn(self) -> Callable:
+        return self.network.fn
+
+    @property
+    def x(self) -> jax.ShapeDtypeStruct:
+        return self.network.x
+
+    def compress(self, method, *, domain=None) -> tuple[CompressedModule, CompressInfo]:
+        """:func:`jaxcompress.compress` of the traced network; the result rebuilds the module."""
+        small, info = compress(self.network, method, domain=domain)
+        domain = Ball(self.x.shape[-1], 1.0) if domain is None else domain
+        return CompressedModule(small, info, self, domain), info
+
+    def __str__(self) -> str:
+        how = "under jax.vmap (one example at a time)" if self.per_example else "to the batch"
+        return (f"{self.network}\nmodule: {type(self.model).__name__} ({self.kind}), applied "
+                f"{how}")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class CompressedModule:
+    """A compressed :class:`ModuleNetwork`: ``small.params``, ``small(x)`` and ``small.module``.
+
+    Attributes:
+      compressed: the :class:`~jaxcompress.Compressed` of the traced network.
+      info: the :class:`~jaxcompress.CompressInfo`.
+      source: the :class:`ModuleNetwork` that was compressed.
+      domain: the domain it was compressed on (the rebuilt module is checked on its points).
+    """
+
+    compressed: Compressed
+    info: CompressInfo
+    source: ModuleNetwork
+    domain: Any
+
+    @property
+    def params(self) -> Any:
+        """The module's parameters (nnx ``Param`` state, linen variables, Equinox arrays), same
+        structure, smaller leaves."""
+        return self.compressed.params
+
+    @property
+    def fn(self) -> Callable:
+        return self.compressed.fn
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        """The compressed function (``x``: a batch ``(n, d_in)``)."""
+        return self.compressed(x)
+
+    @functools.cached_property
+    def module(self) -> Any:
+        """A module of the model's class with the new sizes (see the module docstring), checked
+        against ``small(x)``. For linen, apply it as ``small.module.apply(small.params, x)``."""
+        src, where = self.source, "CompressedModule.module"
+        if src.kind == "nnx":
+            graphdef, rest = src.parts
+            model = _nnx_rebuild(graphdef, self.params, rest)
+            call = model
+        elif src.kind == "linen":
+            model = _linen_rebuild(src.model, src.params, self.params, src.x, src.per_example,
+                                   where)
+            call = functools.partial(model.apply, self.params)
+        else:
+            (static,) = src.parts
+            model = _eqx_rebuild(self.params, static)
+            call = model
+        pts = error_points(self.domain, dtype=src.x.dtype)
+        got = np.asarray(jax.vmap(call)(pts) if src.per_example else call(pts))
+        want = np.asarray(self(pts))
+        tol = 256 * float(jnp.finfo(src.x.dtype).eps) * (1.0 + float(np.max(np.abs(want))))
+        gap = float(np.max(np.abs(got - want))) if got.shape == want.shape else np.inf
+        if not gap <= tol:
+            raise RuntimeError(f"{where}: the rebuilt {type(model).__name__} differs from "
+                               f"small(x) by {gap:.3g} on the domain's error points (shapes "
+                               f"{got.shape} vs {want.shape}, tolerance {tol:.2g}); "
+                               "small.params and small(x) are unaffected")
+        return model
+
+
+def _kind(model: Any, variables: Any, where: str) -> str:
+    if isinstance(model, nnx.Module):
+        kind = "nnx"
+    elif isinstance(model, nn.Module):
+        kind = "linen"
+    elif eqx is not None and isinstance(model, eqx.Module):
+        kind = "equinox"
+    else:
+        extra = "" if eqx is not None else " (Equinox is not installed: pip install equinox)"
+        raise TypeError(f"{where}: model must be a flax.nnx.Module, a flax.linen.Module or an "
+                        f"equinox.Module{extra}, got {type(model).__name__}; for any other "
+                        "function use jc.trace(fn, params, x)")
+    if kind == "linen" and variables is None:
+        raise TypeError(f"{where}: a linen module needs variables= (model.init(key, x)), got "
+                        "None")
+    if kind != "linen" and variables is not None:
+        raise TypeError(f"{where}: variables= is for a linen module; a {kind} module holds "
+                        f"its own arrays, got variables of type {type(variables).__name__}")
+    return kind
+
+
+def _takes_one_example(call: Callable, x: jax.ShapeDtypeStruct, single_first: bool,
+                       where: str) -> bool:
+    """Whether ``call`` maps one example ``(d_in,)`` to one output (``True``) or the batch
+    ``(n, d_in)`` to ``(n, ...)`` (``False``), asked of :func:`jax.eval_shape`."""
+    one = jax.ShapeDtypeStruct(x.shape[1:], x.dtype)
+    errors = {}
+    for single in ((True, False) if single_first else (False, True)):
+        try:
+            out = jax.eval_shape(call, one if single else x)
+        except Exception as e:  # noqa: BLE001 - the module refusing this layout
+            errors[single] = f"{type(e).__name__}: {str(e).splitlines()[0]:.160}"
+            continue
+        shape = getattr(out, "shape", None)
+        if shape is None:
+            errors[single] = f"returned {type(out).__name__}, expected one array"
+        elif single and len(shape) <= 1:
+            return True
+        elif not single and len(shape) >= 1 and shape[0] == x.shape[0]:
+            return False
+        else:
+            errors[single] = f"returned shape {tuple(shape)}"
+    raise ValueError(f"{where}: the model takes neither one example of shape {one.shape} "
+                     f"({errors.get(True)}) nor the batch of shape {x.shape} "
+                     f"({errors.get(False)})")
+
+
+def trace_module(model: Any, x: jax.Array, *, variables: Any = None) -> ModuleNetwork:
+    """Trace a Flax nnx, Flax linen or Equinox module with :func:`jaxcompress.trace`.
+
+    Args:
+      model: an ``nnx.Module``, a ``linen.Module`` (with ``variables``) or an ``eqx.Module``.
+      x: example inputs ``(n, d_in)`` (only the shape and dtype are used).
+      variables: the linen module's variables (``model.init(key, x)``); only for linen.
+
+    Returns:
+      A :class:`ModuleNetwork`: ``jc.compress(mnet, method, domain=...)`` returns
+      ``(small, info)`` with ``small.params`` (the module's parameter pytree, smaller leaves),
+      ``small(x)`` (the compressed function) and ``small.module`` (a module of the same class
+      with its size fields updated; see the module docstring for each library).
+
+    Example:
+      >>> from flax import nnx
+      >>> model = nnx.Sequential(nnx.Linear(2, 24, rngs=nnx.Rngs(0)), jnp.tanh,
+      ...                        nnx.Linear(24, 1, rngs=nnx.Rngs(1)))
+      >>> small, info = jc.compress(jc.trace_module(model, jnp.zeros((4, 2), jnp.float32)),
+      ...                           jc.collocation(3), domain=jc.Ball(2, 1.0))
+      >>> small.module.layers[0].out_features
+      10
+    """
+    where = "trace_module"
+    kind = _kind(model, variables, where)
+    shape = jax.ShapeDtypeStruct(np.shape(x), jnp.result_type(x))
+    if len(shape.shape) != 2:
+        raise ValueError(f"{where}: x must be example inputs of shape (n, d_in), got shape "
+                         f"{shape.shape}")
+    if kind == "nnx":
+        graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+        parts: tuple = (graphdef, rest)
+
+        def call_with(p):
+            return nnx.merge(graphdef, p, rest)
+    elif kind == "linen":
+        params, parts = variables, ()
+
+        def call_with(p):
+            return functools.partial(model.apply, p)
+    else:
+        params, static = eqx.partition(model, eqx.is_array)
+        parts = (static,)
+
+        def call_with(p):
+            return eqx.combine(p, static)
+    per_example = _takes_one_example(call_with(params), shape, kind == "equinox", where)
+
+    def fn(p, x):
+        call = call_with(p)
+        return jax.vmap(call)(x) if per_example else call(x)
+
+    fn.__qualname__ = fn.__name__ = f"{type(model).__name__}.__call__"
+    return ModuleNetwork(trace(fn, params, x), model, kind, per_example, parts)
+
+
+# ------------------------------------------------------------------------------------------------
+# Rebuilding
+# ------------------------------------------------------------------------------------------------
+
+
+def _nnx_rebuild(graphdef, params, rest) -> nnx.Module:
+    model = nnx.merge(graphdef, params, rest)
+    for _, node in nnx.iter_graph(model):
+        if isinstance(node, nnx.Linear):
+            node.in_features, node.out_features = (int(s) for s in node.kernel[...].shape)
+    return model
+
+
+def _shapes(tree) -> dict[str, tuple[int, ...]]:
+    pairs, _ = jax.tree_util.tree_flatten_with_path(tree)
+    return {jax.tree_util.keystr(p): tuple(np.shape(v)) for p, v in pairs}
+
+
+def _size_fields(module: nn.Module) -> list[tuple[str, int | None, int]]:
+    """``(field, position or None, value)`` of every ``int`` field and every entry of every
+    ``Sequence[int]`` field of a linen module."""
+    out = []
+    for f in dataclasses.fields(module):
+        if f.name in ("parent", "name"):
+            continue
+        v = getattr(module, f.name, None)
+        if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+            out.append((f.name, None, int(v)))
+        elif (isinstance(v, (list, tuple)) and v
+              and all(isinstance(e, (int, np.integer)) and not isinstance(e, bool) for e in v)):
+            out += [(f.name, i, int(e)) for i, e in enumerate(v)]
+    return out
+
+
+def _with_values(module: nn.Module, values: dict[tuple[str, int | None], int]) -> nn.Module:
+    fields: dict[str, Any] = {}
+    for (name, pos), v in values.items():
+        if pos is None:
+            fields[name] = v
+        else:
+            old = fields.get(name, getattr(module, name))
+            seq = list(old)
+            seq[pos] = v
+            fields[name] = type(getattr(module, name))(seq)
+    return module.clone(**fields)
+
+
+def _linen_rebuild(module: nn.Module, old_vars, new_vars, x: jax.ShapeDtypeStruct,
+                   per_example: bool, where: str) -> nn.Module:
+    example = jax.ShapeDtypeStruct(x.shape[1:], x.dtype) if per_example else x
+
+    def shapes_of(m):
+        return _shapes(jax.eval_shape(m.init, jax.random.PRNGKey(0), example))
+
+    old, new = _shapes(old_vars), _shapes(new_vars)
+    base = shapes_of(module)
+    if base != old:
+        raise ValueError(f"{where}: {type(module).__name__}.init gives variables of other "
+                         "shapes than the traced ones; were the variables made by this module?")
+    changed = {(k, a) for k in old for a in range(len(old[k])) if old[k][a] != new[k][a]}
+    values: dict[tuple[str, int | None], int] = {}
+    explained: set = set()
+    candidates = _size_fields(module)
+    for name, pos, v in candidates:
+        try:
+            bumped = shapes_of(_with_values(module, {(name, pos): v + 1}))
+        except Exception:  # noqa: BLE001 - a field the module cannot take one larger
+            continue
+        if bumped.keys() != base.keys() or any(len(bumped[k]) != len(base[k]) for k in base):
+            continue          # not a width: it changes the structure (a depth, a flag)
+        moved = {(k, a) for k in base for a in range(len(base[k])) if bumped[k][a] != base[k][a]}
+        if not moved or any(bumped[k][a] != base[k][a] + 1 for k, a in moved):
+            continue          # sets no axis directly (e.g. 2 * width): left as it is
+        deltas = {new[k][a] - old[k][a] for k, a in moved}
+        label = name if pos is None else f"{name}[{pos}]"
+        if len(deltas) > 1:
+            detail = ", ".join(f"{k} axis {a}: {old[k][a]} -> {new[k][a]}" for k, a in sorted(
+                moved))
+            raise ValueError(f"{where}: the field {label} of {type(module).__name__} sets "
+                             f"widths that were compressed differently ({detail}); one value "
+                             "cannot hold them. small.params and small(x) still work")
+        values[(name, pos)] = v + deltas.pop()
+        explained |= moved
+    missing = sorted(changed - explained)
+    if missing:
+        k, a = missing[0]
+        names = sorted({n for n, _, _ in candidates}) or ["none"]
+        raise ValueError(
+            f"{where}: cannot rebuild {type(module).__name__} with the new widths: the width of "
+            f"{k} (axis {a}: {old[k][a]} -> {new[k][a]}) is set by no field of the module "
+            f"(int or Sequence[int] fields: {', '.join(names)}); expose the widths as a field, "
+            "e.g. `features: Sequence[int]` used as nn.Dense(features[i]). small.params and "
+            "small(x) still work")
+    rebuilt = _with_values(module, values)
+    got = shapes_of(rebuilt)
+    if got != new:
+        bad = next(k for k in new if got.get(k) != new[k])
+        shown = ", ".join(f"{n if p is None else f'{n}[{p}]'}={v}"
+                          for (n, p), v in values.items())
+        raise ValueError(f"{where}: {type(module).__name__}.clone({shown}) gives {bad} the "
+                         f"shape {got.get(bad)}, expected {new[bad]}")
+    return rebuilt
+
+
+def _replace_static(module, **fields):
+    """A shallow copy of an Equinox module with static fields replaced (they are not pytree
+    nodes, so :func:`equinox.tree_at` cannot reach them)."""
+    new = copy.copy(module)
+    for name, value in fields.items():
+        object.__setattr__(new, name, value)
+    return new
+
+
+def _eqx_nodes(tree, cls) -> list:
+    def is_cls(n):
+        return isinstance(n, cls)
+
+    return [n for n in jax.tree_util.tree_leaves(tree, is_leaf=is_cls) if is_cls(n)]
+
+
+def _eqx_rebuild(params, static):
+    model = eqx.combine(params, static)
+    linears = _eqx_nodes(model, eqx.nn.Linear)
+    if linears:
+        new = []
+        for lin in linears:
+            out_f, in_f = lin.weight.shape        # (out, in); a "scalar" side has size 1
+            new.append(_replace_static(
+                lin, in_features=lin.in_features if lin.in_features == "scalar" else int(in_f),
+                out_features=lin.out_features if lin.out_features == "scalar" else int(out_f)))
+        model = eqx.tree_at(lambda m: _eqx_nodes(m, eqx.nn.Linear), model, new)
+    mlps = _eqx_nodes(model, eqx.nn.MLP)
+    if mlps:
+        new = []
+        for mlp in mlps:
+            hidden = [lin.out_features for lin in mlp.layers[:-1]]
+            new.append(_replace_static(mlp, width_size=max(hidden)) if hidden else mlp)
+        model = eqx.tree_at(lambda m: _eqx_nodes(m, eqx.nn.MLP), model, new)
+    return model

@@ -1,0 +1,248 @@
+"""jc.trace_module (issue 22, point 4 (c)): nnx, linen and Equinox modules traced, compressed and
+rebuilt as modules of the same class; jc.save / jc.load of a compressed traced network."""
+
+from collections.abc import Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+import jaxcompress as jc
+from jaxcompress.evaluate import error_points
+from jaxcompress.modules import _eqx_rebuild
+
+X = jnp.zeros((4, 2), jnp.float32)
+BALL = jc.Ball(2, 1.0)
+METHOD = jc.collocation(4)          # D_4 = 15 features in 2-D: [2, 24, 24, 1] -> [2, 15, 15, 1]
+PTS = error_points(BALL, dtype=jnp.float32)
+
+
+def _close(a, b):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+
+class GeluNet(nnx.Module):
+    """A custom __call__: Linears in an nnx.List, the tanh-approximate GELU between them."""
+
+    def __init__(self, sizes, rngs):
+        self.layers = nnx.List([nnx.Linear(a, b, rngs=rngs)
+                                for a, b in zip(sizes[:-1], sizes[1:], strict=True)])
+
+    def __call__(self, x):
+        for layer in self.layers[:-1]:
+            x = jax.nn.gelu(layer(x), approximate=True)
+        return self.layers[-1](x)
+
+
+@pytest.fixture(scope="module")
+def nnx_small():
+    model = GeluNet([2, 24, 24, 1], nnx.Rngs(0))
+    mnet = jc.trace_module(model, X)
+    small, info = jc.compress(mnet, METHOD, domain=BALL)
+    return model, mnet, small, info
+
+
+def test_nnx_custom_call(nnx_small):
+    model, mnet, small, info = nnx_small
+    assert mnet.kind == "nnx" and not mnet.per_example
+    assert "module: GeluNet (nnx), applied to the batch" in str(mnet)
+    assert info.activation == "gelu_tanh"
+    new = small.module
+    assert type(new) is GeluNet
+    assert [(lin.in_features, lin.out_features) for lin in new.layers] == [(2, 15), (15, 15),
+                                                                          (15, 1)]
+    assert new.layers[1].kernel[...].shape == (15, 15)
+    _close(new(PTS), small(PTS))
+    # the teacher is untouched, and the module is built once
+    assert model.layers[0].out_features == 24 and small.module is new
+    _close(jnp.max(jnp.abs(new(PTS) - model(PTS))), info.error_estimate)
+
+
+class CompactMLP(nn.Module):
+    features: Sequence[int]
+
+    @nn.compact
+    def __call__(self, x):
+        for f in self.features[:-1]:
+            x = jnp.tanh(nn.Dense(f)(x))
+        return nn.Dense(self.features[-1])(x)
+
+
+def test_linen_compact_features_field():
+    model = CompactMLP((24, 24, 1))
+    variables = model.init(jax.random.PRNGKey(0), X)
+    small, info = jc.compress(jc.trace_module(model, X, variables=variables), METHOD,
+                              domain=BALL)
+    new = small.module
+    assert type(new) is CompactMLP and new.features == (15, 15, 1)
+    _close(new.apply(small.params, PTS), small(PTS))
+
+
+class SetupMLP(nn.Module):
+    """Setup-style: each Dense made in setup, widths from one int field and a depth."""
+
+    width: int = 24
+    depth: int = 2
+    d_out: int = 1
+
+    def setup(self):
+        self.hidden = [nn.Dense(self.width) for _ in range(self.depth)]
+        self.head = nn.Dense(self.d_out)
+
+    def __call__(self, x):
+        for layer in self.hidden:
+            x = jax.nn.sigmoid(layer(x))
+        return self.head(x)
+
+
+def test_linen_setup_style():
+    model = SetupMLP()
+    variables = model.init(jax.random.PRNGKey(1), X)
+    mnet = jc.trace_module(model, X, variables=variables)
+    small, _ = jc.compress(mnet, METHOD, domain=BALL)
+    new = small.module
+    assert (new.width, new.depth, new.d_out) == (15, 2, 1)
+    _close(new.apply(small.params, PTS), small(PTS))
+
+
+class Literal(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(1)(jnp.tanh(nn.Dense(24)(jnp.tanh(nn.Dense(24)(x)))))
+
+
+def test_linen_without_size_fields_says_what_is_missing():
+    model = Literal()
+    variables = model.init(jax.random.PRNGKey(2), X)
+    small, _ = jc.compress(jc.trace_module(model, X, variables=variables), METHOD, domain=BALL)
+    with pytest.raises(ValueError, match=r"cannot rebuild Literal.*24 -> 15.*set by no field"
+                                         r".*small.params and small\(x\) still work"):
+        _ = small.module
+    assert small.params["params"]["Dense_1"]["kernel"].shape == (15, 15)
+    assert small(PTS).shape == (PTS.shape[0], 1)
+
+
+class Shared(nn.Module):
+    """One width field for two layers."""
+
+    width: int = 24
+
+    @nn.compact
+    def __call__(self, x):
+        x = jnp.tanh(nn.Dense(self.width)(x))
+        x = jnp.tanh(nn.Dense(self.width)(x))
+        return nn.Dense(1)(x)
+
+
+def test_linen_one_field_two_widths_is_refused():
+    model = Shared()
+    variables = model.init(jax.random.PRNGKey(3), X)
+    mnet = jc.trace_module(model, X, variables=variables)
+    small, _ = jc.compress(mnet, jc.collocation(4, widths=(12, 9)), domain=BALL)
+    with pytest.raises(ValueError, match="field width of Shared sets widths that were "
+                                         "compressed differently"):
+        _ = small.module
+
+
+def test_wrong_arguments():
+    with pytest.raises(TypeError, match="needs variables="):
+        jc.trace_module(CompactMLP((4, 1)), X)
+    with pytest.raises(TypeError, match="variables= is for a linen module"):
+        jc.trace_module(GeluNet([2, 4, 1], nnx.Rngs(0)), X, variables={})
+    with pytest.raises(TypeError, match="model must be a flax.nnx.Module.*got function"):
+        jc.trace_module(lambda x: x, X)
+    with pytest.raises(ValueError, match="takes neither one example of shape \\(3,\\)"):
+        jc.trace_module(GeluNet([2, 4, 1], nnx.Rngs(0)), jnp.zeros((4, 3)))
+
+
+def _eqx_mlp(eqx):
+    return eqx.nn.MLP(2, 1, 24, 2, activation=jnp.tanh, dtype=jnp.float32,
+                      key=jax.random.PRNGKey(0))
+
+
+def test_equinox_rebuild_from_compressed_arrays():
+    """The Equinox rebuild on its own (independent of the graph's vmap support): the arrays of
+    the params-convention compression put into the MLP's partition, then eqx.combine and the
+    static fields."""
+    eqx = pytest.importorskip("equinox")
+    model = _eqx_mlp(eqx)
+    mnet = jc.trace_module(model, X)
+    assert mnet.kind == "equinox" and mnet.per_example
+    arrays, static = eqx.partition(model, eqx.is_array)
+    params = [{"kernel": lin.weight.T, "bias": lin.bias} for lin in model.layers]
+    small, _ = jc.compress(params, jc.collocation(4, widths=(15, 12)), activation="tanh",
+                           domain=BALL)
+    leaves = [a for p in small for a in (p["kernel"].T, p["bias"])]
+    arrays = eqx.tree_at(lambda a: [v for lin in a.layers for v in (lin.weight, lin.bias)],
+                         arrays, leaves)
+    new = _eqx_rebuild(arrays, static)
+    assert type(new) is type(model)
+    assert [(lin.in_features, lin.out_features) for lin in new.layers] == [(2, 15), (15, 12),
+                                                                          (12, 1)]
+    assert new.width_size == 15            # the widths differ: the largest
+    assert model.width_size == 24 and model.layers[0].out_features == 24
+    _close(jax.vmap(new)(PTS), jc.apply(small, PTS, activation="tanh"))
+
+
+@pytest.mark.xfail(strict=False, reason="graph phase 2: eqx.nn.MLP's (out, in) kernels under "
+                                        "jax.vmap are not traced by phase 1")
+def test_equinox_mlp():
+    eqx = pytest.importorskip("equinox")
+    model = _eqx_mlp(eqx)
+    small, _ = jc.compress(jc.trace_module(model, X), METHOD, domain=BALL)
+    new = small.module
+    assert [(lin.in_features, lin.out_features) for lin in new.layers] == [(2, 15), (15, 15),
+                                                                          (15, 1)]
+    assert new.width_size == 15
+    _close(jax.vmap(new)(PTS), small(PTS))
+
+
+def test_save_load_module(tmp_path, nnx_small):
+    _, _, small, info = nnx_small
+    path = tmp_path / "small.jcz"
+    jc.save(path, small, metadata={"task": "test"})
+    loaded = jc.load(path)
+    assert isinstance(loaded, jc.LoadedNetwork) and loaded.params_are_inputs
+    assert list(loaded.params)[:2] == ["['layers'][0]['bias'].value",
+                                       "['layers'][0]['kernel'].value"]
+    assert loaded.params["['layers'][1]['kernel'].value"].shape == (15, 15)
+    assert loaded.metadata["task"] == "test"
+    assert loaded.info.activation == "gelu_tanh"
+    np.testing.assert_array_equal(loaded.info.layers[0].kept, info.layers[0].kept)
+    for n in (1, 7, PTS.shape[0]):          # a symbolic batch: any n
+        _close(loaded(PTS[:n]), small(PTS[:n]))
+    # a corrupted program is an error, not another function
+    blob = bytearray(path.read_bytes())
+    blob[len(blob) // 2] ^= 0x01
+    bad = tmp_path / "bad.jcz"
+    bad.write_bytes(bytes(blob))
+    with pytest.raises(ValueError, match="not a valid jaxcompress model file"):
+        jc.load(bad)
+
+
+def test_save_load_traced_function(tmp_path):
+    """A plain Compressed from jc.trace: x= gives the input shape; a linen-style fn that
+    refuses the smaller leaves is stored as its compressed program."""
+    params = jc.init_mlp(jax.random.PRNGKey(4), [2, 24, 24, 1], dtype=jnp.float32)
+    net = jc.trace(lambda p, x: jc.apply(p, x, activation="tanh"), params, X)
+    small, info = jc.compress(net, METHOD, domain=BALL)
+    with pytest.raises(ValueError, match="needs x="):
+        jc.save(tmp_path / "a.jcz", small, info=info)
+    with pytest.raises(ValueError, match="expected no activation="):
+        jc.save(tmp_path / "a.jcz", small, activation="tanh", x=X)
+    jc.save(tmp_path / "a.jcz", small, info=info, x=X)
+    loaded = jc.load(tmp_path / "a.jcz")
+    assert loaded.params_are_inputs
+    assert float(loaded.info.error_estimate) == float(info.error_estimate)
+    _close(loaded(PTS), small(PTS))
+
+    model = CompactMLP((24, 24, 1))
+    small, _ = jc.compress(jc.trace_module(model, X, variables=model.init(
+        jax.random.PRNGKey(5), X)), METHOD, domain=BALL)
+    jc.save(tmp_path / "b.jcz", small)
+    loaded = jc.load(tmp_path / "b.jcz")
+    assert not loaded.params_are_inputs
+    _close(loaded(PTS), small(PTS))

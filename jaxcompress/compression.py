@@ -689,6 +689,23 @@ class FrontEnd(abc.ABC):
     def compress(self, method, *, domain) -> tuple[Any, CompressInfo]:
         """``(compressed, info)`` of ``method`` on ``domain`` through :func:`compress`."""
 
+    # A front end also has ``fn`` (``fn(params, x)``), ``params`` and ``x`` (the example
+    # inputs' shape): what :func:`jaxcompress.polish` distils towards.
+
+
+class CompressedNetwork(abc.ABC):
+    """What a front end's :meth:`FrontEnd.compress` returns: the compressed function of its
+    parameters (``params``, the user's pytree with smaller leaves), which
+    :func:`jaxcompress.polish` trains."""
+
+    @abc.abstractmethod
+    def apply(self, params: Any, x: jax.Array) -> jax.Array:
+        """The compressed function at ``params`` (shaped like this network's)."""
+
+    @abc.abstractmethod
+    def replace(self, params: Any) -> CompressedNetwork:
+        """The same compressed network with other parameters (e.g. polished ones)."""
+
 
 def compress(
     params: Params,

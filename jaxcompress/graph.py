@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress.activations import get_activation, register_activation, registered_activations
-from jaxcompress.compression import CompressInfo, FrontEnd, compress
+from jaxcompress.compression import CompressedNetwork, CompressInfo, FrontEnd, compress
 from jaxcompress.domains import Ball, check_domain
 from jaxcompress.evaluate import error_points
 from jaxcompress.features import DerivativeFeatures
@@ -721,8 +721,8 @@ def _chain(groups: Sequence[Group], outputs: Sequence[_Val]) -> tuple[list[Group
     return hidden, why
 
 
-@dataclasses.dataclass(frozen=True)
-class Compressed:
+@dataclasses.dataclass(frozen=True, eq=False)
+class Compressed(CompressedNetwork):
     """The result of compressing a traced :class:`Network`.
 
     Attributes:

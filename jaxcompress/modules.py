@@ -57,7 +57,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from jaxcompress.compression import CompressInfo, FrontEnd, compress
+from jaxcompress.compression import CompressedNetwork, CompressInfo, FrontEnd, compress
 from jaxcompress.domains import Ball
 from jaxcompress.evaluate import error_points
 from jaxcompress.graph import Compressed, Network, trace
@@ -118,7 +118,7 @@ class ModuleNetwork(FrontEnd):
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class CompressedModule:
+class CompressedModule(CompressedNetwork):
     """A compressed :class:`ModuleNetwork`: ``small.params``, ``small(x)`` and ``small.module``.
 
     Attributes:
@@ -146,6 +146,14 @@ class CompressedModule:
     def __call__(self, x: jax.Array) -> jax.Array:
         """The compressed function (``x``: a batch ``(n, d_in)``)."""
         return self.compressed(x)
+
+    def apply(self, params: Any, x: jax.Array) -> jax.Array:
+        """The compressed function at ``params`` (what :func:`jaxcompress.polish` trains)."""
+        return self.compressed.apply(params, x)
+
+    def replace(self, params: Any) -> CompressedModule:
+        """The same compressed module with other (e.g. polished) parameters."""
+        return dataclasses.replace(self, compressed=self.compressed.replace(params))
 
     @functools.cached_property
     def module(self) -> Any:

@@ -29,8 +29,9 @@ import optax.tree_utils as otu
 
 from jaxcompress._checks import check_info_matches, check_key
 from jaxcompress.activations import get_activation
+from jaxcompress.compression import CompressedNetwork, FrontEnd
 from jaxcompress.domains import check_domain
-from jaxcompress.evaluate import error_estimate
+from jaxcompress.evaluate import error_estimate, error_points
 from jaxcompress.mlp import Params, apply, layer_sizes, validate_params
 
 __all__ = ["DEFAULT_POINTS", "DEFAULT_STEPS", "PolishHistory", "default_optimizer", "polish"]
@@ -116,21 +117,8 @@ def _is_traced(tree) -> bool:
     return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(tree))
 
 
-def _check(student, teacher, domain, steps, points, batch, where="polish"):
-    student = validate_params(student, where=f"{where}: student")
-    teacher = validate_params(teacher, where=f"{where}: teacher")
-    for name, p in (("student", student), ("teacher", teacher)):
-        if p[0]["kernel"].ndim != 2:
-            raise ValueError(
-                f"{where}: expected one {name} network (2-D kernels), got kernel shape "
-                f"{p[0]['kernel'].shape}; wrap polish in jax.vmap for a stack of networks")
-    d_in, d_out = student[0]["kernel"].shape[0], student[-1]["kernel"].shape[1]
-    t_in, t_out = teacher[0]["kernel"].shape[0], teacher[-1]["kernel"].shape[1]
-    if (d_in, d_out) != (t_in, t_out):
-        raise ValueError(
-            f"{where}: the student maps {d_in} -> {d_out} but the teacher maps {t_in} -> {t_out}; "
-            "input and output sizes must match")
-    check_domain(domain, d_in, where)
+def _check_points(points, d_in: int, steps, batch, where: str) -> int:
+    """Check ``steps``, ``points`` and ``batch``; returns the number of points."""
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
         raise ValueError(f"{where}: steps must be a positive int, got {steps!r}")
     if points is None or isinstance(points, (int, np.integer)):
@@ -149,11 +137,67 @@ def _check(student, teacher, domain, steps, points, batch, where="polish"):
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, (int, np.integer))
                               or batch < 1):
         raise ValueError(f"{where}: batch must be None or a positive int, got {batch!r}")
+    return n
+
+
+def _check(student, teacher, domain, steps, points, batch, where="polish"):
+    student = validate_params(student, where=f"{where}: student")
+    teacher = validate_params(teacher, where=f"{where}: teacher")
+    for name, p in (("student", student), ("teacher", teacher)):
+        if p[0]["kernel"].ndim != 2:
+            raise ValueError(
+                f"{where}: expected one {name} network (2-D kernels), got kernel shape "
+                f"{p[0]['kernel'].shape}; wrap polish in jax.vmap for a stack of networks")
+    d_in, d_out = student[0]["kernel"].shape[0], student[-1]["kernel"].shape[1]
+    t_in, t_out = teacher[0]["kernel"].shape[0], teacher[-1]["kernel"].shape[1]
+    if (d_in, d_out) != (t_in, t_out):
+        raise ValueError(
+            f"{where}: the student maps {d_in} -> {d_out} but the teacher maps {t_in} -> {t_out}; "
+            "input and output sizes must match")
+    check_domain(domain, d_in, where)
+    n = _check_points(points, d_in, steps, batch, where)
     return student, teacher, n
 
 
-def _loss(params, x, y, act):
-    return jnp.mean((apply(params, x, activation=act) - y) ** 2)
+@dataclasses.dataclass(frozen=True)
+class _MLPModel:
+    """Student and teacher in the params convention with one activation (static, hashable)."""
+
+    act_name: str
+
+    def __call__(self, params, x):
+        return apply(params, x, activation=self.act_name)
+
+    teacher = __call__
+
+    def estimate(self, teacher, student, domain):
+        return error_estimate(teacher, student, activation=self.act_name, domain=domain)
+
+
+class _FnModel:
+    """A compressed traced network (``student_apply(params, x)``) and its teacher's
+    ``fn(params, x)``; hashed by identity (one compilation per :func:`polish` call)."""
+
+    def __init__(self, student_apply: Callable, teacher_fn: Callable):
+        self.student_apply, self.teacher_fn = student_apply, teacher_fn
+
+    def __call__(self, params, x):
+        return self.student_apply(params, x)
+
+    def teacher(self, params, x):
+        return self.teacher_fn(params, x)
+
+    def estimate(self, teacher, student, domain):
+        """``max |F(x_p) - F~(x_p)|`` on :func:`~jaxcompress.evaluate.error_points` (NaN for an
+        invalid domain), as :func:`~jaxcompress.evaluate.error_estimate`."""
+        dtype = jnp.result_type(*jax.tree_util.tree_leaves(student))
+        pts = error_points(domain, dtype=dtype)
+        gap = jnp.max(jnp.abs(self.teacher(teacher, pts).astype(dtype) - self(student, pts)))
+        return jnp.where(domain.valid(), gap, jnp.nan)
+
+
+def _loss(params, x, y, model):
+    return jnp.mean((model(params, x) - y) ** 2)
 
 
 def _uses_stored_value(state) -> bool:
@@ -165,35 +209,33 @@ def _uses_stored_value(state) -> bool:
         return False
 
 
-@functools.partial(jax.jit, static_argnames=("act_name", "optimizer", "n"))
-def _start(student, teacher, points, domain, *, act_name, optimizer, n):
+@functools.partial(jax.jit, static_argnames=("model", "optimizer", "n"))
+def _start(student, teacher, points, domain, *, model, optimizer, n):
     """The points, the teacher's outputs there, the optimizer state, the first loss and error."""
-    act = get_activation(act_name)
-    dtype = jnp.result_type(student[0]["kernel"])
+    dtype = jnp.result_type(*jax.tree_util.tree_leaves(student))
+    t_dtype = jnp.result_type(*jax.tree_util.tree_leaves(teacher))
     x = domain.sobol(n, dtype=dtype) if points is None else points.astype(dtype)
-    y = apply(teacher, x.astype(jnp.result_type(teacher[0]["kernel"])), activation=act)
-    y = y.astype(dtype)
-    before = error_estimate(teacher, student, activation=act, domain=domain)
+    y = model.teacher(teacher, x.astype(t_dtype)).astype(dtype)
+    before = model.estimate(teacher, student, domain)
     # strongly typed, as the chunks return it: a weak-typed scalar in optax's initial state
     # would make the second chunk compile again
     state = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype=a.dtype),
                                    optimizer.init(student))
-    return x, y, state, _loss(student, x, y, act), before
+    return x, y, state, _loss(student, x, y, model), before
 
 
-@functools.partial(jax.jit, static_argnames=("act_name",))
-def _finish(teacher, student, domain, *, act_name):
-    return error_estimate(teacher, student, activation=act_name, domain=domain)
+@functools.partial(jax.jit, static_argnames=("model",))
+def _finish(teacher, student, domain, *, model):
+    return model.estimate(teacher, student, domain)
 
 
-@functools.partial(jax.jit, static_argnames=("act_name", "optimizer", "length", "batch"))
-def _run_chunk(carry, x, y, key, start, total, *, act_name, optimizer, length, batch):
+@functools.partial(jax.jit, static_argnames=("model", "optimizer", "length", "batch"))
+def _run_chunk(carry, x, y, key, start, total, *, model, optimizer, length, batch):
     """``length`` steps of the optimizer, then the loss on all points; keeps the best params."""
-    act = get_activation(act_name)
     params, opt_state, best, best_loss, best_step = carry
 
     def full_loss(p):
-        return _loss(p, x, y, act)
+        return _loss(p, x, y, model)
 
     stored = batch is None and _uses_stored_value(opt_state)
     value_and_grad = (optax.value_and_grad_from_state(full_loss) if stored
@@ -209,12 +251,12 @@ def _run_chunk(carry, x, y, key, start, total, *, act_name, optimizer, length, b
         if stored:
             value, grad = value_and_grad(p, state=s)
         else:
-            value, grad = value_and_grad(p, xb, yb, act)
+            value, grad = value_and_grad(p, xb, yb, model)
         # optax's line search mixes integer widths: trace it with JAX's default promotion even
         # when the caller enabled strict promotion (our own arithmetic is strict-clean)
         with jax.numpy_dtype_promotion("standard"):
             updates, s_new = optimizer.update(grad, s, p, value=value, grad=grad,
-                                              value_fn=lambda q: _loss(q, xb, yb, act))
+                                              value_fn=lambda q: _loss(q, xb, yb, model))
         p_new = optax.apply_updates(p, updates)
         # steps past ``total`` (the last chunk's padding) leave everything unchanged, so every
         # chunk has the same length and the loop compiles once
@@ -253,7 +295,7 @@ def polish(
     student: Params,
     teacher: Params,
     *,
-    activation: str,
+    activation: str | None = None,
     domain,
     info=None,
     steps: int = DEFAULT_STEPS,
@@ -278,9 +320,14 @@ def polish(
     ``U``), or the given ``points``. The teacher is evaluated once, on all points.
 
     Args:
-      student: the network to polish (its widths are kept).
-      teacher: the network to match.
-      activation: the activation shared by both.
+      student: the network to polish (its widths are kept): a params list, or a compressed
+        traced network (``jc.compress(jc.trace(fn, params, x), ...)``'s or a module's first
+        result), which comes back with its parameters polished.
+      teacher: the network to match: a params list, or for a compressed traced network the
+        :class:`~jaxcompress.Network` (or module network) it was compressed from; ``F_theta``
+        is then the user's own ``fn(params, x)``.
+      activation: the activation shared by both (params lists only; a traced network carries
+        its own).
       domain: a :class:`~jaxcompress.Ball`, :class:`~jaxcompress.Box` or
         :class:`~jaxcompress.Parameterization`: where the points are drawn and where the error
         estimate is measured.
@@ -314,15 +361,54 @@ def polish(
       Hinton, Vinyals & Dean (2015), "Distilling the Knowledge in a Neural Network" (matching a
       teacher's outputs); Liu & Nocedal (1989), L-BFGS.
     """
+    if isinstance(student, CompressedNetwork):
+        return _polish_traced(student, teacher, activation=activation, domain=domain, info=info,
+                              steps=steps, optimizer=optimizer, points=points, batch=batch,
+                              key=key, progress=progress)
+    if activation is None:
+        raise TypeError("polish: activation= is required for a network in the params convention "
+                        "(a compressed traced network, from jc.compress(jc.trace(...)), carries "
+                        "its own)")
     act = get_activation(activation)
     student, teacher, n = _check(student, teacher, domain, steps, points, batch)
+    if info is not None:
+        check_info_matches(info, layer_sizes(student), act.name, "polish")
+    return _polish_loop(student, teacher, _MLPModel(act.name), domain, n, info=info, steps=steps,
+                        optimizer=optimizer, points=points, batch=batch, key=key,
+                        progress=progress)
+
+
+def _polish_traced(student, teacher, *, activation, domain, info, steps, optimizer, points,
+                   batch, key, progress):
+    """:func:`polish` of a compressed traced network towards its :class:`~jaxcompress.Network`
+    (or module network): the same loop on ``student.apply`` and ``teacher.fn``; returns the
+    compressed network with the polished parameters."""
+    where = "polish"
+    if activation is not None:
+        raise ValueError(f"{where}: a compressed traced network carries its own activations; "
+                         "drop activation=")
+    if not isinstance(teacher, FrontEnd):
+        raise TypeError(f"{where}: the teacher of a compressed traced network is the traced "
+                        f"network it came from (jc.trace(...)), got {type(teacher).__name__}")
+    d_in = teacher.x.shape[-1]
+    dtype = jnp.result_type(*jax.tree_util.tree_leaves(student.params))
+    check_domain(domain, d_in, where, dtype)
+    n = _check_points(points, d_in, steps, batch, where)
+    best, history = _polish_loop(student.params, teacher.params,
+                                 _FnModel(student.apply, teacher.fn), domain, n, info=info,
+                                 steps=steps, optimizer=optimizer, points=points, batch=batch,
+                                 key=key, progress=progress)
+    return student.replace(best), history
+
+
+def _polish_loop(student, teacher, model, domain, n, *, info, steps, optimizer, points, batch,
+                 key, progress):
+    """The chunked optimisation loop of :func:`polish` (validated arguments)."""
     if optimizer is not None and not isinstance(optimizer, optax.GradientTransformation):
         raise TypeError(f"polish: optimizer must be an optax GradientTransformation (e.g. "
                         f"optax.adam(1e-3)), got {type(optimizer).__name__} {optimizer!r:.40}")
     if key is not None:
         check_key(key, "polish")
-    if info is not None:
-        check_info_matches(info, layer_sizes(student), act.name, "polish")
     report = _reporter(progress)
     traced = _is_traced((student, teacher, points, domain, key))
     t0 = time.perf_counter()
@@ -330,14 +416,14 @@ def polish(
     opt = _with_extra_args(default_optimizer(batch, steps) if optimizer is None else optimizer)
     key = jax.random.PRNGKey(0) if key is None else key
     given = None if points is None or isinstance(points, (int, np.integer)) else points
-    x, y, state, loss0, before = _start(student, teacher, given, domain, act_name=act.name,
+    x, y, state, loss0, before = _start(student, teacher, given, domain, model=model,
                                         optimizer=opt, n=n)
     length = -(-steps // CHUNKS)
     carry = (student, state, student, loss0, jnp.zeros((), jnp.asarray(0).dtype))
     chunk_loss, losses = [loss0], []
     for c in range(-(-steps // length)):
         carry, step_losses, full = _run_chunk(
-            carry, x, y, key, c * length, steps, act_name=act.name, optimizer=opt,
+            carry, x, y, key, c * length, steps, model=model, optimizer=opt,
             length=length, batch=None if batch is None else int(batch))
         losses.append(step_losses)
         chunk_loss.append(full)
@@ -346,7 +432,7 @@ def polish(
             report(f"polish: step {done:>{len(str(steps))}}/{steps}  loss {float(full):.3e}  "
                    f"(start {float(loss0):.3e})  {time.perf_counter() - t0:.1f} s")
     best, best_step = carry[2], carry[4]
-    after = _finish(teacher, best, domain, act_name=act.name)
+    after = _finish(teacher, best, domain, model=model)
     if info is not None:
         info = dataclasses.replace(info, error_estimate=after)
     seconds = None

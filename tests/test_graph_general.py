@@ -201,3 +201,20 @@ def test_best_of_forward_backward_and_a_fixed_width_function():
     net = jc.trace(fixed, params, X2)
     with pytest.raises(ValueError, match="not shape-polymorphic|non-scalar|no compressible"):
         jc.compress(net, jc.collocation(3, layer_order="forward"), domain=BALL)
+
+
+def test_polish_a_traced_network_and_a_module():
+    """jc.polish distils the compressed traced network towards its teacher (the user's own
+    function), keeping the pytree; the error estimate never grows."""
+    params = _layers(jax.random.PRNGKey(12), [16, 24, 24, 1])
+    net = jc.trace(_fourier, params, X2)
+    small, info = jc.compress(net, jc.collocation(2), domain=BALL)
+    polished, hist = jc.polish(small, net, domain=BALL, steps=40, points=512, info=info)
+    assert jax.tree.structure(polished.params) == jax.tree.structure(small.params)
+    assert float(hist.error_after) <= float(hist.error_before)
+    np.testing.assert_allclose(hist.error_before, info.error_estimate, rtol=1e-5)
+    _check(_fourier, params, polished, hist.info)
+    with pytest.raises(TypeError, match="the traced network it came from"):
+        jc.polish(small, params, domain=BALL, steps=2)
+    with pytest.raises(ValueError, match="carries its own activations"):
+        jc.polish(small, net, activation="tanh", domain=BALL, steps=2)

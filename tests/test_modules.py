@@ -187,8 +187,6 @@ def test_equinox_rebuild_from_compressed_arrays():
     _close(jax.vmap(new)(PTS), jc.apply(small, PTS, activation="tanh"))
 
 
-@pytest.mark.xfail(strict=False, reason="graph phase 2: eqx.nn.MLP's (out, in) kernels under "
-                                        "jax.vmap are not traced by phase 1")
 def test_equinox_mlp():
     eqx = pytest.importorskip("equinox")
     model = _eqx_mlp(eqx)

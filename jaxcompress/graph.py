@@ -45,7 +45,7 @@ from jaxcompress.compression import CompressedNetwork, CompressInfo, FrontEnd, c
 from jaxcompress.domains import Ball, check_domain
 from jaxcompress.evaluate import error_points
 from jaxcompress.features import DerivativeFeatures
-from jaxcompress.graph_compress import GraphPlan, GroupPlan, compress_graph
+from jaxcompress.graph_compress import GraphPlan, GroupPlan, compress_graph, run_method
 from jaxcompress.methods import BestOf, Method
 from jaxcompress.mlp import apply
 from jaxcompress.program import Const, Eqn, flatten, trace_program
@@ -874,6 +874,30 @@ class Network(FrontEnd):
         small, info = compress_graph(self.plan(), method, self._leaves(), domain)
         params = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(self.params), small)
         return Compressed(params, self.fn, None, "traced", True), info
+
+    def compressor(self, method: Method, *, domain=None) -> Callable[[Any], tuple[Any, Any]]:
+        """A pure function ``params -> (small_params, info)`` of this network's structure:
+        the group-by-group path (equal to the driver on a chain, see the tests), checked
+        once here, for ``jax.vmap`` over a stack of teachers or ``jax.jit``.
+
+        Example: ``jax.vmap(net.compressor(jc.collocation(3)))(stacked_params)``.
+        """
+        where = "compressor"
+        if not isinstance(method, Method):
+            raise TypeError(f"{where}: one method (jc.collocation(k), ...; best_of picks on "
+                            f"the host), got {type(method).__name__}")
+        domain = Ball(self.x.shape[-1], 1.0) if domain is None else domain
+        check_domain(domain, self.x.shape[-1], where, self.x.dtype)
+        if not self.compressible:
+            raise ValueError(f"{where}: no compressible group:\n" + format_table(self))
+        _refuse_kinks(self.compressible, [method], where, self.x.dtype)
+        plan, treedef = self.plan(), jax.tree_util.tree_structure(self.params)
+
+        def run(params):
+            small, info = run_method(plan, method, jax.tree_util.tree_leaves(params), domain)
+            return jax.tree_util.tree_unflatten(treedef, small), info
+
+        return run
 
     def _compress_chain(self, method, domain, name: str) -> tuple[Compressed, CompressInfo]:
         where = "compress"

@@ -218,3 +218,16 @@ def test_polish_a_traced_network_and_a_module():
         jc.polish(small, params, domain=BALL, steps=2)
     with pytest.raises(ValueError, match="carries its own activations"):
         jc.polish(small, net, activation="tanh", domain=BALL, steps=2)
+
+
+def test_vmap_over_a_stack_of_teachers():
+    """net.compressor(method) is pure: jax.vmap over stacked teachers gives each one's result."""
+    stack = [_layers(jax.random.PRNGKey(20 + i), [16, 12, 12, 1]) for i in range(3)]
+    net = jc.trace(_fourier, stack[0], X2)
+    run = net.compressor(jc.collocation(2), domain=BALL)
+    small, info = jax.vmap(run)(jax.tree.map(lambda *a: jnp.stack(a), *stack))
+    assert info.error_estimate.shape == (3,) and small[0][0].shape == (3, 16, 6)
+    for i, params in enumerate(stack):
+        one, one_info = run(params)
+        np.testing.assert_allclose(small[1][0][i], one[1][0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(info.error_estimate[i], one_info.error_estimate, rtol=1e-4)

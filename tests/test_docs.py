@@ -209,9 +209,10 @@ def run_block(code: str, setup: str, name: str) -> None:
     module = types.ModuleType("__docs_example__")  # a real module: dataclasses look it up
     sys.modules[module.__name__] = module
     try:
-        # a reader runs the examples with JAX's default dtype promotion (the test suite is
-        # strict, conftest.py), e.g. float64 points into a float32 Flax model
-        with jax.numpy_dtype_promotion("standard"):
+        # a reader runs the examples with JAX's default dtype and rank promotion (the test
+        # suite is strict, conftest.py), e.g. float64 points into a float32 Flax model, or
+        # x @ w + b with a 1-D bias
+        with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
             _run_in(module.__dict__, code, setup, name)
     finally:
         del sys.modules[module.__name__]

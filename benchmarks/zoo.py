@@ -122,7 +122,8 @@ class Task:
     """A training task and its metrics.
 
     ``loss(fn)`` returns the training loss ``(params, batch) -> scalar`` of the network ``fn``;
-    ``metrics(f)`` measures ``f: x -> y`` (a teacher, a student); ``primary`` is the metric
+    ``metrics(f)`` measures an :class:`Evaluator` ``f`` (a teacher, a student: ``x -> y`` in
+    ``f.dtype``); ``primary`` is the metric
     candidates are ranked by, ``higher`` whether larger is better."""
 
     name: str
@@ -148,9 +149,8 @@ def image_task(cfg) -> Task:
         return lambda params, batch: jnp.mean((fn(params, batch[0]) - batch[1]) ** 2)
 
     def metrics(f):
-        pred = jnp.clip(f(x_all.astype(_dtype(f))), 0, 1)
-        return {"psnr": IF.psnr(float(jnp.mean((pred - y_all) ** 2))),
-                "image_shape": list(img.shape)}
+        pred = jnp.clip(f(x_all.astype(f.dtype)), 0, 1)
+        return {"psnr": IF.psnr(float(jnp.mean((pred - y_all) ** 2)))}
 
     return Task("image", jc.Box([-1.0, -1.0], [1.0, 1.0]), sample, loss, metrics, "psnr", True,
                 (-1.0, -1.0), (1.0, 1.0))
@@ -187,7 +187,7 @@ def sdf_task(cfg) -> Task:
         return lambda params, batch: jnp.mean((fn(params, batch[0]) - batch[1]) ** 2)
 
     def metrics(f):
-        dt = _dtype(f)
+        dt = f.dtype
         on = float(jnp.mean(jnp.abs(f(surface.astype(dt))[:, 0])))
         away = float(jnp.mean(jnp.abs(f(off.astype(dt))[:, 0] - torus_sdf(off.astype(dt)))))
         return {"surface": on, "off": away, "sum": on + away}
@@ -229,7 +229,7 @@ def pinn_task(cfg) -> Task:
         return f
 
     def metrics(f):
-        x = grid.astype(_dtype(f))
+        x = grid.astype(f.dtype)
         u, ue = f(x)[:, 0], PP.exact(x)
         return {"rel_l2": float(jnp.linalg.norm(u - ue) / jnp.linalg.norm(ue)),
                 "max_error": float(jnp.max(jnp.abs(u - ue)))}
@@ -239,10 +239,6 @@ def pinn_task(cfg) -> Task:
 
 
 _TASKS = {"image": image_task, "sdf": sdf_task, "pinn": pinn_task}
-
-
-def _dtype(f):
-    return getattr(f, "dtype", jnp.float32)
 
 
 class Evaluator:

@@ -155,7 +155,7 @@ def nnx_custom(key, d_in: int, hidden: Sequence[int], d_out: int, dtype=jnp.floa
 
     class GeluMLP(nnx.Module):
         def __init__(self, sizes, rngs):
-            self.layers = nnx.List([nnx.Linear(a, b, rngs=rngs, param_dtype=dtype, dtype=dtype)
+            self.layers = nnx.List([nnx.Linear(a, b, rngs=rngs, param_dtype=dtype)
                                     for a, b in zip(sizes[:-1], sizes[1:], strict=True)])
 
         def __call__(self, x):
@@ -187,8 +187,8 @@ def linen_compact(key, d_in: int, hidden: Sequence[int], d_out: int, dtype=jnp.f
         @nn.compact
         def __call__(self, x):
             for f in self.features[:-1]:
-                x = jnp.tanh(nn.Dense(f, param_dtype=dtype, dtype=dtype)(x))
-            return nn.Dense(self.features[-1], param_dtype=dtype, dtype=dtype)(x)
+                x = jnp.tanh(nn.Dense(f, param_dtype=dtype)(x))
+            return nn.Dense(self.features[-1], param_dtype=dtype)(x)
 
     module = MLP(features=(*hidden, d_out))
     variables = module.init(key, jnp.zeros((1, d_in), dtype))

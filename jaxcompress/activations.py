@@ -245,7 +245,7 @@ def _jet_series(jet_fn: Callable[[jax.Array], jax.Array]) -> SeriesFn:
             return y0[None]
         terms = (jnp.ones_like(u0),) + (jnp.zeros_like(u0),) * (k - 1)
         y, ys = _jet.jet(jet_fn, (u0,), (terms,))
-        coeffs = [y] + [ys[j] / math.factorial(j + 1) for j in range(k)]
+        coeffs = [y] + [ys[j] / _factorial(j + 1) for j in range(k)]
         return _stack_series(coeffs)
 
     return series
@@ -290,10 +290,11 @@ def _sin_series(u0: jax.Array, k: int) -> jax.Array:
 
 
 def _factorial(j: int) -> int | float:
-    """``j!`` as a divisor of an array: an int while it fits int64 (``j <= 20``, as before), a
-    float above (an int would overflow the array's conversion), ``inf`` past float64 (``j > 170``:
-    ``1 / j!`` underflows to 0 anyway)."""
-    if j <= 20:
+    """``j!`` as a divisor of an array: an int while it fits int32 (``j <= 12``, as before), a
+    float above (an int would overflow the array's conversion: int32 without ``jax_enable_x64``,
+    int64 from ``j = 21``; ``j!`` is exact in float64 up to ``j = 22``), ``inf`` past float64
+    (``j > 170``: ``1 / j!`` underflows to 0 anyway)."""
+    if j <= 12:
         return math.factorial(j)
     return float(math.factorial(j)) if j <= 170 else math.inf
 

@@ -60,7 +60,7 @@ import numpy as np
 from jax.experimental import jet as _jet
 
 from jaxcompress._checks import as_real_array, check_finite, is_concrete
-from jaxcompress.activations import Activation, get_activation
+from jaxcompress.activations import Activation, _factorial, get_activation
 from jaxcompress.domains import NODE_KINDS
 from jaxcompress.mlp import (
     HIGHEST,
@@ -165,7 +165,7 @@ def monomial_taylor_of(fn, center: jax.Array, order: int) -> jax.Array:
         terms = (direction,) + (jnp.zeros_like(direction),) * (order - 1)
         _, ys = _jet.jet(fn, (center,), (terms,))
         # jet returns derivatives in t; the Taylor coefficient of t^j is the j-th term / j!
-        return jnp.stack([y0] + [ys[j] / math.factorial(j + 1) for j in range(order)])
+        return jnp.stack([y0] + [ys[j] / _factorial(j + 1) for j in range(order)])
 
     series = jax.vmap(along)(v)  # (n_dir, k + 1, n_out)
     rows = [jnp.matmul(jnp.asarray(solvers[j], series.dtype), series[:, j, :], precision=HIGHEST)

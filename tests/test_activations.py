@@ -228,3 +228,19 @@ def test_sin_series_at_high_order():
         expected = [np.sin, np.cos, lambda v: -np.sin(v), lambda v: -np.cos(v)][j % 4](
             np.asarray(u0)) / math.factorial(j)
         np.testing.assert_allclose(got[j], expected, rtol=1e-13)
+
+
+def test_series_at_high_order_in_float32_without_x64():
+    # without jax_enable_x64 an int divisor j! overflows int32 from j = 13: the closed-form (sin)
+    # and the jet-derived (a registered function) series stay finite and right to rounding
+    u0 = np.asarray([0.3, -1.2])
+    with jax.enable_x64(False):
+        assert not jax.config.jax_enable_x64
+        x = jnp.asarray(u0, jnp.float32)
+        sin = np.asarray(jc.get_activation("sin").series(x, 16))
+        jc.register_activation("test_sin_3u_x32", lambda u: jnp.sin(3.0 * u))
+        jet = np.asarray(jc.get_activation("test_sin_3u_x32").series(x, 16))
+    for j in (0, 7, 13, 16):
+        d = [np.sin, np.cos, lambda v: -np.sin(v), lambda v: -np.cos(v)][j % 4]
+        np.testing.assert_allclose(sin[j], d(u0) / math.factorial(j), rtol=1e-5)
+        np.testing.assert_allclose(jet[j], d(3 * u0) * 3.0**j / math.factorial(j), rtol=1e-4)

@@ -1,0 +1,368 @@
+"""The zoo: coordinate-network architectures as people write them, each ``(fn, params)``.
+
+Issue 22, point 5. Every architecture is written here from its paper or its library's documented
+API (nothing is downloaded), in the style its users write it, and built by :func:`build`::
+
+    model = build("siren", "small")          # or "bench"; seed=...; hidden=[...] overrides
+    y = model.fn(model.params, x)            # x: (n, model.d_in) -> (n, model.d_out)
+    net = jc.trace(model.fn, model.params, x)
+
+``model.module`` is the user's module object where the architecture is one (nnx, linen,
+Equinox), else ``None``; ``model.hidden_widths(params)`` reads the hidden widths back from a
+parameter pytree (a compressed one too), so :func:`build` can make a network of the compressed
+size to train from scratch.
+
+``nnx_custom``
+    an ``nnx.Module`` with a custom ``__call__``: ``nnx.Linear`` layers in an ``nnx.List``,
+    ``jax.nn.gelu`` (tanh approximation, its default) between them; ``fn`` merges the graph
+    definition with the state (``nnx.split`` / ``nnx.merge``).
+``linen_compact``
+    a linen ``@nn.compact`` MLP with a ``features: Sequence[int]`` field, tanh; ``fn`` is
+    ``model.apply`` on the variables dict.
+``eqx_mlp``
+    ``eqx.nn.MLP`` (tanh, ``(out, in)`` kernels) applied to a batch under ``jax.vmap``;
+    ``params, static = eqx.partition(model, eqx.is_array)`` and ``fn`` combines them.
+    Equinox is optional: imported only when this model is built.
+``siren``
+    SIREN (Sitzmann et al. 2020): hidden layers ``sin(omega_0 (x W + b))`` with ``omega_0 = 30``
+    on every sine layer, a linear output; initialisation as in the paper's code: first layer
+    ``W ~ U(-1/d_in, 1/d_in)``, later layers ``W ~ U(-sqrt(6/n)/omega_0, sqrt(6/n)/omega_0)``
+    (``n`` the fan-in), biases PyTorch's ``nn.Linear`` default ``U(-1/sqrt(n), 1/sqrt(n))``.
+``fourier_tanh``, ``fourier_relu``
+    Fourier features (Tancik et al. 2020) ``gamma(x) = [cos(2 pi x B), sin(2 pi x B)]`` with a
+    fixed Gaussian ``B`` (``d_in x m``, entries ``N(0, scale^2)``; a constant closed over by
+    ``fn``, not a parameter), then a tanh / ReLU MLP.
+``sdf_igr``
+    an IGR-style signed-distance network (Gropp et al. 2020), 3-D input: softplus with
+    ``beta = 100`` (``softplus(100 u) / 100``) on every hidden layer, the input concatenated to
+    the hidden state before layer ``skip`` and the concatenation scaled by ``1/sqrt(2)``;
+    geometric initialisation (Atzmon & Lipman 2020): hidden ``W ~ N(0, 2/fan_out)``, ``b = 0``,
+    last layer ``W ~ N(sqrt(pi/fan_in), 1e-4^2)``, ``b = -radius`` (the SDF of a sphere at init).
+``pinn_tanh``
+    a plain tanh MLP in the params convention (``[{"kernel", "bias"}]``) for the Poisson PINN of
+    ``benchmarks/pinn_poisson.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+#: Every model of the zoo, in the order the benchmark runs them.
+MODELS = ("nnx_custom", "linen_compact", "eqx_mlp", "siren", "fourier_tanh", "fourier_relu",
+          "sdf_igr", "pinn_tanh")
+
+#: The task each model is trained on in ``benchmarks/zoo.py``.
+TASKS = {"nnx_custom": "pinn", "linen_compact": "sdf", "eqx_mlp": "sdf", "siren": "image",
+         "fourier_tanh": "image", "fourier_relu": "image", "sdf_igr": "sdf", "pinn_tanh": "pinn"}
+
+#: Input size per task.
+D_IN = {"image": 2, "sdf": 3, "pinn": 2}
+#: Output size per task.
+D_OUT = {"image": 3, "sdf": 1, "pinn": 1}
+
+#: Hidden widths (and extra settings) of the small (test) and benchmark-size instances.
+SIZES: dict[str, dict[str, dict[str, Any]]] = {
+    "nnx_custom": {"small": {"hidden": [24, 24]}, "bench": {"hidden": [128, 128, 128]}},
+    "linen_compact": {"small": {"hidden": [24, 24]}, "bench": {"hidden": [128, 128, 128]}},
+    "eqx_mlp": {"small": {"hidden": [24, 24]}, "bench": {"hidden": [128, 128, 128]}},
+    "siren": {"small": {"hidden": [24, 24]}, "bench": {"hidden": [256, 256, 256]}},
+    "fourier_tanh": {"small": {"hidden": [24, 24], "features": 8, "scale": 2.0},
+                     "bench": {"hidden": [256, 256], "features": 64, "scale": 3.0}},
+    "fourier_relu": {"small": {"hidden": [24, 24], "features": 8, "scale": 2.0},
+                     "bench": {"hidden": [256, 256], "features": 64, "scale": 3.0}},
+    "sdf_igr": {"small": {"hidden": [32, 29, 32], "skip": 2},
+                "bench": {"hidden": [128, 125, 128, 128], "skip": 2}},
+    "pinn_tanh": {"small": {"hidden": [24, 24]}, "bench": {"hidden": [128, 128, 128]}},
+}
+
+OMEGA_0 = 30.0
+SOFTPLUS_BETA = 100.0
+SDF_RADIUS = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class ZooModel:
+    """One built model of the zoo.
+
+    Attributes:
+      name: the key in :data:`MODELS`.
+      fn: ``fn(params, x) -> y`` with ``x`` of shape ``(n, d_in)``, ``y`` ``(n, d_out)``.
+      params: the parameter pytree the user trains.
+      module: the user's module object (nnx / linen / Equinox), else ``None``.
+      d_in, d_out: input and output sizes.
+      hidden: the hidden widths it was built with.
+      hidden_widths: reads the hidden widths of a parameter pytree of this model (the producing
+        kernels' output sizes, in layer order).
+      config: the settings it was built with (sizes, seed, Fourier scale, ...).
+    """
+
+    name: str
+    fn: Callable[[Any, jax.Array], jax.Array]
+    params: Any
+    module: Any
+    d_in: int
+    d_out: int
+    hidden: tuple[int, ...]
+    hidden_widths: Callable[[Any], list[int]]
+    config: dict
+
+
+def _uniform(key, shape, bound, dtype):
+    return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+
+def _dense_layers(key, sizes: Sequence[int], dtype, init: Callable) -> list[dict[str, jax.Array]]:
+    """``[{"kernel": (a, b), "bias": (b,)}]`` with ``init(i, key, a, b) -> (kernel, bias)``."""
+    keys = jax.random.split(key, len(sizes) - 1)
+    out = []
+    for i, (k, a, b) in enumerate(zip(keys, sizes[:-1], sizes[1:], strict=True)):
+        w, bias = init(i, k, a, b)
+        out.append({"kernel": jnp.asarray(w, dtype), "bias": jnp.asarray(bias, dtype)})
+    return out
+
+
+def _lecun(i, key, a, b):
+    """LeCun-normal kernel, small random bias (a trained-looking start for tanh / GELU nets)."""
+    k1, k2 = jax.random.split(key)
+    return (jax.random.normal(k1, (a, b)) / math.sqrt(a), 0.1 * jax.random.normal(k2, (b,)))
+
+
+def _he(i, key, a, b):
+    """He-normal kernel, zero bias (ReLU)."""
+    return jax.random.normal(key, (a, b)) * math.sqrt(2.0 / a), jnp.zeros((b,))
+
+
+def _kernel_widths(params) -> list[int]:
+    """Output sizes of every layer but the last of a params-convention list."""
+    return [int(layer["kernel"].shape[1]) for layer in params[:-1]]
+
+
+# ------------------------------------------------------------------------------------------------
+# The models
+# ------------------------------------------------------------------------------------------------
+
+
+def nnx_custom(key, d_in: int, hidden: Sequence[int], d_out: int, dtype=jnp.float32):
+    """An ``nnx.Module`` with its own ``__call__``: Linears in an ``nnx.List``, GELU between."""
+    from flax import nnx
+
+    class GeluMLP(nnx.Module):
+        def __init__(self, sizes, rngs):
+            self.layers = nnx.List([nnx.Linear(a, b, rngs=rngs, param_dtype=dtype)
+                                    for a, b in zip(sizes[:-1], sizes[1:], strict=True)])
+
+        def __call__(self, x):
+            for layer in self.layers[:-1]:
+                x = jax.nn.gelu(layer(x))
+            return self.layers[-1](x)
+
+    seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
+    module = GeluMLP([d_in, *hidden, d_out], nnx.Rngs(seed))
+    graphdef, state = nnx.split(module)
+
+    def fn(state, x):
+        return nnx.merge(graphdef, state)(x)
+
+    def widths(state):
+        model = nnx.merge(graphdef, state)
+        return [int(layer.kernel[...].shape[1]) for layer in model.layers[:-1]]
+
+    return fn, state, module, widths
+
+
+def linen_compact(key, d_in: int, hidden: Sequence[int], d_out: int, dtype=jnp.float32):
+    """A linen ``@nn.compact`` MLP with a ``features`` field, tanh."""
+    import flax.linen as nn
+
+    class MLP(nn.Module):
+        features: Sequence[int]
+
+        @nn.compact
+        def __call__(self, x):
+            for f in self.features[:-1]:
+                x = jnp.tanh(nn.Dense(f, param_dtype=dtype)(x))
+            return nn.Dense(self.features[-1], param_dtype=dtype)(x)
+
+    module = MLP(features=(*hidden, d_out))
+    variables = module.init(key, jnp.zeros((1, d_in), dtype))
+
+    def widths(variables):
+        p = variables["params"]
+        return [int(p[f"Dense_{i}"]["kernel"].shape[1]) for i in range(len(p) - 1)]
+
+    return module.apply, variables, module, widths
+
+
+def eqx_mlp(key, d_in: int, hidden: Sequence[int], d_out: int, dtype=jnp.float32):
+    """``eqx.nn.MLP`` (tanh) under ``jax.vmap``; ``eqx.partition`` splits arrays from the rest.
+
+    ``eqx.nn.MLP`` has one ``width_size``: ``hidden`` must be equal widths."""
+    import equinox as eqx
+
+    if len(set(hidden)) != 1:
+        raise ValueError(f"eqx_mlp: eqx.nn.MLP has one width_size; got hidden widths {hidden}")
+    module = eqx.nn.MLP(d_in, d_out, hidden[0], len(hidden), activation=jnp.tanh, key=key,
+                        dtype=dtype)
+    params, static = eqx.partition(module, eqx.is_array)
+
+    def fn(params, x):
+        return jax.vmap(eqx.combine(params, static))(x)
+
+    def widths(params):
+        return [int(layer.weight.shape[0]) for layer in params.layers[:-1]]
+
+    return fn, params, module, widths
+
+
+def siren_params(key, sizes: Sequence[int], *, omega_0: float = OMEGA_0, dtype=jnp.float32):
+    """SIREN's initialisation (Sitzmann et al. 2020, their ``sine_init`` / ``first_layer_sine_init``
+    on the weights; PyTorch's default on the biases)."""
+
+    def init(i, k, a, b):
+        k1, k2 = jax.random.split(k)
+        bound = 1.0 / a if i == 0 else math.sqrt(6.0 / a) / omega_0
+        return _uniform(k1, (a, b), bound, jnp.float32), _uniform(k2, (b,), 1 / math.sqrt(a),
+                                                                  jnp.float32)
+
+    return _dense_layers(key, sizes, dtype, init)
+
+
+def siren_fn(omega_0: float = OMEGA_0):
+    """``x -> sin(omega_0 (x W_1 + b_1)) -> ... -> x W_L + b_L``."""
+
+    def fn(params, x):
+        for layer in params[:-1]:
+            x = jnp.sin(omega_0 * (x @ layer["kernel"] + layer["bias"]))
+        return x @ params[-1]["kernel"] + params[-1]["bias"]
+
+    return fn
+
+
+def siren(key, d_in: int, hidden: Sequence[int], d_out: int, dtype=jnp.float32):
+    return (siren_fn(), siren_params(key, [d_in, *hidden, d_out], dtype=dtype), None,
+            _kernel_widths)
+
+
+def fourier_matrix(d_in: int, features: int, scale: float, seed: int = 0) -> np.ndarray:
+    """The fixed Gaussian ``B`` (``d_in x features``, entries ``N(0, scale^2)``), seed ``seed``."""
+    return np.random.default_rng(seed).normal(0.0, scale, (d_in, features))
+
+
+def fourier_fn(b: np.ndarray, activation: Callable):
+    """``x -> [cos(2 pi x B), sin(2 pi x B)] -> activation MLP -> linear`` (``B`` closed over)."""
+
+    def fn(params, x):
+        z = 2.0 * jnp.pi * (x @ jnp.asarray(b, x.dtype))
+        h = jnp.concatenate([jnp.cos(z), jnp.sin(z)], axis=-1)
+        for layer in params[:-1]:
+            h = activation(h @ layer["kernel"] + layer["bias"])
+        return h @ params[-1]["kernel"] + params[-1]["bias"]
+
+    return fn
+
+
+def _fourier(activation, init):
+    def make(key, d_in, hidden, d_out, dtype=jnp.float32, *, features: int, scale: float):
+        b = fourier_matrix(d_in, features, scale)
+        params = _dense_layers(key, [2 * features, *hidden, d_out], dtype, init)
+        return fourier_fn(b, activation), params, None, _kernel_widths
+
+    return make
+
+
+fourier_tanh = _fourier(jnp.tanh, _lecun)
+fourier_relu = _fourier(jax.nn.relu, _he)
+
+
+def sdf_fn(skip: int, beta: float = SOFTPLUS_BETA):
+    """IGR's network: ``h <- softplus(beta (h W + b)) / beta`` on hidden layers, and before layer
+    ``skip`` (0-based) ``h <- [h, x] / sqrt(2)``; a linear output."""
+
+    def fn(params, x):
+        h = x
+        for i, layer in enumerate(params):
+            if i == skip:
+                h = jnp.concatenate([h, x], axis=-1) / math.sqrt(2.0)
+            h = h @ layer["kernel"] + layer["bias"]
+            if i < len(params) - 1:
+                h = jax.nn.softplus(beta * h) / beta
+        return h
+
+    return fn
+
+
+def sdf_params(key, sizes: Sequence[int], skip: int, *, radius: float = SDF_RADIUS,
+               dtype=jnp.float32):
+    """Geometric initialisation: the network starts near the SDF of a sphere of ``radius``.
+
+    ``sizes[i]`` is layer ``i``'s output width; layer ``skip`` reads ``sizes[skip] + d_in``."""
+    d_in = sizes[0]
+    ins = [a + (d_in if i == skip else 0) for i, a in enumerate(sizes[:-1])]
+    keys = jax.random.split(key, len(ins))
+    out = []
+    for i, (k, a, b) in enumerate(zip(keys, ins, sizes[1:], strict=True)):
+        if i == len(ins) - 1:
+            w = math.sqrt(math.pi / a) + 1e-4 * jax.random.normal(k, (a, b))
+            bias = jnp.full((b,), -radius)
+        else:
+            w = jax.random.normal(k, (a, b)) * math.sqrt(2.0 / b)
+            bias = jnp.zeros((b,))
+        out.append({"kernel": jnp.asarray(w, dtype), "bias": jnp.asarray(bias, dtype)})
+    return out
+
+
+def sdf_igr(key, d_in, hidden, d_out, dtype=jnp.float32, *, skip: int):
+    if not 1 <= skip < len(hidden) + 1:
+        raise ValueError(f"sdf_igr: skip must be a layer index in 1..{len(hidden)}, got {skip}")
+    return (sdf_fn(skip), sdf_params(key, [d_in, *hidden, d_out], skip, dtype=dtype), None,
+            _kernel_widths)
+
+
+def pinn_fn(params, x):
+    """``tanh(x W_1 + b_1) -> ... -> x W_L + b_L`` (``jc.apply(..., activation="tanh")``)."""
+    for layer in params[:-1]:
+        x = jnp.tanh(x @ layer["kernel"] + layer["bias"])
+    return x @ params[-1]["kernel"] + params[-1]["bias"]
+
+
+def pinn_tanh(key, d_in, hidden, d_out, dtype=jnp.float32):
+    return pinn_fn, _dense_layers(key, [d_in, *hidden, d_out], dtype, _lecun), None, _kernel_widths
+
+
+_BUILDERS = {"nnx_custom": nnx_custom, "linen_compact": linen_compact, "eqx_mlp": eqx_mlp,
+             "siren": siren, "fourier_tanh": fourier_tanh, "fourier_relu": fourier_relu,
+             "sdf_igr": sdf_igr, "pinn_tanh": pinn_tanh}
+
+
+def build(name: str, size: str = "small", *, seed: int = 0, hidden: Sequence[int] | None = None,
+          dtype=jnp.float32) -> ZooModel:
+    """Model ``name`` of :data:`MODELS` at ``size`` ``"small"`` (tests, widths 24-32) or
+    ``"bench"`` (``benchmarks/zoo.py``); ``hidden`` overrides the hidden widths (for ``sdf_igr``
+    with the skip at the same layer)."""
+    if name not in _BUILDERS:
+        raise ValueError(f"build: name must be one of {MODELS}, got {name!r}")
+    if size not in ("small", "bench"):
+        raise ValueError(f"build: size must be 'small' or 'bench', got {size!r}")
+    cfg = dict(SIZES[name][size])
+    widths = list(cfg.pop("hidden") if hidden is None else hidden)
+    cfg.pop("hidden", None)
+    task = TASKS[name]
+    d_in, d_out = D_IN[task], D_OUT[task]
+    fn, params, module, read = _BUILDERS[name](jax.random.PRNGKey(seed), d_in, widths, d_out,
+                                               dtype, **cfg)
+    return ZooModel(name=name, fn=fn, params=params, module=module, d_in=d_in, d_out=d_out,
+                    hidden=tuple(widths), hidden_widths=read,
+                    config={"size": size, "seed": seed, "hidden": widths, "task": task, **cfg})
+
+
+def num_params(params) -> int:
+    """The number of scalars in the array leaves of ``params``."""
+    return int(sum(np.size(leaf) for leaf in jax.tree_util.tree_leaves(params)
+                   if hasattr(leaf, "shape")))

@@ -1,0 +1,82 @@
+"""``benchmarks/zoo.py`` (issue 22, point 6) end to end with ``--quick``, and its building blocks.
+
+Default: one model (``pinn_tanh``: train, trace, compress by two methods, polish, a from-scratch
+network of the compressed widths, throughput) through the whole script, JSON and PNG; the torus
+SDF and the generic Laplacian in-process. Slow twin (``-m slow``): every model graph phase 1
+compresses (the script's default ``--models``), one per task.
+"""
+
+import json
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from quick_runs import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import zoo  # noqa: E402
+import zoo_models as Z  # noqa: E402
+
+
+def _run(tmp_path, *extra):
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/zoo.py", "--quick", "--out", str(tmp_path), *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    jsons = sorted(tmp_path.glob("zoo_*_float32_quick.json"))
+    assert len(jsons) == 1, sorted(p.name for p in tmp_path.iterdir())
+    assert jsons[0].with_suffix(".png").stat().st_size > 0
+    return json.loads(jsons[0].read_text())
+
+
+def _check_model(result, name, hidden):
+    r = result["models"][name]
+    (row,) = r["rows"]
+    assert row["k"] == 3 and row["hidden"] == hidden
+    assert r["num_params"] == Z.num_params(Z.build(name, "small").params)
+    assert {c["method"] for c in row["candidates"]} == {"collocation", "derivative"}
+    key = r["primary"]
+    for part in ("compressed", "polished", "scratch"):
+        assert np.isfinite(row[part][key]), (part, row[part])
+    assert np.isfinite(r["teacher"][key])
+    assert row["throughput"]["teacher"]["points_per_s"] > 0 and row["speedup"] > 0
+    assert set(result["targets"][name][0]) == {"k", "params_ratio", "4x_fewer",
+                                                "within_tolerance", "3x_faster",
+                                                "no_worse_than_scratch"}
+
+
+def test_zoo_quick_one_model(tmp_path):
+    result = _run(tmp_path, "--models", "pinn_tanh")
+    assert list(result["models"]) == ["pinn_tanh"] and result["quick"]
+    _check_model(result, "pinn_tanh", [10, 10])
+
+
+@pytest.mark.slow
+def test_zoo_quick_phase_1_models(tmp_path):
+    result = _run(tmp_path)
+    assert list(result["models"]) == list(zoo.PHASE_1)
+    for name in zoo.PHASE_1:
+        d_k = 10 if Z.TASKS[name] in ("image", "pinn") else 20
+        _check_model(result, name, [d_k, d_k])
+
+
+def test_torus_sdf_and_laplacian():
+    """The torus SDF is zero on its surface points and has unit gradient off it; the generic
+    Laplacian (forward over reverse) is the trace of the Hessian."""
+    surface = zoo.torus_surface(jax.random.PRNGKey(0), 64, jnp.float64)
+    np.testing.assert_allclose(zoo.torus_sdf(surface), 0.0, atol=1e-12)
+    pts = jax.random.uniform(jax.random.PRNGKey(1), (64, 3), jnp.float64, -1, 1)
+    grads = jax.vmap(jax.grad(zoo.torus_sdf))(pts)
+    np.testing.assert_allclose(jnp.linalg.norm(grads, axis=-1), 1.0, rtol=1e-10)
+    model = Z.build("pinn_tanh", "small", hidden=[7, 5], dtype=jnp.float64)
+    x = jax.random.uniform(jax.random.PRNGKey(2), (6, 2), jnp.float64)
+    with jax.numpy_rank_promotion("allow"):
+        got = zoo.laplacian(model.fn, model.params, x)
+        ref = jax.vmap(lambda p: jnp.trace(jax.hessian(
+            lambda q: model.fn(model.params, q[None])[0, 0])(p)))(x)
+    np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-12)
+    assert set(zoo.methods_for("fourier_relu", 3)) == {"collocation"}

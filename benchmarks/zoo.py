@@ -31,9 +31,9 @@ Targets (issue 22): the Fourier, SDF and PINN models at >= 4x fewer parameters w
 PSNR / 1.1x the teacher's SDF or PINN error, >= 3x faster evaluation on CPU, and no worse than
 the from-scratch network of the same size; for SIREN the PSNR-vs-parameters curve of both.
 
-Graph phase 1 (chains) compresses siren, pinn_tanh, nnx_custom and linen_compact: the default
-``--models``. ``--models all`` (or a comma list) runs the others too; until the general graph
-lands their compression raises (nothing here catches it).
+``--models`` (a comma list; default all) selects models. The chains (siren, pinn_tanh,
+nnx_custom, linen_compact, eqx_mlp) are compressed through the one driver, the Fourier-feature
+and SDF networks group by group.
 
 ``--quick`` compiles at XLA optimisation level 0 with the test suite's CPU flags
 (:data:`QUICK_XLA_FLAGS`; the run is compilation-bound: 131 s at the default level, 46 s at
@@ -71,8 +71,6 @@ import zoo_models as Z  # noqa: E402
 import jaxcompress as jc  # noqa: E402
 
 NAME = "zoo"
-#: What graph phase 1 (chains) compresses: the default ``--models``.
-PHASE_1 = ("siren", "pinn_tanh", "nnx_custom", "linen_compact")
 #: Non-analytic activations: derivative matching does not apply.
 NON_ANALYTIC = ("fourier_relu",)
 TORUS = (0.5, 0.2)
@@ -286,23 +284,16 @@ def compress_step(net: jc.Network, method, domain):
 
 
 def polish_step(small: jc.Compressed, net: jc.Network, domain, cfg: dict):
-    """``jc.polish`` of the compressed network toward the teacher: ``(Compressed, history)``.
-
-    Graph phase 1: the lowered chain (``small.lowered``, the teacher's ``net.lower()``) is
-    polished and written back into the user's pytree. When ``jc.polish(small, net, ...)``
-    lands this function becomes that one call."""
+    """``jc.polish`` of the compressed network toward the teacher (the user's own function):
+    ``(Compressed, history)``."""
     with jax.default_matmul_precision(C.PRECISION):
-        student, hist = jc.polish(small.lowered, net.lower(), activation=small.activation,
-                                  domain=domain, steps=cfg["steps"], points=cfg["points"])
-    return dataclasses.replace(small, params=net.raise_back(student), lowered=student), hist
+        return jc.polish(small, net, domain=domain, steps=cfg["steps"], points=cfg["points"])
 
 
 def compressed_program(model: Z.ZooModel, small: jc.Compressed):
     """``(f, params)`` with ``f(params, x)`` the compressed function: the user's own function
     when it takes the smaller leaves, else (linen's shape check) the lowered chain."""
-    if small.polymorphic:
-        return model.fn, small.params
-    return functools.partial(jc.apply, activation=small.activation), small.lowered
+    return small.apply, small.params
 
 
 # ------------------------------------------------------------------------------------------------
@@ -472,9 +463,8 @@ def plot(result: dict, path: Path) -> None:
 
 def parse(argv):
     p = C.parser(__doc__, default_dtype="float32")
-    p.add_argument("--models", default=",".join(PHASE_1),
-                   help=f"comma-separated models of {Z.MODELS}, or 'all' (default: the graph "
-                        f"phase-1 models {','.join(PHASE_1)})")
+    p.add_argument("--models", default="all",
+                   help=f"comma-separated models of {Z.MODELS}, or 'all' (the default)")
     args = p.parse_args(argv)
     models = list(Z.MODELS) if args.models == "all" else [
         m.strip() for m in args.models.split(",") if m.strip()]

@@ -10,9 +10,9 @@ The compression test uses an exact property: a teacher whose every hidden layer 
 collocation at order 3 (``D_3 >= 10`` kept neurons) reproduces it to rounding, whatever the
 architecture and activation (ReLU included).
 
-Phase 1 of the graph (chains) compresses nnx_custom, linen_compact, siren and pinn_tanh today;
-the others (Equinox under ``vmap``, Fourier-feature inputs, the concatenated skip) wait for the
-general graph and are marked ``xfail`` until it lands.
+The chains (nnx_custom, linen_compact, eqx_mlp, siren, pinn_tanh) go through the one driver; the
+Fourier-feature nets and the SDF network (the input concatenated to a layer) are compressed
+group by group.
 """
 
 import sys
@@ -32,19 +32,12 @@ import zoo_models as Z  # noqa: E402
 
 pytest.importorskip("flax.nnx")
 
-#: The models the general graph (phase 2) is needed for, and why phase 1 refuses them.
-PHASE_2 = {"eqx_mlp": "vmapped (out, in) kernels", "fourier_tanh": "Fourier-feature input",
-           "fourier_relu": "Fourier-feature input", "sdf_igr": "input concatenated to a layer"}
 DISTINCT = 6
 ORDER = 3
 
 
 def _param(name):
-    marks = []
-    if name in PHASE_2:
-        marks.append(pytest.mark.xfail(strict=False, reason=f"needs graph phase 2 "
-                                                            f"({PHASE_2[name]})"))
-    return pytest.param(name, marks=marks, id=name)
+    return pytest.param(name, id=name)
 
 
 @pytest.fixture(autouse=True)
@@ -98,14 +91,6 @@ def _traced(model: Z.ZooModel, params) -> jc.Network:
     text = str(net)
     assert text.startswith("jc.trace:") and f"float32{[5, model.d_in]}" in text
     return net
-
-
-@pytest.mark.parametrize("name", sorted(PHASE_2))
-def test_trace_builds_and_prints(name):
-    """The models whose compression waits for phase 2 trace and print today (the others are
-    traced by the compression test)."""
-    model = _build(name)
-    _traced(model, model.params)
 
 
 @pytest.mark.parametrize("name", [_param(n) for n in Z.MODELS])

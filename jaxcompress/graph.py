@@ -139,6 +139,9 @@ class Group:
         not one node of the program, e.g. a concatenation).
       pins: ``(reason, source line)`` of everything that keeps the group whole.
       kinks: ``(primitive, source line)`` of the non-analytic primitives of the activation.
+      tied: the 1-based indices of every group of its **tied set** (itself included) when
+        elementwise products tie it to other groups (a gate ``h * U``), else ``()``; a tied
+        set is compressed jointly (:mod:`jaxcompress.graph_compress`).
     """
 
     index: int
@@ -153,6 +156,7 @@ class Group:
     consumed_node: int | None = None
     pins: list = dataclasses.field(default_factory=list)
     kinks: list = dataclasses.field(default_factory=list)
+    tied: tuple[int, ...] = ()
 
     @property
     def out_in(self) -> bool:
@@ -232,6 +236,23 @@ class _Analysis:
         self.uses: dict[int, int] = {}
         #: consumer leaf -> (axis, row blocks ((group or -1, size), ...)) of its rows
         self.layouts: dict[int, tuple[int, tuple[tuple[int, int], ...]]] = {}
+        #: union-find over groups (0-based): groups tied by elementwise products
+        self.parent: list[int] = []
+
+    def find(self, g: int) -> int:
+        while self.parent[g] != g:
+            self.parent[g] = self.parent[self.parent[g]]
+            g = self.parent[g]
+        return g
+
+    def tie(self, g: int, h: int) -> None:
+        rg, rh = self.find(g), self.find(h)
+        if rg != rh:
+            self.parent[max(rg, rh)] = min(rg, rh)
+
+    def sets_of(self, blocks) -> tuple:
+        """A block structure with every group replaced by its tied set."""
+        return tuple((self.find(g) if g >= 0 else -1, size) for g, size in blocks)
 
     def val(self, operand) -> _Val:
         if isinstance(operand, Const):
@@ -307,6 +328,9 @@ def _elementwise(a: _Analysis, eqn: Eqn, vals: list[_Val]) -> list[_Val]:
         return [_OTHER] * len(eqn.outs)
     ref = hidden[0]
     if any(h.axis != ref.axis or h.blocks != ref.blocks for h in hidden[1:]):
+        _tie(a, eqn, ref, hidden)
+    if any(h.axis != ref.axis or a.sets_of(h.blocks) != a.sets_of(ref.blocks)
+           for h in hidden[1:]):
         groups = sorted({g for h in hidden for g in h.groups})
         for g in groups:
             others = ", ".join(str(h + 1) for h in groups if h != g) or "itself, elsewhere"
@@ -323,6 +347,7 @@ def _elementwise(a: _Analysis, eqn: Eqn, vals: list[_Val]) -> list[_Val]:
             return [_OTHER] * len(eqn.outs)
         operands.append(op)
     g = ref.single()
+    tied = any(h.blocks != ref.blocks for h in hidden[1:])
     params = [r for kind, r in operands if kind == "p"]
     if (g is not None and eqn.name == "add" and ref.pre and len(params) == 1 and len(hidden) == 1
             and a.groups[g].bias is None and not a.groups[g].program):
@@ -334,7 +359,7 @@ def _elementwise(a: _Analysis, eqn: Eqn, vals: list[_Val]) -> list[_Val]:
         for h in ref.groups:
             a.groups[h].kinks.append((eqn.name, eqn.line))
     node = None
-    if g is not None and all(v.node is not None for v in hidden):
+    if g is not None and not tied and all(v.node is not None for v in hidden):
         prog = a.groups[g].program
         # a parameter operand ("p": per neuron, or one shared number) is shown by its path;
         # a program with one is not lowered to a registered activation
@@ -342,6 +367,29 @@ def _elementwise(a: _Analysis, eqn: Eqn, vals: list[_Val]) -> list[_Val]:
                                                  for kind, r in operands]))
         node = len(prog)
     return [dataclasses.replace(ref, pre=False, node=node)] * len(eqn.outs)
+
+
+#: Elementwise primitives that tie the neurons of two groups into one set (a gate ``h * U``).
+TYING = frozenset({"mul"})
+
+
+def _tie(a: _Analysis, eqn: Eqn, ref: _Val, hidden: Sequence[_Val]) -> None:
+    """``h * U`` of two groups of equal widths on one axis (a gate): neuron ``i`` of the
+    product is a function of neuron ``i`` of each, so the groups are tied into one set, kept
+    and dropped together. Only products tie: a sum of two groups is a residual stream or a
+    skip, whose set would span every layer it runs through (pinned instead, see
+    :func:`_elementwise`)."""
+    if eqn.name not in TYING:
+        return
+    sizes = [s for _, s in ref.blocks]
+    for h in hidden[1:]:
+        if h.axis != ref.axis or [s for _, s in h.blocks] != sizes or any(
+                (g < 0) != (r < 0) for (g, _), (r, _) in zip(h.blocks, ref.blocks, strict=True)):
+            return
+    for h in hidden[1:]:
+        for (g, _), (r, _) in zip(h.blocks, ref.blocks, strict=True):
+            if g >= 0:
+                a.tie(g, r)
 
 
 def _unit_free(shape) -> list[int]:
@@ -413,10 +461,6 @@ def _kernel_side(a: _Analysis, vals: list[_Val]) -> int | None:
 def _consume(a: _Analysis, eqn: Eqn, data: _Val, operand: int, leaf: int, leaf_axis: int,
              axis: int) -> None:
     """Record the kernel ``leaf``'s rows as the linear consumer of ``data``'s groups."""
-    seen = [g for g in data.groups if data.groups.count(g) > 1]
-    for g in dict.fromkeys(seen):
-        a.groups[g].pin("appears twice in the value one kernel reads (its neurons are tied "
-                        "across blocks)", eqn.line)
     if data.pre and data.single() is not None and not a.groups[data.single()].program:
         a.groups[data.single()].pin("no elementwise activation before the next kernel",
                                     eqn.line)
@@ -461,6 +505,7 @@ def _dot_general(a: _Analysis, eqn: Eqn, vals: list[_Val]) -> list[_Val]:
     width = int(a.leaf_shapes[kern.leaf][free])
     a.groups.append(Group(index=len(a.groups) + 1, width=width, kernel=kern.leaf,
                           kernel_axis=free, source=source))
+    a.parent.append(len(a.groups) - 1)
     axis = 0 if side == 0 else data_ndim - 1
     return [_Val("hidden", axis=axis, blocks=((len(a.groups) - 1, width),), pre=True, node=0)]
 
@@ -543,6 +588,25 @@ def _pin_shared(a: _Analysis, paths: Sequence[str]) -> None:
             if a.uses.get(leaf, 0) > 1:
                 g.pin(f"the leaf {paths[leaf]} is read {a.uses[leaf]} times (shared weights)",
                       "params")
+
+
+def _close_sets(a: _Analysis) -> None:
+    """Record every tied set on its groups; a pin of one group pins its whole set (the set
+    shares one index set of neurons)."""
+    sets: dict[int, list[Group]] = {}
+    for i, g in enumerate(a.groups):
+        sets.setdefault(a.find(i), []).append(g)
+    for members in sets.values():
+        if len(members) < 2:
+            continue
+        indices = tuple(g.index for g in members)
+        for g in members:
+            g.tied = indices
+        pinned = [g for g in members if g.pins]
+        for g in members:
+            for p in pinned:
+                if p is not g:
+                    g.pin(f"tied to group {p.index}, which is pinned", p.pins[0][1])
 
 
 # ------------------------------------------------------------------------------------------------
@@ -714,6 +778,9 @@ def _chain(groups: Sequence[Group], outputs: Sequence[_Val]) -> tuple[list[Group
             why.append(f"group {g.index} has no activation")
         if g.scales or any(k == "p" for _, _, ops in g.program for k, _ in ops):
             why.append(f"group {g.index}'s activation has a parameter")
+    for g in groups:
+        if g.tied and g.index == g.tied[0]:
+            why.append(f"groups {', '.join(map(str, g.tied))} are tied by products (gates)")
     hidden = list(groups[:-1])
     exprs = {g.expression() for g in hidden if not g.pins}
     if len(exprs) > 1:
@@ -806,7 +873,16 @@ class Network(FrontEnd):
         every group that is not pinned and is read by a kernel."""
         if self.chain:
             return self.hidden
-        return tuple(g for g in self.groups if g.compressible)
+        read = {i for g in self.groups if g.consumers for i in (g.tied or (g.index,))}
+        return tuple(g for g in self.groups if not g.pins and g.index in read)
+
+    def sets(self) -> tuple[tuple[Group, ...], ...]:
+        """The compressible groups by tied set (a set of one for an untied group), in
+        program order of each set's first group."""
+        out: dict[tuple[int, ...], list[Group]] = {}
+        for g in self.compressible:
+            out.setdefault(g.tied or (g.index,), []).append(g)
+        return tuple(tuple(v) for v in out.values())
 
     def _leaves(self) -> list:
         return jax.tree_util.tree_leaves(self.params)
@@ -841,10 +917,12 @@ class Network(FrontEnd):
 
     def plan(self) -> GraphPlan:
         """The static plan of the group-by-group compression."""
-        groups = tuple(GroupPlan(g.index, g.width, tuple(g.producers()),
+        groups = tuple(GroupPlan(members[0].index, members[0].width,
+                                 tuple(p for g in members for p in g.producers()),
                                  tuple((c.leaf, c.axis, c.block, c.value, c.value_axis)
-                                       for c in g.consumers))
-                       for g in self.compressible)
+                                       for g in members for c in g.consumers),
+                                 tuple(g.index - 1 for g in members))
+                       for members in self.sets())
         return GraphPlan(self.fn, jax.tree_util.tree_structure(self.params), self.signature,
                          groups, self.layouts, tuple(g.width for g in self.groups))
 
@@ -941,11 +1019,16 @@ def _leaf_text(net: Network, leaf: int, axis: int | None = None) -> str:
 
 
 def _status(net: Network, g: Group) -> str:
+    if not g.consumers and g.tied and g in net.compressible:
+        return f"compressible (tied: groups {', '.join(map(str, g.tied))})"
     if g.pins:
         return "pinned: " + "; ".join(f"{r} [{line}]" for r, line in g.pins)
     if not g.consumers:
         return "not read by a kernel"
-    return "compressible" if g in net.compressible else "not compressed"
+    if g in net.compressible:
+        return "compressible" + (f" (tied: groups {', '.join(map(str, g.tied))})" if g.tied
+                                 else "")
+    return "not compressed"
 
 
 def _activation_text(net: Network, g: Group) -> str:
@@ -1035,6 +1118,7 @@ def trace(fn: Callable[[Any, jax.Array], jax.Array], params: Any, x: jax.Array) 
                   else "output")
     paths = tuple(jax.tree_util.keystr(p) for p, _ in pairs)
     _pin_shared(a, paths)
+    _close_sets(a)
     hidden, why = _chain(a.groups, out_vals)
     layouts = tuple((leaf, ax, blocks) for leaf, (ax, blocks) in a.layouts.items())
     return Network(fn=fn, params=params, x=shape, paths=paths, groups=tuple(a.groups),

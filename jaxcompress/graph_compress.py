@@ -20,6 +20,32 @@ what the selector's residual says. Groups are processed in the method's layer or
 (features of the original network, last group first) or forward (features of the partially
 compressed network, re-fitted to the teacher's consumed values when the feature map re-fits).
 
+**Tied sets.** Elementwise products tie several groups to one index set (a gated layer
+``h_l <- h_l * U + (1 - h_l) * V`` of a modified MLP ties every ``h_l`` to ``U`` and ``V``;
+``[cos(x B), sin(x B)]`` with a parameter ``B`` reads ``B``'s group twice). Neuron ``i`` of
+every consumed tensor ``t_1, ..., t_c`` of the set (a value's block of the set's neurons) is
+then a function of neuron ``i`` of the set's groups alone, and the set is compressed jointly:
+the features ``Z_t`` of every tensor are stacked (rows), one set ``S`` of columns is selected
+on the stack, every producer leaf of every group of the set is sliced at ``S`` (a kernel that
+reads the set and produces one of its groups is sliced in its columns *and* re-weighted in its
+rows), and each consumer ``K_j`` of tensor ``t`` gets its own tensor's coefficients:
+
+.. math::
+   C_t = Z_t[:, S]^+ Z_t, \qquad K_j \leftarrow C_t K_j .
+
+*Exact where the single-layer step is exact.* If the stacked ``Z`` has rank ``<= |S|`` and
+``Z[:, S]`` has the same rank, every column of ``Z`` is ``Z[:, S] c`` for one ``c`` common to
+all blocks, so ``Z_t = Z_t[:, S] C_t`` for every ``t``: every Taylor coefficient (point value)
+of every ``t^T K_j`` is reproduced. The kept neurons of the set then compute exactly what they
+computed in the teacher (by induction along the program: a kept neuron's pre-activation reads
+the previous tensors only through re-weighted kernels, which reproduce them), so the
+network's function is unchanged. *Otherwise* the error of consumer ``j`` is
+``(Z_t - Z_t[:, S] C_t) K_j``, no larger than with the joint least-squares ``C`` of the stack
+(``C_t`` minimises each block on its own), and it propagates through the later tensors of the
+set as in a chain; ``LayerInfo.residual`` is ``max_t max |Z_t K_t - Z_t[:, S] C_t K_t|``.
+Forward order re-weights a tied set from the current network's features (no re-fit to the
+teacher's targets, which would mix the tensors).
+
 The program is re-traced with each set of shapes (``fn(params, x)`` must be shape-polymorphic
 in its parameter leaves and batch size, as nnx, linen and Equinox modules and plain functions
 are); :func:`jaxcompress.program.trace_program` checks that the re-traced program has the same
@@ -48,6 +74,7 @@ from jaxcompress.features import (
 )
 from jaxcompress.methods import BestOf, Method
 from jaxcompress.program import Program, evaluate, trace_program
+from jaxcompress.select import default_rtol, lstsq_coefficients
 from jaxcompress.taylor import monomials, num_monomials
 
 __all__ = ["GraphPlan", "GroupPlan", "compress_graph"]
@@ -66,12 +93,20 @@ class GroupPlan:
       consumers: ``(leaf, axis, block, value, value_axis)``: a kernel's rows (``axis``) in its
         row block ``block`` (:attr:`GraphPlan.layouts`), reading value ``value`` of the program
         along ``value_axis``.
+      members: the 0-based indices of the groups of its tied set (every one has ``width``
+        neurons and is sliced at the same kept indices); ``(index - 1,)`` for an untied group.
     """
 
     index: int
     width: int
     producers: tuple[tuple[int, int], ...]
     consumers: tuple[tuple[int, int, int, int, int], ...]
+    members: tuple[int, ...] = ()
+
+    def tensors(self) -> list[tuple[int, int]]:
+        """The distinct consumed tensors ``(value, block)``: a value's block of the set's
+        neurons (one per gated layer of a modified MLP, two for ``[cos(xB), sin(xB)]``)."""
+        return list(dict.fromkeys((c[3], c[2]) for c in self.consumers))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,22 +169,24 @@ def _offset(plan: GraphPlan, widths: dict[int, int], leaf: int, block: int) -> i
     return sum(widths.get(g, size) if g >= 0 else size for g, size in blocks[:block])
 
 
-def consumed_values(plan: GraphPlan, group: GroupPlan, leaves: Sequence, x, widths: dict
-                    ) -> jax.Array:
+def consumed_values(plan: GraphPlan, group: GroupPlan, leaves: Sequence, x, widths: dict,
+                    *, tensor_ids: bool = False):
     """The group's consumed activations at the points ``x``: ``(rows, width)``, one block of
-    rows per distinct value its consumers read (a value with more axes than ``(n, width)``
-    adds rows)."""
+    rows per consumed tensor (:meth:`GroupPlan.tensors`; a value with more axes than
+    ``(n, width)`` adds rows); with ``tensor_ids`` also each row's tensor (a NumPy array)."""
     prog = plan.program(leaves, x)
-    wanted = list(dict.fromkeys(c[3] for c in group.consumers))
-    vals = evaluate(prog, leaves, x, wanted)
+    tensors = group.tensors()
+    vals = evaluate(prog, leaves, x, list(dict.fromkeys(v for v, _ in tensors)))
     width = widths[group.index - 1]
-    outs = []
-    for value in wanted:
-        leaf, _, block, _, axis = next(c for c in group.consumers if c[3] == value)
+    outs, ids = [], []
+    for t, (value, block) in enumerate(tensors):
+        leaf, _, _, _, axis = next(c for c in group.consumers if (c[3], c[2]) == (value, block))
         off = _offset(plan, widths, leaf, block)
         v = jax.lax.slice_in_dim(vals[value], off, off + width, axis=axis)
         outs.append(jnp.moveaxis(v, axis, -1).reshape(-1, width))
-    return jnp.concatenate(outs, axis=0)
+        ids.append(np.full(outs[-1].shape[0], t))
+    z = jnp.concatenate(outs, axis=0)
+    return (z, np.concatenate(ids)) if tensor_ids else z
 
 
 # ------------------------------------------------------------------------------------------------
@@ -166,10 +203,10 @@ def _coordinates(domain, dtype):
 
 
 def _derivative(fmap: DerivativeFeatures, plan, group, leaves, widths, domain, order, dtype
-                ) -> LayerFeatures:
+                ) -> tuple[LayerFeatures, np.ndarray]:
     """Taylor coefficients of the consumed activations at the expansion point(s) (by
     :func:`jax.experimental.jet` along fixed directions, then least squares per degree: the
-    library's jet backend, for any traced program)."""
+    library's jet backend, for any traced program), and each row's tensor."""
     to_x, m = _coordinates(domain, dtype)
     center, radius = domain.expansion(dtype)
     multi = fmap.centers is not None or fmap.auto_centers
@@ -180,8 +217,12 @@ def _derivative(fmap: DerivativeFeatures, plan, group, leaves, widths, domain, o
     else:
         pts = center[None]
 
+    point_ids = []
+
     def h(u):
-        return consumed_values(plan, group, leaves, to_x(u)[None], widths).reshape(-1)
+        z, ids = consumed_values(plan, group, leaves, to_x(u)[None], widths, tensor_ids=True)
+        point_ids[:] = [ids]
+        return z.reshape(-1)
 
     width = widths[group.index - 1]
     z = jnp.concatenate([monomial_taylor_of(h, c, order).reshape(-1, width) for c in pts])
@@ -189,20 +230,23 @@ def _derivative(fmap: DerivativeFeatures, plan, group, leaves, widths, domain, o
     r_eff = radius * (float(n_c) ** (-1.0 / m) if multi else 1.0)
     deg = monomials(m, order).sum(axis=1)
     rows_per = z.shape[0] // (n_c * len(deg))
+    ids = np.tile(point_ids[0], len(deg) * n_c)
     deg = np.tile(np.repeat(deg, rows_per), n_c)
     return LayerFeatures(z=z, scale=jnp.asarray(r_eff, dtype) ** jnp.asarray(deg, dtype),
                          layer=group.index, order=order, num_features=num_monomials(m, order),
-                         coord_dim=m)
+                         coord_dim=m), ids
 
 
 def group_features(fmap, plan: GraphPlan, group: GroupPlan, leaves, widths, domain, order: int,
-                   dtype) -> LayerFeatures:
+                   dtype, *, tensor_ids: bool = False):
     """The :class:`~jaxcompress.features.LayerFeatures` of ``group`` in the network ``leaves``
-    (at the current ``widths``) for the feature map ``fmap`` at ``order``."""
+    (at the current ``widths``) for the feature map ``fmap`` at ``order`` (with
+    ``tensor_ids``: and each feature row's consumed tensor, :meth:`GroupPlan.tensors`)."""
     _, m = _coordinates(domain, dtype)
     d_k = num_monomials(m, order)
     if isinstance(fmap, DerivativeFeatures):
-        return _derivative(fmap, plan, group, leaves, widths, domain, order, dtype)
+        feats, ids = _derivative(fmap, plan, group, leaves, widths, domain, order, dtype)
+        return (feats, ids) if tensor_ids else feats
     if isinstance(fmap, CollocationFeatures):
         x = domain.nodes(fmap.oversample * d_k, fmap.nodes, dtype)
     elif isinstance(fmap, DataFeatures):
@@ -211,9 +255,10 @@ def group_features(fmap, plan: GraphPlan, group: GroupPlan, leaves, widths, doma
     else:
         raise TypeError(f"compress: a traced network is compressed with derivative, collocation "
                         f"or data features, got the feature map {type(fmap).__name__}")
-    z = consumed_values(plan, group, leaves, x, widths)
-    return LayerFeatures(z=z, scale=None, layer=group.index, order=order, num_features=d_k,
-                         coord_dim=m)
+    z, ids = consumed_values(plan, group, leaves, x, widths, tensor_ids=True)
+    feats = LayerFeatures(z=z, scale=None, layer=group.index, order=order, num_features=d_k,
+                          coord_dim=m)
+    return (feats, ids) if tensor_ids else feats
 
 
 # ------------------------------------------------------------------------------------------------
@@ -263,6 +308,52 @@ def _apply_step(plan, group, leaves, widths, kept, new_kernel, places) -> list:
     return leaves
 
 
+def _joint(group: GroupPlan, places) -> bool:
+    """Whether the set needs its own re-weighting per tensor: several consumed tensors, or a
+    kernel that both reads the set (rows) and produces one of its groups (columns)."""
+    producers = {leaf for leaf, _ in group.producers}
+    return len(group.tensors()) > 1 or any(leaf in producers for leaf, _, _, _ in places)
+
+
+def _apply_joint(plan, group, leaves, widths, kept, feats, ids, rtol, out_kernel, places):
+    """The tied set's step (see the module docstring): every producer sliced at ``kept``, then
+    each consumer's rows re-weighted with its own tensor's ``C_t`` (least squares of the
+    tensor's scaled features on its kept columns); returns the leaves and the matching residual
+    ``max_t max |Z_t K_t - Z_t[:, S] C_t K_t|``."""
+    leaves = list(leaves)
+    width, n = widths[group.index - 1], kept.shape[0]
+    for leaf, axis in group.producers:
+        leaves[leaf] = jnp.take(leaves[leaf], kept, axis=axis)
+    z = feats.z
+    zs = z if feats.scale is None else z * feats.scale[:, None]
+    tensors = group.tensors()
+    coefs = []
+    for t in range(len(tensors)):
+        rows = np.nonzero(ids == t)[0]
+        coef, _ = lstsq_coefficients(zs[rows], kept, n, rtol, rhs=zs[rows])
+        coefs.append((rows, coef))
+    col, residual = 0, jnp.zeros((), z.dtype)
+    spans = []
+    for (leaf, axis, block, value, _), (_, _, off, cols) in zip(group.consumers, places,
+                                                                strict=True):
+        spans.append((leaf, axis, off, tensors.index((value, block)), col, cols))
+        col += cols
+    for t, (rows, coef) in enumerate(coefs):
+        cols = np.concatenate([np.arange(c0, c0 + nc) for _, _, _, tt, c0, nc in spans
+                               if tt == t])
+        k_t = out_kernel[:, cols]
+        before = jnp.matmul(z[rows], k_t, precision=HIGHEST)
+        after = jnp.matmul(z[rows][:, kept], jnp.matmul(coef, k_t, precision=HIGHEST),
+                           precision=HIGHEST)
+        residual = jnp.maximum(residual, jnp.max(jnp.abs(after - before)))
+    # later blocks of a kernel first, so the earlier blocks' offsets stay valid
+    for leaf, axis, off, t, _, _ in sorted(spans, key=lambda s: (s[0], -s[2])):
+        rows = _rows(leaves[leaf], axis, off, width)
+        new = jnp.matmul(coefs[t][1], rows, precision=HIGHEST)
+        leaves[leaf] = _put_rows(leaves[leaf], axis, off, width, new)
+    return leaves, residual
+
+
 def _skipped_info(group: GroupPlan, order: int, d_k: int, m: int, dtype) -> LayerInfo:
     w = group.width
     return LayerInfo(kept=jnp.arange(w, dtype=jnp.int32), rank=jnp.asarray(w, jnp.int32),
@@ -277,7 +368,7 @@ def _targets(method, plan, leaves, domain, orders, dtype, skip) -> dict[int, jax
     out = {}
     widths = dict(enumerate(plan.width_of))
     for i, (g, k) in enumerate(zip(plan.groups, orders, strict=True)):
-        if not skip[i]:
+        if not skip[i] and len(g.tensors()) == 1:
             ref = group_features(method.features, plan, g, leaves, widths, domain, k, dtype)
             ok, _ = _out_kernel(plan, g, leaves, widths)
             out[i] = jnp.matmul(ref.z, ok, precision=HIGHEST)
@@ -311,13 +402,23 @@ def run_method(plan: GraphPlan, method: Method, leaves: Sequence, domain
             infos[i] = _skipped_info(g, k, d_ks[i], m, dtype)
             continue
         src = leaves if forward else teacher
-        feats = group_features(fmap, plan, g, src, widths if forward else dict(
-            enumerate(plan.width_of)), domain, k, dtype)
+        feats, ids = group_features(fmap, plan, g, src, widths if forward else dict(
+            enumerate(plan.width_of)), domain, k, dtype, tensor_ids=True)
         out_kernel, places = _out_kernel(plan, g, leaves, widths)
-        kept, new_kernel, infos[i] = compress_layer(feats, out_kernel, wanted[i],
-                                                    method.selector, target=targets.get(i))
-        leaves = _apply_step(plan, g, leaves, widths, kept, new_kernel, places)
-        widths[g.index - 1] = wanted[i]
+        joint = _joint(g, places)
+        kept, new_kernel, infos[i] = compress_layer(
+            feats, out_kernel, wanted[i], method.selector,
+            target=None if joint else targets.get(i))
+        if joint:
+            rtol = (default_rtol(feats.z.dtype) if method.selector.rtol is None
+                    else method.selector.rtol)
+            leaves, residual = _apply_joint(plan, g, leaves, widths, kept, feats, ids, rtol,
+                                            out_kernel, places)
+            infos[i] = dataclasses.replace(infos[i], residual=residual)
+        else:
+            leaves = _apply_step(plan, g, leaves, widths, kept, new_kernel, places)
+        for member in g.members or (g.index - 1,):
+            widths[member] = wanted[i]
     pts = error_points(domain, dtype=dtype)
     estimate = jnp.max(jnp.abs(plan.apply(teacher, pts) - plan.apply(leaves, pts)))
     estimate = jnp.where(domain.valid(), estimate, jnp.nan)

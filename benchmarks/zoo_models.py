@@ -57,15 +57,26 @@ import numpy as np
 #: Every model of the zoo, in the order the benchmark runs them.
 MODELS = ("nnx_custom", "linen_compact", "eqx_mlp", "siren", "fourier_tanh", "fourier_relu",
           "sdf_igr", "pinn_tanh")
+#: The models of tied groups (issue 23): gates, weight factorisation, residual streams,
+#: DeepONet; in :func:`build` and ``benchmarks/zoo.py`` beside :data:`MODELS`.
+TIED_MODELS = ("modified_mlp", "pirate_net", "residual_mlp", "deeponet")
 
 #: The task each model is trained on in ``benchmarks/zoo.py``.
 TASKS = {"nnx_custom": "pinn", "linen_compact": "sdf", "eqx_mlp": "sdf", "siren": "image",
-         "fourier_tanh": "image", "fourier_relu": "image", "sdf_igr": "sdf", "pinn_tanh": "pinn"}
+         "fourier_tanh": "image", "fourier_relu": "image", "sdf_igr": "sdf", "pinn_tanh": "pinn",
+         "modified_mlp": "pinn", "pirate_net": "pinn", "residual_mlp": "pinn",
+         "deeponet": "operator"}
+
+#: The antiderivative operator's input functions: ``u_j(s) = c_j + sum_k a_jk cos(k pi s)``.
+OPERATOR_FUNCTIONS = 16
+OPERATOR_SENSORS = 32
+OPERATOR_MODES = 4
+
 
 #: Input size per task.
-D_IN = {"image": 2, "sdf": 3, "pinn": 2}
+D_IN = {"image": 2, "sdf": 3, "pinn": 2, "operator": 1}
 #: Output size per task.
-D_OUT = {"image": 3, "sdf": 1, "pinn": 1}
+D_OUT = {"image": 3, "sdf": 1, "pinn": 1, "operator": OPERATOR_FUNCTIONS}
 
 #: Hidden widths (and extra settings) of the small (test) and benchmark-size instances.
 SIZES: dict[str, dict[str, dict[str, Any]]] = {
@@ -80,6 +91,14 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
     "sdf_igr": {"small": {"hidden": [32, 29, 32], "skip": 2},
                 "bench": {"hidden": [128, 125, 128, 128], "skip": 2}},
     "pinn_tanh": {"small": {"hidden": [24, 24]}, "bench": {"hidden": [128, 128, 128]}},
+    "modified_mlp": {"small": {"hidden": [24, 24], "features": 8, "scale": 1.0},
+                     "bench": {"hidden": [128, 128, 128], "features": 32, "scale": 1.0}},
+    "pirate_net": {"small": {"hidden": [24, 24], "features": 8, "scale": 1.0},
+                   "bench": {"hidden": [128, 128, 128, 128], "features": 32, "scale": 1.0}},
+    "residual_mlp": {"small": {"hidden": [24, 24], "stream": 16},
+                     "bench": {"hidden": [128, 128, 128], "stream": 64}},
+    "deeponet": {"small": {"hidden": [24], "latent": 24, "branch": 24},
+                 "bench": {"hidden": [128, 128], "latent": 128, "branch": 128}},
 }
 
 OMEGA_0 = 30.0
@@ -336,9 +355,198 @@ def pinn_tanh(key, d_in, hidden, d_out, dtype=jnp.float32):
     return pinn_fn, _dense_layers(key, [d_in, *hidden, d_out], dtype, _lecun), None, _kernel_widths
 
 
+# ------------------------------------------------------------------------------------------------
+# Tied groups (issue 23): jaxpi's modified MLP and PirateNet, a residual MLP, a DeepONet
+# ------------------------------------------------------------------------------------------------
+
+
+def weight_fact(key, a: int, b: int, dtype, *, mean: float = 1.0, stddev: float = 0.1):
+    """jaxpi's random weight factorisation of a Glorot kernel ``w`` (``a x b``):
+    ``g = exp(N(mean, stddev^2))`` per output neuron, ``v = w / g``, so ``w = g * v``."""
+    k1, k2 = jax.random.split(key)
+    w = jax.random.normal(k1, (a, b)) * math.sqrt(2.0 / (a + b))
+    g = jnp.exp(mean + stddev * jax.random.normal(k2, (b,)))
+    return {"g": jnp.asarray(g, dtype), "v": jnp.asarray(w / g, dtype),
+            "bias": jnp.zeros((b,), dtype)}
+
+
+def fact_dense(p, x):
+    """jaxpi's ``Dense`` with ``reparam = weight_fact``: ``x (g * v) + bias``."""
+    return x @ (p["g"] * p["v"]) + p["bias"]
+
+
+def fourier_embs(b, x):
+    """jaxpi's ``FourierEmbs``: ``[cos(x B), sin(x B)]`` with ``B`` a trained parameter."""
+    z = x @ b
+    return jnp.concatenate([jnp.cos(z), jnp.sin(z)], axis=-1)
+
+
+def modified_mlp_fn(params, x):
+    """jaxpi's ``ModifiedMlp`` (tanh): Fourier embedding ``e``, gates ``U = tanh(D_u e)``,
+    ``V = tanh(D_v e)`` shared by every hidden layer ``h <- tanh(D_l h); h <- h U + (1 - h) V``,
+    a linear output; every ``D`` weight-factorised."""
+    e = fourier_embs(params["fourier"], x)
+    u = jnp.tanh(fact_dense(params["u"], e))
+    v = jnp.tanh(fact_dense(params["v"], e))
+    h = e
+    for layer in params["layers"]:
+        h = jnp.tanh(fact_dense(layer, h))
+        h = h * u + (1 - h) * v
+    return fact_dense(params["out"], h)
+
+
+def _fourier_param(key, d_in, features, scale, dtype):
+    return jnp.asarray(scale * jax.random.normal(key, (d_in, features)), dtype)
+
+
+def modified_mlp(key, d_in, hidden, d_out, dtype=jnp.float32, *, features: int, scale: float):
+    if len(set(hidden)) != 1:
+        raise ValueError(f"modified_mlp: the gates are shared, so every hidden width must be "
+                         f"equal; got {hidden}")
+    w = hidden[0]
+    keys = jax.random.split(key, len(hidden) + 4)
+    params = {"fourier": _fourier_param(keys[0], d_in, features, scale, dtype),
+              "u": weight_fact(keys[1], 2 * features, w, dtype),
+              "v": weight_fact(keys[2], 2 * features, w, dtype),
+              "layers": [weight_fact(k, a, w, dtype) for k, a in
+                         zip(keys[3:-1], [2 * features] + list(hidden[:-1]), strict=True)],
+              "out": weight_fact(keys[-1], w, d_out, dtype)}
+
+    def widths(p):
+        return [int(layer["g"].shape[0]) for layer in p["layers"]]
+
+    return modified_mlp_fn, params, None, widths
+
+
+def pirate_fn(params, x):
+    """jaxpi's ``PirateNet``: Fourier embedding, gates ``U``, ``V`` as in the modified MLP, and
+    residual blocks ``f = tanh(D_3 g(tanh(D_2 g(tanh(D_1 s)))))`` (``g(h) = h U + (1 - h) V``),
+    ``s <- alpha f + (1 - alpha) s`` with a trained scalar ``alpha`` (0 at initialisation), a
+    linear output."""
+    s = fourier_embs(params["fourier"], x)
+    u = jnp.tanh(fact_dense(params["u"], s))
+    v = jnp.tanh(fact_dense(params["v"], s))
+    for block in params["blocks"]:
+        h = jnp.tanh(fact_dense(block["d1"], s))
+        h = h * u + (1 - h) * v
+        h = jnp.tanh(fact_dense(block["d2"], h))
+        h = h * u + (1 - h) * v
+        h = jnp.tanh(fact_dense(block["d3"], h))
+        s = block["alpha"] * h + (1 - block["alpha"]) * s
+    return fact_dense(params["out"], s)
+
+
+def pirate_net(key, d_in, hidden, d_out, dtype=jnp.float32, *, features: int, scale: float,
+               alpha: float = 0.0):
+    """``hidden``: the inner width of every block (the gates' width); the stream is the
+    embedding's width ``2 features``. One block per two entries of ``hidden``."""
+    if len(set(hidden)) != 1 or len(hidden) % 2:
+        raise ValueError(f"pirate_net: hidden must be an even number of equal widths (two "
+                         f"inner layers per block), got {hidden}")
+    w, stream = hidden[0], 2 * features
+    keys = jax.random.split(key, 4 + len(hidden) // 2)
+    blocks = []
+    for k in keys[4:]:
+        k1, k2, k3 = jax.random.split(k, 3)
+        blocks.append({"d1": weight_fact(k1, stream, w, dtype),
+                       "d2": weight_fact(k2, w, w, dtype),
+                       "d3": weight_fact(k3, w, stream, dtype),
+                       "alpha": jnp.asarray(alpha, dtype)})
+    params = {"fourier": _fourier_param(keys[0], d_in, features, scale, dtype),
+              "u": weight_fact(keys[1], stream, w, dtype),
+              "v": weight_fact(keys[2], stream, w, dtype),
+              "blocks": blocks, "out": weight_fact(keys[3], stream, d_out, dtype)}
+
+    def widths(p):
+        return [int(b[n]["g"].shape[0]) for b in p["blocks"] for n in ("d1", "d2")]
+
+    return pirate_fn, params, None, widths
+
+
+def residual_fn(params, x):
+    """``s = tanh(x W_0 + b_0)``, blocks ``s <- s + tanh(s W_i + b_i) W_o + b_o``, a linear
+    output of ``tanh(s)``."""
+    s = jnp.tanh(x @ params["inp"]["kernel"] + params["inp"]["bias"])
+    for block in params["blocks"]:
+        h = jnp.tanh(s @ block["inner"]["kernel"] + block["inner"]["bias"])
+        s = s + h @ block["outer"]["kernel"] + block["outer"]["bias"]
+    return jnp.tanh(s) @ params["out"]["kernel"] + params["out"]["bias"]
+
+
+def residual_mlp(key, d_in, hidden, d_out, dtype=jnp.float32, *, stream: int):
+    """``hidden``: the inner width of each block (one block per entry); ``stream`` its width."""
+    keys = jax.random.split(key, 2 + len(hidden))
+    blocks = []
+    for k, w in zip(keys[2:], hidden, strict=True):
+        inner, outer = _dense_layers(k, [stream, w, stream], dtype, _lecun)
+        outer = {"kernel": 0.5 * outer["kernel"], "bias": outer["bias"]}
+        blocks.append({"inner": inner, "outer": outer})
+    (inp,) = _dense_layers(keys[0], [d_in, stream], dtype, _lecun)
+    (out,) = _dense_layers(keys[1], [stream, d_out], dtype, _lecun)
+    params = {"inp": inp, "blocks": blocks, "out": out}
+
+    def widths(p):
+        return [int(b["inner"]["kernel"].shape[1]) for b in p["blocks"]]
+
+    return residual_fn, params, None, widths
+
+
+def operator_family(seed: int = 0, n: int = OPERATOR_FUNCTIONS):
+    """``(coef (n, modes + 1), sensors (n, m))``: the input functions and their sensor values
+    at ``m`` equispaced points of ``[0, 1]`` (fixed: generated in code)."""
+    rng = np.random.default_rng(seed)
+    coef = rng.normal(0.0, 1.0, (n, OPERATOR_MODES + 1)) / np.arange(1, OPERATOR_MODES + 2)
+    s = np.linspace(0.0, 1.0, OPERATOR_SENSORS)
+    k = np.arange(1, OPERATOR_MODES + 1)
+    sensors = coef[:, :1] + coef[:, 1:] @ np.cos(np.pi * np.outer(k, s))
+    return coef, sensors
+
+
+def antiderivative(coef, y):
+    """``G(u_j)(y) = c_j y + sum_k a_jk sin(k pi y) / (k pi)`` at ``y`` ``(n, 1)``:
+    ``(n, functions)``."""
+    k = jnp.arange(1, coef.shape[1], dtype=y.dtype)
+    c = jnp.asarray(coef, y.dtype)
+    return y * c[:, 0] + (jnp.sin(jnp.pi * y[..., None] * k) / (jnp.pi * k)) @ c[:, 1:].T
+
+
+def deeponet_fn(sensors: np.ndarray):
+    """A DeepONet on the fixed input functions ``sensors`` ``(functions, m)`` (closed over):
+    ``y -> trunk(y) . branch(u_j) + b_0`` for every ``j``; trunk: tanh layers (the last one
+    too, width ``p``); branch: tanh layers and a linear last layer of width ``p``."""
+
+    def fn(params, y):
+        t = y
+        for layer in params["trunk"]:
+            t = jnp.tanh(t @ layer["kernel"] + layer["bias"])
+        b = jnp.asarray(sensors, y.dtype)
+        for layer in params["branch"][:-1]:
+            b = jnp.tanh(b @ layer["kernel"] + layer["bias"])
+        b = b @ params["branch"][-1]["kernel"] + params["branch"][-1]["bias"]
+        return t @ b.T + params["b0"]
+
+    return fn
+
+
+def deeponet(key, d_in, hidden, d_out, dtype=jnp.float32, *, latent: int, branch: int):
+    """``hidden``: the trunk's hidden widths before its last (latent) layer of width
+    ``latent``; the branch has one hidden layer of width ``branch``."""
+    _, sensors = operator_family()
+    k1, k2 = jax.random.split(key)
+    params = {"trunk": _dense_layers(k1, [d_in, *hidden, latent], dtype, _lecun),
+              "branch": _dense_layers(k2, [sensors.shape[1], branch, latent], dtype, _lecun),
+              "b0": jnp.zeros((), dtype)}
+
+    def widths(p):
+        return [int(layer["kernel"].shape[1]) for layer in p["trunk"]]
+
+    return deeponet_fn(sensors), params, None, widths
+
+
 _BUILDERS = {"nnx_custom": nnx_custom, "linen_compact": linen_compact, "eqx_mlp": eqx_mlp,
              "siren": siren, "fourier_tanh": fourier_tanh, "fourier_relu": fourier_relu,
-             "sdf_igr": sdf_igr, "pinn_tanh": pinn_tanh}
+             "sdf_igr": sdf_igr, "pinn_tanh": pinn_tanh, "modified_mlp": modified_mlp,
+             "pirate_net": pirate_net, "residual_mlp": residual_mlp, "deeponet": deeponet}
 
 
 def build(name: str, size: str = "small", *, seed: int = 0, hidden: Sequence[int] | None = None,
@@ -347,7 +555,7 @@ def build(name: str, size: str = "small", *, seed: int = 0, hidden: Sequence[int
     ``"bench"`` (``benchmarks/zoo.py``); ``hidden`` overrides the hidden widths (for ``sdf_igr``
     with the skip at the same layer)."""
     if name not in _BUILDERS:
-        raise ValueError(f"build: name must be one of {MODELS}, got {name!r}")
+        raise ValueError(f"build: name must be one of {MODELS + TIED_MODELS}, got {name!r}")
     if size not in ("small", "bench"):
         raise ValueError(f"build: size must be 'small' or 'bench', got {size!r}")
     cfg = dict(SIZES[name][size])

@@ -70,6 +70,8 @@ class _Val:
     ``g``'s neurons (0-based), or ``-1`` for a block that is no group's (the input concatenated
     beside a layer). ``pre`` marks ``x K`` or ``x K + b`` itself; ``node`` is the node of the
     group's activation program the value is (single-block values only; ``None`` otherwise).
+    ``scale`` marks a kernel computed as ``v * g`` (weight factorisation): ``(g's leaf, the axis
+    of v it runs along)``, ``leaf`` being ``v``.
     """
 
     kind: str
@@ -81,6 +83,7 @@ class _Val:
     blocks: tuple[tuple[int, int], ...] = ()
     pre: bool = False
     node: int | None = None
+    scale: tuple[int, int] | None = None
 
     @property
     def groups(self) -> list[int]:
@@ -142,6 +145,7 @@ class Group:
       tied: the 1-based indices of every group of its **tied set** (itself included) when
         elementwise products tie it to other groups (a gate ``h * U``), else ``()``; a tied
         set is compressed jointly (:mod:`jaxcompress.graph_compress`).
+      constant: whether it does not depend on ``x`` (pinned: nothing to match on the domain).
     """
 
     index: int
@@ -157,6 +161,7 @@ class Group:
     pins: list = dataclasses.field(default_factory=list)
     kinks: list = dataclasses.field(default_factory=list)
     tied: tuple[int, ...] = ()
+    constant: bool = False
 
     @property
     def out_in(self) -> bool:
@@ -234,8 +239,8 @@ class _Analysis:
         self.groups: list[Group] = []
         self.unknown: list[tuple[str, str]] = []
         self.uses: dict[int, int] = {}
-        #: consumer leaf -> (axis, row blocks ((group or -1, size), ...)) of its rows
-        self.layouts: dict[int, tuple[int, tuple[tuple[int, int], ...]]] = {}
+        #: (consumer leaf, axis) -> the row blocks ((group or -1, size), ...) along that axis
+        self.layouts: dict[tuple[int, int], tuple[tuple[int, int], ...]] = {}
         #: union-find over groups (0-based): groups tied by elementwise products
         self.parent: list[int] = []
 
@@ -325,7 +330,7 @@ def _elementwise(a: _Analysis, eqn: Eqn, vals: list[_Val]) -> list[_Val]:
         return _const_eval(eqn, vals)
     hidden = [v for v in vals if v.kind == "hidden"]
     if not hidden:
-        return [_OTHER] * len(eqn.outs)
+        return [_factorised(a, eqn, vals)] + [_OTHER] * (len(eqn.outs) - 1)
     ref = hidden[0]
     if any(h.axis != ref.axis or h.blocks != ref.blocks for h in hidden[1:]):
         _tie(a, eqn, ref, hidden)
@@ -369,6 +374,23 @@ def _elementwise(a: _Analysis, eqn: Eqn, vals: list[_Val]) -> list[_Val]:
     return [dataclasses.replace(ref, pre=False, node=node)] * len(eqn.outs)
 
 
+def _factorised(a: _Analysis, eqn: Eqn, vals: list[_Val]) -> _Val:
+    """``g * v`` of a 2-D leaf ``v`` and a 1-D leaf ``g`` broadcast along one of ``v``'s axes
+    (jaxpi's random weight factorisation): a kernel whose rows along the other axis are
+    linear in ``v`` (``C (g * v) = g * (C v)``); anything else computed from parameters is
+    ``"other"`` (a ``dot_general`` with it pins its data, naming why)."""
+    if eqn.name != "mul" or len(vals) != 2 or any(v.kind != "param" for v in vals):
+        return _OTHER
+    dims = [len(a.leaf_shapes[v.leaf]) for v in vals]
+    if sorted(dims) != [1, 2]:
+        return _OTHER
+    v, g = (vals[0], vals[1]) if dims[0] == 2 else (vals[1], vals[0])
+    if v.scale is not None or v.laxis is not None or g.laxis is None or len(eqn.out_shapes[0]) != 2:
+        return _OTHER
+    axis = (1 - g.laxis) if v.flip else g.laxis
+    return dataclasses.replace(v, scale=(g.leaf, axis))
+
+
 #: Elementwise primitives that tie the neurons of two groups into one set (a gate ``h * U``).
 TYING = frozenset({"mul"})
 
@@ -406,7 +428,7 @@ def _view(a: _Analysis, eqn: Eqn, vals: list[_Val]) -> list[_Val]:
         return _const_eval(eqn, vals)
     old, new = eqn.in_shapes[0], eqn.out_shapes[0]
     if v.kind == "param":
-        return [_param_view(a, eqn, v, old, new)]
+        return [_param_view(a, eqn, v, old, new) if v.scale is None else _OTHER]
     if v.kind != "hidden":
         return [v] if v.kind == "input" and tuple(old) == tuple(new) else [_OTHER]
     if eqn.name == "transpose":
@@ -464,7 +486,7 @@ def _consume(a: _Analysis, eqn: Eqn, data: _Val, operand: int, leaf: int, leaf_a
     if data.pre and data.single() is not None and not a.groups[data.single()].program:
         a.groups[data.single()].pin("no elementwise activation before the next kernel",
                                     eqn.line)
-    a.layouts[leaf] = (leaf_axis, data.blocks)
+    a.layouts[(leaf, leaf_axis)] = data.blocks
     offset = 0
     for b, (g, size) in enumerate(data.blocks):
         if g >= 0:
@@ -483,9 +505,15 @@ def _dot_general(a: _Analysis, eqn: Eqn, vals: list[_Val]) -> list[_Val]:
     side = _kernel_side(a, vals)
     if all(v.kind == "const" for v in vals):
         return _const_eval(eqn, vals)
+    if side is None and not (lb or rb) and len(lc) == 1 and all(v.kind == "hidden"
+                                                             for v in vals):
+        return _latent(a, eqn, vals)
     if side is None or lb or rb or len(lc) != 1:
         what = ("a batch dimension" if lb or rb else
                 "a constant matrix" if any(v.kind == "const" for v in vals) else
+                "a kernel computed from parameters that is not leaf * per-output scale (e.g. "
+                "v / ||v||, W + low-rank: no leaf is linear in its rows)"
+                if any(v.kind == "other" for v in vals) else
                 "operands other than (value, parameter kernel)")
         a.pin_all(vals, f"`dot_general` with {what}", eqn.line)
         return [_OTHER]
@@ -497,6 +525,9 @@ def _dot_general(a: _Analysis, eqn: Eqn, vals: list[_Val]) -> list[_Val]:
     if data.kind == "hidden":
         if data.axis != dc:
             a.pin_all([data], "`dot_general` contracts an axis other than its neurons", eqn.line)
+        elif kern.scale is not None and kern.scale[1] == leaf_axis:
+            a.pin_all([data], "its kernel is v * (a scale per row): no leaf is linear in its "
+                      "rows", eqn.line)
         else:
             _consume(a, eqn, data, eqn.ins[1 - side], kern.leaf, leaf_axis, dc)
     source = ("input" if data.kind == "input" else
@@ -506,8 +537,48 @@ def _dot_general(a: _Analysis, eqn: Eqn, vals: list[_Val]) -> list[_Val]:
     a.groups.append(Group(index=len(a.groups) + 1, width=width, kernel=kern.leaf,
                           kernel_axis=free, source=source))
     a.parent.append(len(a.groups) - 1)
+    if data.kind == "const" or (data.kind == "hidden" and data.groups and all(
+            a.groups[g].constant for g in data.groups)):
+        # its features would be taken on the domain of x, on which it does not depend
+        a.groups[-1].constant = True
+        a.groups[-1].pin("does not depend on the input x (a function of constants and "
+                         "parameters only, e.g. a DeepONet's branch on fixed input functions)",
+                         eqn.line)
+    if kern.scale is not None and kern.scale[1] == free:
+        a.groups[-1].scales.append(kern.scale[0])     # g: one per neuron, sliced with them
+    elif kern.scale is not None:
+        a.groups[-1].pin("its kernel is v * (a scale per input): kept whole", eqn.line)
     axis = 0 if side == 0 else data_ndim - 1
     return [_Val("hidden", axis=axis, blocks=((len(a.groups) - 1, width),), pre=True, node=0)]
+
+
+def _latent(a: _Analysis, eqn: Eqn, vals: list[_Val]) -> list[_Val]:
+    """``t . b`` of two hidden values contracted along their neurons (DeepONet's
+    ``trunk(x) . branch(u)``): when one operand ``b`` is ``h K + c`` of one group (no
+    activation), ``t``'s neurons are read linearly through ``b``'s producers, ``K`` along its
+    output axis and ``c``: ``t^T b = t^T (K^T h + c)``, and ``t = t[S] C`` gives
+    ``K <- K C^T``, ``c <- C c`` (both rows of the latent axis re-weighted). ``b``'s group is
+    then those rows, not a group of its own (pinned, named)."""
+    (lc, rc), _ = eqn.params["dimension_numbers"]
+    dims = (lc[0], rc[0])
+    for side in (1, 0):
+        t, b = vals[1 - side], vals[side]
+        gb = b.single()
+        if (gb is None or not b.pre or a.groups[gb].program or t.axis != dims[1 - side]
+                or b.axis != dims[side] or a.sets_of(t.blocks) == a.sets_of(b.blocks)):
+            continue
+        grp = a.groups[gb]
+        if sum(s for _, s in t.blocks) != grp.width:
+            continue
+        _consume(a, eqn, t, eqn.ins[1 - side], grp.kernel, grp.kernel_axis, t.axis)
+        if grp.bias is not None:
+            _consume(a, eqn, t, eqn.ins[1 - side], grp.bias, 0, t.axis)
+        grp.pin(f"its neurons are the latent rows read by group(s) "
+                f"{', '.join(str(g + 1) for g in t.groups)} (re-weighted there)", eqn.line)
+        return [_OTHER]
+    a.pin_all(vals, "`dot_general` of two hidden values (neither is x K + b of one group)",
+              eqn.line)
+    return [_OTHER]
 
 
 def _concatenate(a: _Analysis, eqn: Eqn, vals: list[_Val]) -> list[_Val]:
@@ -1071,7 +1142,7 @@ def format_table(net: Network) -> str:
 
 
 def _consumer_text(net: Network, c: Consumer) -> str:
-    axis, blocks = next((ax, b) for leaf, ax, b in net.layouts if leaf == c.leaf)
+    blocks = next(b for leaf, ax, b in net.layouts if (leaf, ax) == (c.leaf, c.axis))
     text = _leaf_text(net, c.leaf, 1 - c.axis) if len(blocks) == 1 else (
         f"{net.paths[c.leaf]} rows {c.offset}:{c.offset + blocks[c.block][1]} of "
         f"{sum(s for _, s in blocks)}")
@@ -1120,7 +1191,7 @@ def trace(fn: Callable[[Any, jax.Array], jax.Array], params: Any, x: jax.Array) 
     _pin_shared(a, paths)
     _close_sets(a)
     hidden, why = _chain(a.groups, out_vals)
-    layouts = tuple((leaf, ax, blocks) for leaf, (ax, blocks) in a.layouts.items())
+    layouts = tuple((leaf, ax, blocks) for (leaf, ax), blocks in a.layouts.items())
     return Network(fn=fn, params=params, x=shape, paths=paths, groups=tuple(a.groups),
                    unknown=tuple(a.unknown), hidden=tuple(hidden), why_not=tuple(why),
                    layouts=layouts, signature=prog.signature())

@@ -31,7 +31,7 @@ reads the set and produces one of its groups is sliced in its columns *and* re-w
 rows), and each consumer ``K_j`` of tensor ``t`` gets its own tensor's coefficients:
 
 .. math::
-   C_t = Z_t[:, S]^+ Z_t, \qquad K_j \leftarrow C_t K_j .
+   C_t = Z_t[:, S]^+ Z_t, \\qquad K_j \\leftarrow C_t K_j .
 
 *Exact where the single-layer step is exact.* If the stacked ``Z`` has rank ``<= |S|`` and
 ``Z[:, S]`` has the same rank, every column of ``Z`` is ``Z[:, S] c`` for one ``c`` common to
@@ -118,8 +118,8 @@ class GraphPlan:
       treedef: the parameter pytree's structure.
       signature: the traced program's primitives (a re-trace must match it).
       groups: the compressible groups, in program order.
-      layouts: per consumer leaf, ``(axis, ((group or -1, size), ...))``: its row blocks, in
-        group indices 0-based as in the network.
+      layouts: per consumer leaf and axis, ``(leaf, axis, ((group or -1, size), ...))``: its
+        row blocks along that axis, in group indices 0-based as in the network.
       width_of: the original width of every group (0-based index).
     """
 
@@ -130,11 +130,13 @@ class GraphPlan:
     layouts: tuple[tuple[int, int, tuple[tuple[int, int], ...]], ...]
     width_of: tuple[int, ...]
 
-    def layout(self, leaf: int) -> tuple[int, tuple[tuple[int, int], ...]]:
-        for lf, axis, blocks in self.layouts:
-            if lf == leaf:
-                return axis, blocks
-        raise KeyError(leaf)
+    def layout(self, leaf: int, axis: int) -> tuple[tuple[int, int], ...]:
+        """The row blocks of ``leaf`` along ``axis`` (a kernel may be read along both: the
+        last branch kernel of a DeepONet)."""
+        for lf, ax, blocks in self.layouts:
+            if (lf, ax) == (leaf, axis):
+                return blocks
+        raise KeyError((leaf, axis))
 
     def program(self, leaves: Sequence, x) -> Program:
         """The program at ``leaves``' and ``x``'s shapes (checked against the trace)."""
@@ -163,9 +165,9 @@ class GraphPlan:
         return self.fn(params, x)
 
 
-def _offset(plan: GraphPlan, widths: dict[int, int], leaf: int, block: int) -> int:
-    """Where ``block`` of ``leaf``'s rows starts at the current ``widths``."""
-    _, blocks = plan.layout(leaf)
+def _offset(plan: GraphPlan, widths: dict[int, int], leaf: int, axis: int, block: int) -> int:
+    """Where ``block`` of ``leaf``'s rows along ``axis`` starts at the current ``widths``."""
+    blocks = plan.layout(leaf, axis)
     return sum(widths.get(g, size) if g >= 0 else size for g, size in blocks[:block])
 
 
@@ -180,8 +182,9 @@ def consumed_values(plan: GraphPlan, group: GroupPlan, leaves: Sequence, x, widt
     width = widths[group.index - 1]
     outs, ids = [], []
     for t, (value, block) in enumerate(tensors):
-        leaf, _, _, _, axis = next(c for c in group.consumers if (c[3], c[2]) == (value, block))
-        off = _offset(plan, widths, leaf, block)
+        leaf, laxis, _, _, axis = next(c for c in group.consumers
+                                       if (c[3], c[2]) == (value, block))
+        off = _offset(plan, widths, leaf, laxis, block)
         v = jax.lax.slice_in_dim(vals[value], off, off + width, axis=axis)
         outs.append(jnp.moveaxis(v, axis, -1).reshape(-1, width))
         ids.append(np.full(outs[-1].shape[0], t))
@@ -288,7 +291,7 @@ def _out_kernel(plan, group, leaves, widths):
     width = widths[group.index - 1]
     blocks, places = [], []
     for leaf, axis, block, _, _ in group.consumers:
-        off = _offset(plan, widths, leaf, block)
+        off = _offset(plan, widths, leaf, axis, block)
         rows = _rows(leaves[leaf], axis, off, width)
         places.append((leaf, axis, off, rows.shape[1]))
         blocks.append(rows)

@@ -41,6 +41,22 @@ size to train from scratch.
 ``pinn_tanh``
     a plain tanh MLP in the params convention (``[{"kernel", "bias"}]``) for the Poisson PINN of
     ``benchmarks/pinn_poisson.py``.
+
+Tied groups (issue 23, :data:`TIED_MODELS`), written from jaxpi's ``archs.py`` as documented:
+
+``modified_mlp``
+    jaxpi's ``ModifiedMlp`` (tanh): a trained Fourier embedding ``[cos(x B), sin(x B)]``, gates
+    ``U``, ``V`` shared by every hidden layer (``h <- h U + (1 - h) V``), every kernel stored as
+    ``g * v`` (random weight factorisation); Poisson PINN.
+``pirate_net``
+    jaxpi's ``PirateNet``: the same embedding and gates, residual blocks of three weight-
+    factorised layers (two gated) with a trained ``alpha`` (0 at initialisation); Poisson PINN.
+``residual_mlp``
+    ``s <- s + tanh(s W_i + b_i) W_o + b_o`` blocks on a stream of fixed width; Poisson PINN.
+``deeponet``
+    ``trunk(y) . branch(u_j)`` on the antiderivative operator of 16 fixed input functions
+    ``u_j(s) = c_j + sum_k a_jk cos(k pi s)`` (:func:`operator_family`), sensor values closed
+    over; output ``(n, 16)``.
 """
 
 from __future__ import annotations
@@ -97,8 +113,8 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
                    "bench": {"hidden": [128, 128, 128, 128], "features": 32, "scale": 1.0}},
     "residual_mlp": {"small": {"hidden": [24, 24], "stream": 16},
                      "bench": {"hidden": [128, 128, 128], "stream": 64}},
-    "deeponet": {"small": {"hidden": [24], "latent": 24, "branch": 24},
-                 "bench": {"hidden": [128, 128], "latent": 128, "branch": 128}},
+    "deeponet": {"small": {"hidden": [24, 24], "branch": 24},
+                 "bench": {"hidden": [128, 128, 128], "branch": 128}},
 }
 
 OMEGA_0 = 30.0
@@ -528,12 +544,16 @@ def deeponet_fn(sensors: np.ndarray):
     return fn
 
 
-def deeponet(key, d_in, hidden, d_out, dtype=jnp.float32, *, latent: int, branch: int):
-    """``hidden``: the trunk's hidden widths before its last (latent) layer of width
-    ``latent``; the branch has one hidden layer of width ``branch``."""
+def deeponet(key, d_in, hidden, d_out, dtype=jnp.float32, *, branch: int):
+    """``hidden``: the trunk's widths, the last one the latent dimension ``p``; the branch has
+    one hidden layer of width ``branch`` and a linear last layer of width ``p``."""
     _, sensors = operator_family()
+    if d_out != sensors.shape[0]:
+        raise ValueError(f"deeponet: d_out must be the number of input functions "
+                         f"{sensors.shape[0]}, got {d_out}")
+    latent = hidden[-1]
     k1, k2 = jax.random.split(key)
-    params = {"trunk": _dense_layers(k1, [d_in, *hidden, latent], dtype, _lecun),
+    params = {"trunk": _dense_layers(k1, [d_in, *hidden], dtype, _lecun),
               "branch": _dense_layers(k2, [sensors.shape[1], branch, latent], dtype, _lecun),
               "b0": jnp.zeros((), dtype)}
 

@@ -19,6 +19,18 @@ next ``dot_general`` with a parameter kernel, the group's **consumer**. A group 
 parameter inside its activation, or a primitive without a rule: an unknown primitive pins what
 it touches and is named, never guessed.
 
+**Tied sets** (issue 23). A product of two groups of equal widths on one axis (a gate
+``h * U``: jaxpi's modified MLP and PirateNet) ties them: neuron ``i`` of the product is a
+function of neuron ``i`` of each, so they are kept and dropped together (union-find over the
+groups, :attr:`Group.tied`); a pin of one group pins its set. A sum of two groups of different
+sets stays pinned (a residual stream or skip). A kernel ``g * v`` (a 1-D ``g`` along the output
+axis: weight factorisation) is read through ``v`` (``C (g * v) = g * (C v)``) with ``g`` sliced
+with the neurons; any other kernel computed from parameters (``v / ||v||``, ``W + low-rank``)
+pins the group it reads (no leaf is linear in its rows). ``t . b`` of a hidden value ``t`` and
+``b = h K + c`` of one group contracted along their neurons (DeepONet's
+``trunk(y) . branch(u)``) makes ``K``'s output axis and ``c`` the linear consumers of ``t``.
+A group that does not depend on ``x`` (the branch on fixed input functions) is pinned.
+
 Phase 1 compresses **chains**: groups ``1..L`` where group 1 reads the input ``x`` itself, group
 ``l + 1`` reads group ``l``'s activation and the last group is the (linear) output layer. Such a
 network lowers to the params convention ``[{"kernel": (in, out), "bias": (out,)}, ...]`` with one
@@ -174,7 +186,9 @@ class Group:
 
     @property
     def compressible(self) -> bool:
-        """Not pinned and read by at least one kernel."""
+        """Not pinned and read by at least one kernel (a group of a tied set read only
+        through the set, such as a gate ``U``, is compressible with its set:
+        :attr:`Network.compressible`)."""
         return not self.pins and bool(self.consumers)
 
     def pin(self, reason: str, line: str) -> None:
@@ -319,7 +333,7 @@ def _operand(a: _Analysis, eqn: Eqn, ref: _Val, v: _Val):
             return ("s", v.leaf)                     # one shared scalar parameter
         return "a parameter that is not one number per neuron"
     return ("the input" if v.kind == "input" else "a value the analysis does not follow "
-            "(another branch of the program)")
+            "(another branch of the program, e.g. a residual stream scaled by a parameter)")
 
 
 def _elementwise(a: _Analysis, eqn: Eqn, vals: list[_Val]) -> list[_Val]:

@@ -578,7 +578,9 @@ def _latent(a: _Analysis, eqn: Eqn, vals: list[_Val]) -> list[_Val]:
     for side in (1, 0):
         t, b = vals[1 - side], vals[side]
         gb = b.single()
-        if (gb is None or not b.pre or a.groups[gb].program or t.axis != dims[1 - side]
+        # (a per-neuron scale g of b's group, as in g * v, is not linear in the latent rows)
+        if (gb is None or not b.pre or a.groups[gb].program or a.groups[gb].scales
+                or t.axis != dims[1 - side]
                 or b.axis != dims[side] or a.sets_of(t.blocks) == a.sets_of(b.blocks)):
             continue
         grp = a.groups[gb]

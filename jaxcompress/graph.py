@@ -766,7 +766,9 @@ def _analytic_call(jaxpr, consts, operands) -> bool:
         name, _ = _match_fn(sigma, None, aval.dtype)
     except Exception:  # noqa: BLE001 - an exotic call is simply not recognised
         return False
-    return name is not None
+    # a "traced:" registration (e.g. of relu's max(u, 0), by an earlier compression) proves
+    # nothing about analyticity; only the library's activations do
+    return name is not None and not name.startswith("traced:")
 
 
 def _kink_name(expr: str) -> str:
@@ -790,7 +792,10 @@ def _refuse_kinks(groups: Sequence[Group], methods: Sequence[Method], where: str
         if not isinstance(m.features, DerivativeFeatures):
             continue
         for g in groups:
-            if g.kinks and (g.consumed_node is None or match_activation(g, dtype)[0] is None):
+            # a "traced:" registration of a kinked program (an earlier compression of the
+            # same activation) is not analytic: only a library activation excuses the kinks
+            name = None if g.consumed_node is None else match_activation(g, dtype)[0]
+            if g.kinks and (name is None or name.startswith("traced:")):
                 prim, line = g.kinks[0]
                 expr = g.expression()
                 raise ValueError(

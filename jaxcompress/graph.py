@@ -710,7 +710,10 @@ def _chain(groups: Sequence[Group], outputs: Sequence[_Val]) -> tuple[list[Group
             continue
         if [(c.leaf, c.axis) for c in g.consumers] != [(nxt.kernel, 1 - nxt.kernel_axis)]:
             why.append(f"group {g.index} is not consumed by group {nxt.index}'s kernel alone")
-        if not g.consumed_node:
+        if g.consumed_node is None and g.program:
+            why.append(f"group {g.index} is read through a concatenation (not one value of its "
+                       "activation)")
+        elif not g.consumed_node:
             why.append(f"group {g.index} has no activation")
         if g.scales or any(k == "p" for _, _, ops in g.program for k, _ in ops):
             why.append(f"group {g.index}'s activation has a parameter")

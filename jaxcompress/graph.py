@@ -149,6 +149,8 @@ class Group:
       program: the activation as elementwise equations on node 0 (``u``): ``(primitive, params,
         operands)`` with operands ``("n", node)``, ``("c", value)`` or ``("p", leaf)``; node
         ``i + 1`` is equation ``i``'s result.
+      calls: per program equation, the analytic call it came from (``"softplus#12"``) or
+        ``""`` (:func:`_analytic_call`; the expression shows the call by its name).
       consumers: the :class:`Consumer` records: kernels that read the activation.
       consumed_node: the program node the first consumer reads (``None`` when that value is
         not one node of the program, e.g. a concatenation).
@@ -168,6 +170,7 @@ class Group:
     scales: list = dataclasses.field(default_factory=list)
     source: Any = "other"
     program: list = dataclasses.field(default_factory=list)
+    calls: list = dataclasses.field(default_factory=list)
     consumers: list = dataclasses.field(default_factory=list)
     consumed_node: int | None = None
     pins: list = dataclasses.field(default_factory=list)
@@ -221,11 +224,17 @@ class Group:
         ``digits`` significant digits; up to the consumed node, or the last one when nothing
         consumes it; a per-neuron parameter by its path)."""
         end = len(self.program) if self.consumed_node is None else self.consumed_node
-        texts = ["u"]
-        for prim, params, operands in self.program[:end]:
+        texts, first = ["u"], {}
+        for i, (prim, params, operands) in enumerate(self.program[:end]):
+            call = self.calls[i] if i < len(self.calls) else ""
             args = [texts[r] if kind == "n" else
                     (paths[r] if r < len(paths) else f"leaf{r}") if kind == "p" else
                     _const_text(r, digits) for kind, r in operands]
+            if call:      # a recognised analytic call, shown by its name and its input
+                start = first.setdefault(call, (i + 1, next(
+                    (texts[r] for kind, r in operands if kind == "n" and r <= i), "u")))
+                texts.append(f"{call.split('#')[0]}({start[1]})")
+                continue
             shown = {k: v for k, v in params.items() if k in ("y", "new_dtype")}
             args += [f"{k}={v}" for k, v in shown.items()]
             texts.append(f"{prim.name}({', '.join(args)})")
@@ -384,6 +393,7 @@ def _elementwise(a: _Analysis, eqn: Eqn, vals: list[_Val]) -> list[_Val]:
         # a program with one is not lowered to a registered activation
         prog.append((eqn.primitive, eqn.params, [("p", r) if kind == "s" else (kind, r)
                                                  for kind, r in operands]))
+        a.groups[g].calls.append(eqn.call)
         node = len(prog)
     return [dataclasses.replace(ref, pre=False, node=node)] * len(eqn.outs)
 
@@ -739,17 +749,17 @@ def _match_fn(sigma: Callable, prims: Sequence[str] | None, dtype) -> tuple[str 
     return None, ""
 
 
-def _analytic_call(jaxpr, consts, operands) -> bool:
-    """Whether a ``custom_jvp_call`` of one traced operand (the others constants) is a
-    registered analytic activation (``jax.nn.softplus``: ``logaddexp(u, 0)``, written with
+def _analytic_call(jaxpr, consts, operands) -> str | None:
+    """The registered analytic activation a ``custom_jvp_call`` of one traced operand (the
+    others constants) computes, or ``None`` (``jax.nn.softplus``: ``logaddexp(u, 0)``, written with
     ``max`` / ``abs`` / ``select_n`` whose kinks cancel), compared on :data:`MATCH_GRID`."""
     traced = [i for i, o in enumerate(operands) if not isinstance(o, Const)]
     if len(traced) != 1 or len(jaxpr.outvars) != 1 or any(
             np.size(o.value) != 1 for o in operands if isinstance(o, Const)):
-        return False
+        return None
     aval = jaxpr.invars[traced[0]].aval
     if jaxpr.outvars[0].aval.shape != aval.shape:
-        return False
+        return None
     size = max(int(np.prod(aval.shape)), 1)
 
     def sigma(t):   # elementwise: the grid in chunks of the operand's shape
@@ -765,10 +775,10 @@ def _analytic_call(jaxpr, consts, operands) -> bool:
     try:
         name, _ = _match_fn(sigma, None, aval.dtype)
     except Exception:  # noqa: BLE001 - an exotic call is simply not recognised
-        return False
+        return None
     # a "traced:" registration (e.g. of relu's max(u, 0), by an earlier compression) proves
     # nothing about analyticity; only the library's activations do
-    return name is not None and not name.startswith("traced:")
+    return None if name is None or name.startswith("traced:") else name
 
 
 def _kink_name(expr: str) -> str:
@@ -866,7 +876,10 @@ def _chain(groups: Sequence[Group], outputs: Sequence[_Val]) -> tuple[list[Group
             continue
         if [(c.leaf, c.axis) for c in g.consumers] != [(nxt.kernel, 1 - nxt.kernel_axis)]:
             why.append(f"group {g.index} is not consumed by group {nxt.index}'s kernel alone")
-        if not g.consumed_node:
+        if g.consumed_node is None and g.program:
+            why.append(f"group {g.index} is read through a concatenation (not one value of its "
+                       "activation)")
+        elif not g.consumed_node:
             why.append(f"group {g.index} has no activation")
         if g.scales or any(k == "p" for _, _, ops in g.program for k, _ in ops):
             why.append(f"group {g.index}'s activation has a parameter")

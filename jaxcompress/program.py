@@ -50,7 +50,12 @@ class Eqn:
     line: str
     in_shapes: tuple[tuple[int, ...], ...] = ()
     out_shapes: tuple[tuple[int, ...], ...] = ()
-    benign: bool = False
+    call: str = ""
+
+    @property
+    def benign(self) -> bool:
+        """Inside a ``custom_jvp`` call that is a registered analytic activation."""
+        return bool(self.call)
 
     @property
     def name(self) -> str:
@@ -66,15 +71,15 @@ def line(eqn) -> str:
 
 
 def flatten(jaxpr, consts: Sequence, args: Sequence, out: list[Eqn], counter: list[int],
-            where: str = "", *, benign: bool = False,
+            where: str = "", *, call: str = "",
             analytic_call: Callable | None = None) -> list:
     """Append ``jaxpr``'s equations to ``out`` (calls inlined); returns its outputs' operands.
 
     An inlined equation without a user frame of its own (the inside of ``jax.nn.relu``) gets the
     line of the call it came from, ``where``. ``analytic_call(jaxpr, consts, operands)`` says
-    whether a ``custom_jvp_call`` computes an analytic function of its one traced operand (e.g.
-    ``jax.nn.softplus``, whose stable form uses ``max`` and ``abs``): its equations are then
-    marked ``benign`` (their kinks cancel).
+    the registered analytic activation a ``custom_jvp_call`` of one traced operand computes
+    (e.g. ``"softplus"`` for ``jax.nn.softplus``, whose stable form uses ``max`` and ``abs``),
+    or ``None``: its equations are then tagged ``call = "<name>#<id>"`` (their kinks cancel).
     """
     env: dict = {}
 
@@ -92,11 +97,12 @@ def flatten(jaxpr, consts: Sequence, args: Sequence, out: list[Eqn], counter: li
         sub = eqn.params.get(_CALLS.get(eqn.primitive.name, ""))
         if sub is not None:
             inner, inner_consts = (sub.jaxpr, sub.consts) if hasattr(sub, "consts") else (sub, ())
-            inner_benign = benign or (analytic_call is not None and eqn.primitive.name
-                                      == "custom_jvp_call" and analytic_call(inner, inner_consts,
-                                                                             ins))
+            inner_call = call
+            if not call and analytic_call is not None and eqn.primitive.name == "custom_jvp_call":
+                name = analytic_call(inner, inner_consts, ins)
+                inner_call = f"{name}#{counter[0]}" if name else ""
             res = flatten(inner, inner_consts, ins, out, counter, line(eqn) or where,
-                          benign=inner_benign, analytic_call=analytic_call)
+                          call=inner_call, analytic_call=analytic_call)
             for v, r in zip(eqn.outvars, res, strict=True):
                 env[v] = r
             continue
@@ -108,7 +114,7 @@ def flatten(jaxpr, consts: Sequence, args: Sequence, out: list[Eqn], counter: li
         shapes = tuple(tuple(getattr(v.aval, "shape", ())) for v in eqn.invars)
         out_shapes = tuple(tuple(getattr(v.aval, "shape", ())) for v in eqn.outvars)
         out.append(Eqn(eqn.primitive, tuple(ins), tuple(outs), dict(eqn.params),
-                        line(eqn) or where or "unknown line", shapes, out_shapes, benign))
+                        line(eqn) or where or "unknown line", shapes, out_shapes, call))
     return [read(v) for v in jaxpr.outvars]
 
 

@@ -44,7 +44,11 @@ network's function is unchanged. *Otherwise* the error of consumer ``j`` is
 (``C_t`` minimises each block on its own), and it propagates through the later tensors of the
 set as in a chain; ``LayerInfo.residual`` is ``max_t max |Z_t K_t - Z_t[:, S] C_t K_t|``.
 Forward order re-weights a tied set from the current network's features (no re-fit to the
-teacher's targets, which would mix the tensors).
+teacher's targets, which would mix the tensors). *Widths.* The stack of ``T`` tensors' features
+has rank up to ``T D_k``, so the exactness above needs ``|S| >= T D_k`` in general; the default
+width of a set is still ``min(D_k, d)`` (ours: the size a user asks for at order ``k``, with the
+error measured in ``info.error_estimate`` and each tensor's residual in ``LayerInfo.residual``);
+pass ``widths=`` for the exact bound.
 
 The program is re-traced with each set of shapes (``fn(params, x)`` must be shape-polymorphic
 in its parameter leaves and batch size, as nnx, linen and Equinox modules and plain functions

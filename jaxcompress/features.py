@@ -710,14 +710,14 @@ COMPILE_SECONDS_LIMIT = 600.0
 def taylor_compile_cost(dims, orders, widths) -> tuple[int, float]:
     r"""``(bytes, seconds)``: an upper model of compiling the Taylor pass (ours, measured).
 
-    The pass is unrolled: per layer, ``k`` truncated products (Horner's rule), each embedding
-    three ``C(2m + k, 2m)``-long index tables as constants, and a univariate series whose
-    recursion (sigmoid, tanh: a Riccati convolution) has ``O(k^2)`` terms. Compile memory and
+    The pass is unrolled: per layer, ``k - 1`` truncated powers (``taylor.compose``), each embedding
+    three index tables of at most ``C(2m + k, 2m)`` entries as constants, and a univariate series
+    whose recursion (sigmoid, tanh: a Riccati convolution) has ``O(k^2)`` terms. Compile memory and
     time grow faster than the program: measured on a 2-core CPU (float64, XLA's default and the
-    tests' flags), ``[1, 128, 128, 1]`` at k = 20 / 30 / 50 grew the process by 46 / 94 / 344 MB
-    and compiled for 4 / 21 / 26 s, ``[2, 64, 64, 1]`` at k = 2 / 6 / 8 by 9 / 15 / 20 MB. The
-    model, with ``L`` the layers the pass runs through (up to the deepest layer that selects,
-    ``D_k < d_l``; none: no cost) and ``k`` the largest order among them, is
+    tests' flags), ``[1, 128, 128, 1]`` at k = 20 / 30 / 50 grew the process by 46 / 94 / 344 MB and
+    compiled for 4 / 21 / 26 s, ``[2, 64, 64, 1]`` at k = 2 / 6 / 8 by 9 / 15 / 20 MB. The model,
+    with ``L`` the layers the pass runs through (up to the deepest layer that selects, ``D_k <
+    d_l``; none: no cost) and ``k`` the largest order among them, is
 
     .. math::
        \text{bytes} = L\,\Big(1500\,k^3 + 4 \cdot 10^4\,k^2

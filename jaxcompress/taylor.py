@@ -13,8 +13,9 @@ Dense layers act linearly on coefficient arrays; an activation is applied as
 .. math:: \\sigma(u_0 + \\hat u) = \\sum_{j=0}^{k} s_j(u_0)\\, \\hat u^{\\,j},
           \\qquad s_j = \\sigma^{(j)}(u_0)/j!,
 
-evaluated by Horner's rule with truncated products (``\\hat u`` has no constant term, so the
-series is exact to degree ``k``). One pass through the network yields the feature matrix of
+evaluated as a sum of truncated powers ``\\hat u^{\\,j}`` (``\\hat u`` has no constant term, so
+the series is exact to degree ``k``, and ``\\hat u^{\\,j}`` has no terms below degree ``j``:
+:func:`compose`). One pass through the network yields the feature matrix of
 every hidden layer (the backward-order compression of DESIGN section 1 needs exactly that).
 
 The first layer after the expansion point needs no truncated products: its pre-activation
@@ -24,7 +25,7 @@ coefficients in closed form (:func:`affine_features`),
 .. math:: \\frac{1}{\\alpha!}\\,\\partial^\\alpha \\sigma(w_i \\cdot x + b_i)\\big|_{x_0}
           = s_{|\\alpha|}(u_{0,i})\\,\\frac{|\\alpha|!}{\\alpha!}\\,w_i^{\\alpha},
 
-``O(D_k d)`` work instead of Horner's ``O(k C(2m + k, 2m) d)``.
+``O(D_k d)`` work instead of ``O(k C(2m + k, 2m) d)`` truncated products.
 """
 
 from __future__ import annotations
@@ -199,17 +200,36 @@ def poly_mul(a: jax.Array, b: jax.Array, d: int, k: int) -> jax.Array:
     return jax.ops.segment_sum(prods, tt, num_segments=a.shape[0], indices_are_sorted=True)
 
 
+@functools.cache
+def _power_table(d: int, k: int, v: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pairs of :func:`_product_table` that can be non-zero in ``a * b`` when ``a`` has no
+    terms below degree ``v`` and ``b`` no constant term: ``|alpha_i| >= v``, ``|alpha_j| >= 1``."""
+    ii, jj, tt = _product_table(d, k)
+    deg = _monomials(d, k).sum(axis=1)
+    keep = (deg[ii] >= v) & (deg[jj] >= 1)
+    return ii[keep], jj[keep], tt[keep]
+
+
 def compose(series: jax.Array, u: jax.Array, d: int, k: int) -> jax.Array:
-    """``sum_j series[j] * (u - u_0)^j`` truncated at degree k, by Horner's rule.
+    """``sum_j series[j] * (u - u_0)^j`` truncated at degree k.
+
+    With ``u^ = u - u_0`` (no constant term), the power ``u^^j`` has no terms below degree
+    ``j``, so ``u^^{j+1} = u^^j u^`` needs only the pairs of monomials with ``|alpha| >= j``,
+    ``|beta| >= 1`` (:func:`_power_table`): about 2.7x fewer products than Horner's rule with
+    full truncated products (12,012 against 4,518 for ``d = 3, k = 7``).
 
     Args:
       series: ``(k + 1, n)`` univariate coefficients ``s_j(u_0)``.
       u: ``(D_k, n)`` coefficient array whose row 0 is ``u_0``.
     """
     u_hat = u.at[0].set(0)
-    res = jnp.zeros_like(u).at[0].set(series[k])
-    for j in range(k - 1, -1, -1):
-        res = poly_mul(res, u_hat, d, k).at[0].add(series[j])
+    res = (series[1][None] * u_hat if k >= 1 else jnp.zeros_like(u)).at[0].set(series[0])
+    power = u_hat
+    for j in range(2, k + 1):
+        ii, jj, tt = _power_table(d, k, j - 1)
+        power = jax.ops.segment_sum(power[ii] * u_hat[jj], tt, num_segments=u.shape[0],
+                                    indices_are_sorted=True)
+        res = res + series[j][None] * power
     return res
 
 
@@ -240,7 +260,7 @@ def affine_features(
               w_i^{\\alpha}, \\qquad |\\alpha| \\le k,
 
     exactly what :func:`propagate_polynomial` computes from :func:`input_polynomial` with
-    Horner's rule, at ``O(D_k d)`` cost: every ``w_i^alpha`` is a product of ``m`` entries of
+    truncated products, at ``O(D_k d)`` cost: every ``w_i^alpha`` is a product of ``m`` entries of
     the table of powers ``w_{ri}^j``, ``j <= k`` (no truncated products).
 
     Args:

@@ -51,6 +51,29 @@ def test_truncated_product_matches_a_dictionary_reference(d, k):
     assert len(taylor._product_table(d, k)[0]) == math.comb(2 * d + k, 2 * d)
 
 
+@pytest.mark.parametrize("d,k", [(1, 6), (2, 5), (3, 4), (2, 0), (3, 1)])
+def test_compose_matches_horner_with_full_truncated_products(d, k):
+    # the reference: Horner's rule, every step a full truncated product (poly_mul, itself
+    # checked against a dictionary above); compose skips the pairs that are zero
+    rng = np.random.default_rng(7 * d + k)
+    n = 5
+    u = jnp.asarray(rng.standard_normal((jc.num_monomials(d, k), n)))
+    series = jnp.asarray(rng.standard_normal((k + 1, n)))
+    u_hat = u.at[0].set(0)
+    want = jnp.zeros_like(u).at[0].set(series[k])
+    for j in range(k - 1, -1, -1):
+        want = taylor.poly_mul(want, u_hat, d, k).at[0].add(series[j])
+    np.testing.assert_allclose(taylor.compose(series, u, d, k), want, rtol=1e-13, atol=1e-13)
+    # u^^j has no terms below degree j: the table for u^^(j+1) = u^^j u^ has fewer pairs
+    for v in range(1, k):
+        ii, jj, _ = taylor._power_table(d, k, v)
+        deg = jc.monomials(d, k).sum(axis=1)
+        assert np.all(deg[ii] >= v) and np.all(deg[jj] >= 1)
+        assert np.all(deg[ii] + deg[jj] <= k)
+        full = sum(math.comb(d + a - 1, a) * math.comb(d + b - 1, b)
+                   for a in range(v, k + 1) for b in range(1, k + 1) if a + b <= k)
+        assert len(ii) == full
+
 def test_compose_and_input_polynomial():
     d, k = 2, 4
     center = jnp.array([0.3, -0.2])

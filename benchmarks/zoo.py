@@ -463,29 +463,39 @@ def plot(result: dict, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     names = list(result["models"])
-    cols = max(1, len(names))
-    fig, axes = plt.subplots(2, cols, figsize=(4.2 * cols, 7.5), squeeze=False)
-    for j, name in enumerate(names):
+    cols = min(4, max(1, len(names)))
+    blocks = -(-len(names) // cols)          # each model: its metric above its speed-up
+    fig, axes = plt.subplots(2 * blocks, cols, figsize=(4.4 * cols, 6.6 * blocks),
+                             squeeze=False)
+    for a in range(2 * blocks):
+        for b in range(cols):
+            if (a // 2) * cols + b >= len(names):
+                axes[a, b].set_visible(False)
+    for n, name in enumerate(names):
         r = result["models"][name]
         key = r["primary"]
-        ax = axes[0, j]
+        j, top = n % cols, 2 * (n // cols)
+        ax = axes[top, j]
         params = [row["num_params"] for row in r["rows"]]
         for label, color in (("compressed", "C0"), ("polished", "C3"), ("scratch", "C7")):
             ax.plot(params, [row[label][key] for row in r["rows"]], "o-", color=color,
                     label={"scratch": "trained from scratch (same budget)"}.get(label, label))
         ax.plot([r["num_params"]], [r["teacher"][key]], "k*", ms=10, label="teacher")
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())
         if not r["higher_is_better"]:
             ax.set_yscale("log")
+            ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("parameters")
         ax.set_ylabel({"psnr": "PSNR [dB]", "sum": "mean |SDF error| on + off surface",
                        "rel_l2": "relative L2 error"}[key])
         ax.set_title(f"{name} ({r['task']}), teacher {r['hidden']}", fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
-        ax = axes[1, j]
+        ax = axes[top + 1, j]
         ks = [str(row["k"]) for row in r["rows"]]
         ax.bar(ks, [row["speedup"] for row in r["rows"]], color="C2")
         ax.axhline(3.0, color="k", ls="--", lw=1, label="target 3x")

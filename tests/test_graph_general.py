@@ -101,7 +101,7 @@ def test_igr_sdf_network():
     assert "[2][0] rows 0:13 of 16" in text and "not analytic" not in text
     assert [g.index for g in net.compressible] == [1, 2, 3]
     ball = jc.Ball(3, 1.0)
-    for method in (jc.collocation(2), jc.derivative_matching(2)):
+    for method in (jc.derivative_matching(2),):       # collocation: tests/test_zoo.py (sdf_igr)
         small, info = jc.compress(net, method, domain=ball)
         assert [w.shape for w, _ in small.params] == [(3, 10), (10, 10), (13, 10), (10, 1)]
         _check(_igr, params, small, info, ball)
@@ -221,13 +221,13 @@ def test_polish_a_traced_network_and_a_module():
 
 
 def test_vmap_over_a_stack_of_teachers():
-    """net.compressor(method) is pure: jax.vmap over stacked teachers gives each one's result."""
-    stack = [_layers(jax.random.PRNGKey(20 + i), [16, 12, 12, 1]) for i in range(3)]
+    """net.compressor(method) is pure: jax.vmap over stacked teachers gives each one's result
+    (the second teacher checked against its own compression)."""
+    stack = [_layers(jax.random.PRNGKey(20 + i), [16, 8, 8, 1]) for i in range(2)]
     net = jc.trace(_fourier, stack[0], X2)
     run = net.compressor(jc.collocation(2), domain=BALL)
     small, info = jax.vmap(run)(jax.tree.map(lambda *a: jnp.stack(a), *stack))
-    assert info.error_estimate.shape == (3,) and small[0][0].shape == (3, 16, 6)
-    for i, params in enumerate(stack):
-        one, one_info = run(params)
-        np.testing.assert_allclose(small[1][0][i], one[1][0], rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(info.error_estimate[i], one_info.error_estimate, rtol=1e-4)
+    assert info.error_estimate.shape == (2,) and small[0][0].shape == (2, 16, 6)
+    one, one_info = run(stack[1])
+    np.testing.assert_allclose(small[1][0][1], one[1][0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(info.error_estimate[1], one_info.error_estimate, rtol=1e-4)

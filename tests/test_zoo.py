@@ -36,8 +36,14 @@ DISTINCT = 6
 ORDER = 3
 
 
+#: One model per mechanism in the default run (Equinox under vmap, a traced activation, a
+#: non-analytic group-by-group network, a concatenated skip); the other four (chains of nnx /
+#: linen / Fourier tanh / PINN, also covered by test_graph.py and test_modules.py) run with -m slow.
+DEFAULT = ("eqx_mlp", "siren", "fourier_relu", "sdf_igr")
+
+
 def _param(name):
-    return pytest.param(name, id=name)
+    return pytest.param(name, id=name, marks=() if name in DEFAULT else (pytest.mark.slow,))
 
 
 @pytest.fixture(autouse=True)

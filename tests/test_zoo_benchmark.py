@@ -76,8 +76,8 @@ def test_torus_sdf_and_laplacian():
     model = Z.build("pinn_tanh", "small", hidden=[7, 5], dtype=jnp.float64)
     x = jax.random.uniform(jax.random.PRNGKey(2), (6, 2), jnp.float64)
     with jax.numpy_rank_promotion("allow"):
-        got = zoo.laplacian(model.fn, model.params, x)
-        ref = jax.vmap(lambda p: jnp.trace(jax.hessian(
-            lambda q: model.fn(model.params, q[None])[0, 0])(p)))(x)
+        got = jax.jit(lambda xs: zoo.laplacian(model.fn, model.params, xs))(x)
+        ref = jax.jit(jax.vmap(lambda p: jnp.trace(jax.hessian(
+            lambda q: model.fn(model.params, q[None])[0, 0])(p))))(x)
     np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-12)
     assert set(zoo.methods_for("fourier_relu", 3)) == {"collocation"}

@@ -40,3 +40,11 @@ jax.config.update("jax_numpy_dtype_promotion", "strict")
 @pytest.fixture
 def key():
     return jax.random.PRNGKey(0)
+
+
+@pytest.fixture
+def user_broadcasting():
+    """User code adds biases by implicit rank promotion (``x @ w + b``): the traced-network
+    tests run it as JAX's default allows (``pytestmark = usefixtures("user_broadcasting")``)."""
+    with jax.numpy_rank_promotion("allow"):
+        yield

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from user_nets import GeluNet
 
 import jaxcompress as jc
 from jaxcompress.evaluate import error_points
@@ -18,11 +19,7 @@ X = jnp.zeros((4, 2), jnp.float32)
 BALL = jc.Ball(2, 1.0)
 
 
-@pytest.fixture(autouse=True)
-def _user_broadcasting():
-    """User code adds biases by implicit rank promotion (``x @ w + b``)."""
-    with jax.numpy_rank_promotion("allow"):
-        yield
+pytestmark = pytest.mark.usefixtures("user_broadcasting")   # x @ w + b, as users write it
 
 
 def _measured(fn, teacher, small, domain=BALL):
@@ -54,17 +51,6 @@ def test_one_driver_same_kept_neurons_and_weights():
     np.testing.assert_allclose(info.error_estimate, rinfo.error_estimate, rtol=1e-5)
 
 
-class GeluNet(nnx.Module):
-    """A custom __call__: Linears in an nnx.List, the tanh-approximate GELU between them."""
-
-    def __init__(self, sizes, rngs):
-        self.layers = nnx.List([nnx.Linear(a, b, rngs=rngs)
-                                for a, b in zip(sizes[:-1], sizes[1:], strict=True)])
-
-    def __call__(self, x):
-        for layer in self.layers[:-1]:
-            x = jax.nn.gelu(layer(x), approximate=True)
-        return self.layers[-1](x)
 
 
 def test_nnx_module_custom_call():

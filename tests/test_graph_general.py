@@ -15,10 +15,7 @@ X2 = jnp.zeros((4, 2), jnp.float32)
 BALL = jc.Ball(2, 1.0)
 
 
-@pytest.fixture(autouse=True)
-def _user_broadcasting():
-    with jax.numpy_rank_promotion("allow"):
-        yield
+pytestmark = pytest.mark.usefixtures("user_broadcasting")   # x @ w + b, as users write it
 
 
 def _dense(key, n_in, n_out, dtype=jnp.float32):

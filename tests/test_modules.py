@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from user_nets import GeluNet
 
 import jaxcompress as jc
 from jaxcompress.evaluate import error_points
@@ -24,17 +25,6 @@ def _close(a, b):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
 
 
-class GeluNet(nnx.Module):
-    """A custom __call__: Linears in an nnx.List, the tanh-approximate GELU between them."""
-
-    def __init__(self, sizes, rngs):
-        self.layers = nnx.List([nnx.Linear(a, b, rngs=rngs)
-                                for a, b in zip(sizes[:-1], sizes[1:], strict=True)])
-
-    def __call__(self, x):
-        for layer in self.layers[:-1]:
-            x = jax.nn.gelu(layer(x), approximate=True)
-        return self.layers[-1](x)
 
 
 @pytest.fixture(scope="module")

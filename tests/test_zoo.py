@@ -47,11 +47,7 @@ def _param(name):
     return pytest.param(name, id=name, marks=() if name in DEFAULT else (pytest.mark.slow,))
 
 
-@pytest.fixture(autouse=True)
-def _user_broadcasting():
-    """User code adds biases by implicit rank promotion (``x @ w + b``)."""
-    with jax.numpy_rank_promotion("allow"):
-        yield
+pytestmark = pytest.mark.usefixtures("user_broadcasting")   # x @ w + b, as users write it
 
 
 def _build(name) -> Z.ZooModel:

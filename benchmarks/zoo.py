@@ -40,7 +40,13 @@ the teacher's task error after polish.
 ``--models`` (a comma list; default all, i.e. issue 22's models; ``tied``: issue 23's
 modified_mlp, pirate_net, residual_mlp, deeponet) selects models. The chains (siren, pinn_tanh,
 nnx_custom, linen_compact, eqx_mlp) are compressed through the one driver, the Fourier-feature
-and SDF networks group by group.
+and SDF networks group by group. Output: ``<out>/zoo_<platform>_<dtype>.{json,png}`` for the
+default set, ``zoo_..._tied`` for ``tied``, ``zoo_..._<names>`` for another list.
+Issue 23's models polish in float64 (their ``"polish"`` entry, see ``_TIED_POLISH``).
+
+``--cache DIR`` keeps every trained network (teacher and from scratch) in ``DIR``, named by a
+hash of its configuration, training spec and JAX version, and reads it back on the next run
+(with its recorded training seconds) instead of training again.
 
 ``--quick`` compiles at XLA optimisation level 0 with the test suite's CPU flags
 (:data:`QUICK_XLA_FLAGS`; the run is compilation-bound: 131 s at the default level, 46 s at
@@ -51,14 +57,18 @@ Run (from the repository root)::
     python benchmarks/zoo.py                      # the full run (~1 h estimated)
     python benchmarks/zoo.py --quick --out /tmp/zoo   # small instances, a smoke test
     python benchmarks/zoo.py --models tied        # issue 23's models (gates, g * v, DeepONet)
+    python benchmarks/zoo.py --models tied --cache /tmp/zoo_cache   # trained nets kept
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import json
 import math
 import os
+import pickle
 import sys
 import time
 from collections.abc import Callable
@@ -94,6 +104,11 @@ _PINN_TRAIN = W.TrainSpec(steps=4000, lr=1e-3, batch=1024, final=1e-3, warmup=20
 #: SIREN 13 s with compilation, of the PINN 8 s, SDF 6 s, Fourier 5 s; 1000 polish steps on
 #: 16,384 points 248 s at SIREN width 190, 111 s at PINN width 55 (hence 500 on 8,192 here).
 #: The default models come to about an hour.
+#: Issue 23's models polish in float64 (``jc.polish(..., dtype=jnp.float64)``; the result is
+#: float32): on the trained modified MLP at k = 9 (width 55, teacher rel. L2 1.66e-4) float32
+#: L-BFGS stalled at 2.7e-4 after 500 steps and 2.6e-4 after 2000 (loss 1.3e-8 -> 1.0e-8);
+#: float64 reached 2.1e-4 in 500 steps (35 s) and 1.74e-4 in 2000 (127 s, loss 5.1e-10).
+_TIED_POLISH = {"steps": 2000, "points": 8192, "dtype": "float64"}
 FULL = {
     "stride": 2, "grid": 101, "sdf_points": 16384, "repeats": 7,
     "polish": {"steps": 500, "points": 8192},
@@ -106,18 +121,21 @@ FULL = {
         "eqx_mlp": {"train": _SDF_TRAIN, "orders": [4, 5]},
         "pinn_tanh": {"train": _PINN_TRAIN, "orders": [7, 9]},
         "nnx_custom": {"train": _PINN_TRAIN, "orders": [7, 9]},
-        "modified_mlp": {"train": _PINN_TRAIN, "orders": [7, 9]},
-        "pirate_net": {"train": _PINN_TRAIN, "orders": [7, 9]},
-        "residual_mlp": {"train": _PINN_TRAIN, "orders": [7, 9]},
-        "deeponet": {"train": W.TrainSpec(steps=3000, lr=1e-3, batch=1024), "orders": [8, 12]},
+        "modified_mlp": {"train": _PINN_TRAIN, "orders": [7, 9], "polish": _TIED_POLISH},
+        "pirate_net": {"train": _PINN_TRAIN, "orders": [7, 9], "polish": _TIED_POLISH},
+        "residual_mlp": {"train": _PINN_TRAIN, "orders": [7, 9], "polish": _TIED_POLISH},
+        "deeponet": {"train": W.TrainSpec(steps=3000, lr=1e-3, batch=1024), "orders": [8, 12],
+                     "polish": _TIED_POLISH},
     },
 }
 _QUICK_TRAIN = W.TrainSpec(steps=100, lr=3e-3, batch=256, warmup=20, chunk=50)
 QUICK = {
     "stride": 8, "grid": 21, "sdf_points": 1024, "repeats": 3,
     "polish": {"steps": 20, "points": 512},
-    "models": {name: {"train": _QUICK_TRAIN, "orders": [3]}
-               for name in Z.MODELS + Z.TIED_MODELS},
+    "models": {**{name: {"train": _QUICK_TRAIN, "orders": [3]} for name in Z.MODELS},
+               **{name: {"train": _QUICK_TRAIN, "orders": [3],
+                         "polish": {"steps": 20, "points": 512, "dtype": "float64"}}
+                  for name in Z.TIED_MODELS}},
 }
 PAPER = {"figure": "none (beyond the paper)",
          "reports": "nothing: the paper has no trained coordinate-network zoo",
@@ -324,7 +342,8 @@ def polish_step(small: jc.Compressed, net: jc.Network, domain, cfg: dict):
     """``jc.polish`` of the compressed network toward the teacher (the user's own function):
     ``(Compressed, history)``."""
     with jax.default_matmul_precision(C.PRECISION):
-        return jc.polish(small, net, domain=domain, steps=cfg["steps"], points=cfg["points"])
+        return jc.polish(small, net, domain=domain, steps=cfg["steps"], points=cfg["points"],
+                         dtype=cfg.get("dtype"))
 
 
 def compressed_program(model: Z.ZooModel, small: jc.Compressed):
@@ -363,18 +382,43 @@ def throughput(fns: dict[str, tuple[Callable, object]], task: Task, repeats: int
     return out
 
 
-def train(model: Z.ZooModel, task: Task, spec: W.TrainSpec, log):
+def _cache_path(cache: Path, model: Z.ZooModel, spec: W.TrainSpec) -> Path:
+    """The file of a trained model in ``cache``: named by the model and a hash of everything
+    the training depends on (model config, training spec, JAX version)."""
+    key = json.dumps({"model": model.name, "config": model.config,
+                      "spec": dataclasses.asdict(spec), "jax": jax.__version__},
+                     sort_keys=True, default=str)
+    return cache / f"{model.name}_{hashlib.sha256(key.encode()).hexdigest()[:16]}.pkl"
+
+
+def train(model: Z.ZooModel, task: Task, spec: W.TrainSpec, log, cache: Path | None = None):
+    """``(params, seconds)``: ``model`` trained on ``task``; with ``cache`` (``--cache``) a
+    model trained before with the same config, spec and JAX version is read back instead (its
+    recorded training seconds with it), and a new one is written there."""
+    path = None if cache is None else _cache_path(cache, model, spec)
+    if path is not None and path.exists():
+        with open(path, "rb") as f:
+            saved = pickle.load(f)
+        log(f"  (trained params read from {path})")
+        return jax.tree.map(jnp.asarray, saved["params"]), saved["train_seconds"]
     params, record = W.train(model.params, task.loss(model.fn), task.sample, spec,
                              log=log)
-    return jax.block_until_ready(params), record["train_seconds"]
+    params = jax.block_until_ready(params)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as f:
+            pickle.dump({"params": jax.tree.map(np.asarray, params),
+                         "train_seconds": record["train_seconds"]}, f)
+    return params, record["train_seconds"]
 
 
-def run_model(name: str, size: str, mcfg: dict, cfg: dict, task: Task, dtype, log) -> dict:
+def run_model(name: str, size: str, mcfg: dict, cfg: dict, task: Task, dtype, log,
+              cache: Path | None = None) -> dict:
     spec = mcfg["train"]
     model = Z.build(name, size, seed=spec.seed)
     log(f"\n## {name} ({task.name} task), hidden {list(model.hidden)}, "
         f"{Z.num_params(model.params):,} parameters; {spec.steps} Adam steps")
-    params32, train_s = train(model, task, spec, log)
+    params32, train_s = train(model, task, spec, log, cache)
     params = cast(params32, dtype)
     teacher = task.metrics(Evaluator(model.fn, params, dtype))
     log(f"  teacher: {_fmt(teacher)} (trained in {train_s:.1f} s)")
@@ -396,12 +440,13 @@ def run_model(name: str, size: str, mcfg: dict, cfg: dict, task: Task, dtype, lo
         best = min(cands, key=lambda c: sign * c["metrics"][task.primary])
         best_of = min(cands, key=lambda c: c["error_estimate"]
                       if math.isfinite(c["error_estimate"]) else math.inf)["method"]
-        polished, hist = polish_step(best["_small"], net, task.domain, cfg["polish"])
+        polished, hist = polish_step(best["_small"], net, task.domain,
+                                     mcfg.get("polish", cfg["polish"]))
         f, p = compressed_program(model, polished)
         m_pol = task.metrics(Evaluator(f, p, dtype))
         log(f"  k={k} polished ({best['method']}): {_fmt(m_pol)} ({hist.seconds:.1f} s)")
         scratch_model = Z.build(name, size, seed=spec.seed + 1, hidden=best["hidden"])
-        s_params, s_secs = train(scratch_model, task, spec, lambda _: None)
+        s_params, s_secs = train(scratch_model, task, spec, lambda _: None, cache)
         m_scr = task.metrics(Evaluator(scratch_model.fn, cast(s_params, dtype), dtype))
         log(f"  k={k} from scratch, hidden {best['hidden']}: {_fmt(m_scr)} ({s_secs:.1f} s)")
         timing = throughput({"teacher": (model.fn, params), "compressed": (f, p)}, task,
@@ -417,7 +462,8 @@ def run_model(name: str, size: str, mcfg: dict, cfg: dict, task: Task, dtype, lo
             "speedup": timing["compressed"]["points_per_s"] / timing["teacher"]["points_per_s"],
         })
     return {"task": task.name, "config": {**model.config, "train": dataclasses.asdict(spec),
-                                          "orders": mcfg["orders"]},
+                                          "orders": mcfg["orders"],
+                                          "polish": mcfg.get("polish", cfg["polish"])},
             "num_params": Z.num_params(params), "hidden": list(model.hidden),
             "teacher": teacher, "train_seconds": train_s, "primary": task.primary,
             "higher_is_better": task.higher, "rows": rows}
@@ -516,6 +562,10 @@ def parse(argv):
     p.add_argument("--models", default="all",
                    help=f"comma-separated models of {known}, or 'all' (the default: "
                    f"{Z.MODELS}), or 'tied' ({Z.TIED_MODELS}, issue 23)")
+    p.add_argument("--cache", type=Path, default=None,
+                   help="a folder for trained teachers and from-scratch students: a model "
+                   "trained before with the same config, spec and JAX version is read back "
+                   "(its recorded training seconds too) instead of trained again")
     args = p.parse_args(argv)
     groups = {"all": list(Z.MODELS), "tied": list(Z.TIED_MODELS)}
     models = groups[args.models] if args.models in groups else [
@@ -523,6 +573,9 @@ def parse(argv):
     bad = [m for m in models if m not in known]
     if bad or not models:
         p.error(f"--models: expected names of {known} or 'all', got {args.models!r}")
+    # the default set writes zoo_<platform>_<dtype>.json; another set its own file beside it
+    args.suffix = {tuple(groups["all"]): "", tuple(groups["tied"]): "_tied"}.get(
+        tuple(models), "_" + "-".join(models))
     args.models = models
     if args.quick:     # before JAX starts its CPU backend, which reads XLA_FLAGS once
         for flag, value in QUICK_XLA_FLAGS.items():
@@ -542,7 +595,10 @@ def main(argv=None) -> int:
     C.print_header(env, args.dtype, [
         f"models {args.models} ({size} instances); training float32 (optax Adam), compression, "
         f"polish and task metrics in {args.dtype}, throughput float32 at batch {TIMING_BATCH:,}",
-        f"polish {cfg['polish']}; image stride {cfg['stride']}, PINN grid {cfg['grid']}"])
+        f"polish {cfg['polish']}" + "".join(
+            f", {n}: {cfg['models'][n]['polish']}" for n in args.models
+            if "polish" in cfg["models"][n]) +
+        f"; image stride {cfg['stride']}, PINN grid {cfg['grid']}"])
     tasks: dict[str, Task] = {}
     models = {}
     with jax.numpy_rank_promotion("allow"):
@@ -551,7 +607,7 @@ def main(argv=None) -> int:
             if tname not in tasks:
                 tasks[tname] = _TASKS[tname](cfg)
             models[name] = run_model(name, size, cfg["models"][name], cfg, tasks[tname],
-                                     dtype, lambda m: print(m, flush=True))
+                                     dtype, lambda m: print(m, flush=True), args.cache)
     C.finish(env, start)
     result = {"benchmark": NAME, "paper": PAPER, "env": env, "device": env["device"],
               "dtype": args.dtype, "precision": C.PRECISION_NOTE, "quick": args.quick,
@@ -561,7 +617,7 @@ def main(argv=None) -> int:
                          "torus": TORUS, "timing_batch": TIMING_BATCH},
               "models": models}
     result["targets"] = targets(result)
-    paths = C.save_results(args, env, NAME, result, plot)
+    paths = C.save_results(args, env, NAME, result, plot, suffix=args.suffix)
     print("\n## per model and order: params, task metric teacher / compressed / polished / "
           "from scratch, speed-up")
     for name, r in models.items():

@@ -232,3 +232,25 @@ def test_bad_types_are_refused(pair):
     bad[1]["kernel"] = np.where(np.eye(8, 8, dtype=bool), np.nan, bad[1]["kernel"])
     with pytest.raises(ValueError, match="teacher: layer 1 kernel contains NaN"):
         jc.polish(student, bad, activation=ACT, domain=DISK)
+
+
+def test_a_float64_loop_for_a_float32_student(run):
+    """dtype=float64 polishes a float32 student in float64 (64-bit types turned on for the loop
+    when they are off) and hands back float32: the same run as the float64 fixture, to float32
+    rounding of the start."""
+    teacher, student, _, params, history, _ = run
+    s32, t32 = (jax.tree.map(lambda a: np.asarray(a, np.float32), p) for p in (student, teacher))
+    with jax.enable_x64(False):
+        got, hist = jc.polish(s32, t32, activation=ACT, domain=DISK, steps=STEPS,
+                              dtype=jnp.float64)
+        assert not jax.config.jax_enable_x64 and jnp.zeros(()).dtype == jnp.float32
+        with pytest.raises(ValueError, match="dtype=float64 under jax.jit"):
+            jax.jit(lambda s: jc.polish(s, t32, activation=ACT, domain=DISK, steps=2,
+                                        dtype=jnp.float64)[0])(s32)
+    assert {a.dtype for a in jax.tree.leaves(got)} == {np.dtype(np.float32)}
+    assert {hist.loss.dtype, hist.chunk_loss.dtype, hist.error_after.dtype} == {
+        np.dtype(np.float32)}
+    np.testing.assert_allclose(hist.chunk_loss[-1], history.chunk_loss[-1], rtol=0.05)
+    assert float(hist.error_after) < 0.5 * float(hist.error_before)
+    with pytest.raises(ValueError, match="dtype must be a floating dtype"):
+        jc.polish(s32, t32, activation=ACT, domain=DISK, steps=2, dtype=jnp.int32)

@@ -794,6 +794,24 @@ def _refusing_series(expr: str, kinks: Sequence[tuple[str, str]]):
     return series
 
 
+def _check_widths(sets, methods: Sequence[Method], where: str) -> None:
+    """A method's ``widths=`` gives one width per compressible set (a tied set counts once),
+    each in ``1 .. the set's width``; else a ``ValueError`` naming the sets."""
+    names = ["group " + str(m[0].index) if len(m) == 1 else
+             "groups " + ", ".join(str(g.index) for g in m) for m in sets]
+    for m in methods:
+        if m.widths is None:
+            continue
+        if len(m.widths) != len(sets):
+            raise ValueError(f"{where}: widths={tuple(m.widths)} gives {len(m.widths)} widths; "
+                             f"this traced network has {len(sets)} compressible sets (a tied "
+                             f"set counts once): {'; '.join(names)}")
+        for w, members, name in zip(m.widths, sets, names, strict=True):
+            if not 1 <= w <= members[0].width:
+                raise ValueError(f"{where}: widths={tuple(m.widths)}: {w} for {name} (width "
+                                 f"{members[0].width}); expected 1 .. {members[0].width}")
+
+
 def _refuse_kinks(groups: Sequence[Group], methods: Sequence[Method], where: str, dtype
                   ) -> None:
     """Derivative features need Taylor series: a group whose activation uses a non-analytic
@@ -1050,6 +1068,7 @@ class Network(FrontEnd):
             (name,) = {activation_for(g, dtype, methods, where) for g in self.compressible}
             return self._compress_chain(method, domain, name)
         _refuse_kinks(self.compressible, methods, where, dtype)
+        _check_widths(self.sets(), methods, where)
         for m in methods:
             if m.features.coordinates != "input":
                 raise ValueError(f"{where}: coordinates={m.features.coordinates!r} needs a "
@@ -1074,6 +1093,7 @@ class Network(FrontEnd):
         if not self.compressible:
             raise ValueError(f"{where}: no compressible group:\n" + format_table(self))
         _refuse_kinks(self.compressible, [method], where, self.x.dtype)
+        _check_widths(self.sets(), [method], where)
         plan, treedef = self.plan(), jax.tree_util.tree_structure(self.params)
 
         def run(params):

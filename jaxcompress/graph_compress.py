@@ -44,11 +44,15 @@ network's function is unchanged. *Otherwise* the error of consumer ``j`` is
 (``C_t`` minimises each block on its own), and it propagates through the later tensors of the
 set as in a chain; ``LayerInfo.residual`` is ``max_t max |Z_t K_t - Z_t[:, S] C_t K_t|``.
 Forward order re-weights a tied set from the current network's features (no re-fit to the
-teacher's targets, which would mix the tensors). *Widths.* The stack of ``T`` tensors' features
-has rank up to ``T D_k``, so the exactness above needs ``|S| >= T D_k`` in general; the default
-width of a set is still ``min(D_k, d)`` (ours: the size a user asks for at order ``k``, with the
-error measured in ``info.error_estimate`` and each tensor's residual in ``LayerInfo.residual``);
-pass ``widths=`` for the exact bound.
+teacher's targets: the set's tensors feed each other, ``h_2`` reads ``h_1`` through a kernel of
+the set, so re-fitting all of them at once to the teacher from features taken before the step
+corrects an upstream error twice; measured on a tanh layer of width 24 cut to 4 and 6 before a
+gated set at 15: sup error 0.13 / 0.15 with that re-fit against 0.096 / 0.090 without; a
+sequential re-fit, tensor by tensor with the features re-taken, is not implemented).
+*Widths.* The stack of ``T`` tensors' features has rank up to ``T D_k``, so the exactness above
+needs ``|S| >= T D_k`` in general; the default width of a set is still ``min(D_k, d)`` (ours: the
+size a user asks for at order ``k``, with the error measured in ``info.error_estimate`` and each
+tensor's residual in ``LayerInfo.residual``); pass ``widths=`` for the exact bound.
 
 The program is re-traced with each set of shapes (``fn(params, x)`` must be shape-polymorphic
 in its parameter leaves and batch size, as nnx, linen and Equinox modules and plain functions

@@ -108,6 +108,16 @@ def test_tied_set_not_exact_reports_its_error():
     assert 0 < err < 1.0
 
 
+def test_widths_are_one_per_set():
+    """widths= counts a tied set once; a wrong count or size names the sets."""
+    net = jc.trace(_gated, _gated_params(), X2)
+    with pytest.raises(ValueError, match=r"gives 5 widths; this traced network has 1 "
+                                         r"compressible sets .*: groups 1, 2, 3, 4, 5"):
+        jc.compress(net, jc.collocation(3, widths=(8, 8, 8, 8, 8)), domain=BALL)
+    with pytest.raises(ValueError, match=r"30 for groups 1, 2, 3, 4, 5 \(width 24\)"):
+        net.compressor(jc.collocation(3, widths=(30,)))
+
+
 def test_residual_add_of_two_sets_stays_pinned():
     """A gate multiplies; a sum of two groups is a residual stream: pinned, named."""
     params = _gated_params(12)

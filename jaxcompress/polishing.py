@@ -66,7 +66,7 @@ def default_optimizer(batch: int | None = None, steps: int = DEFAULT_STEPS):
 @functools.partial(
     jax.tree_util.register_dataclass,
     data_fields=["loss", "chunk_loss", "best_step", "error_before", "error_after", "info"],
-    meta_fields=["steps", "n_points", "batch", "optimizer", "seconds"],
+    meta_fields=["steps", "n_points", "batch", "optimizer", "seconds", "dtype"],
 )
 @dataclasses.dataclass(frozen=True)
 class PolishHistory:
@@ -88,6 +88,7 @@ class PolishHistory:
       optimizer: ``"default"`` or ``"user"``.
       seconds: wall time of the whole call (compilation included); ``None`` when traced (under
         ``jax.jit`` or ``jax.vmap``, where no wall time is known).
+      dtype: the dtype the loop computed in (``polish``'s ``dtype``, default the student's).
     """
 
     loss: jax.Array
@@ -101,12 +102,13 @@ class PolishHistory:
     batch: int | None
     optimizer: str
     seconds: float | None
+    dtype: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary (host side; one network, not a vmapped stack)."""
         return {
             "steps": self.steps, "n_points": self.n_points, "batch": self.batch,
-            "optimizer": self.optimizer, "seconds": self.seconds,
+            "optimizer": self.optimizer, "seconds": self.seconds, "dtype": self.dtype,
             "best_step": int(self.best_step),
             "loss_first": float(self.loss[0]), "loss_last": float(self.loss[-1]),
             "chunk_loss": [float(v) for v in np.asarray(self.chunk_loss)],
@@ -354,9 +356,12 @@ def polish(
         optimisation runs in float64 and the polished parameters come back in the student's
         dtypes (the history's arrays too). Called eagerly, it runs under
         ``jax.enable_x64(True)`` when 64-bit types are off; under a trace they must be on
-        already (else a ``ValueError``). Why (ours, measured): L-BFGS on a float32 student stalls
-        once the student is close to its teacher (on the zoo's modified MLP at width 55 the loss
-        went 1.3e-8 -> 1.1e-8 in 500 steps and 1.0e-8 in 2000; in float64, 3.1e-9 in 500 steps:
+        already (else a ``ValueError``). A traced network's ``fn`` must accept float64 leaves
+        and inputs (closed-over float32 constants are promoted by JAX's standard rules; under
+        strict promotion that is a ``ValueError`` saying so). Why (ours, measured): L-BFGS on a
+        float32 student stalls once the student is close to its teacher (on the zoo's modified
+        MLP at width 55 the loss went 1.3e-8 -> 1.1e-8 in 500 steps and 1.0e-8 in 2000; in
+        float64, 3.1e-9 in 500 steps:
         its curvature pairs are differences of gradients that float32 rounds away).
 
     Returns:
@@ -402,8 +407,7 @@ def _polish_traced(student, teacher, *, activation, domain, info, steps, optimiz
         raise TypeError(f"{where}: the teacher of a compressed traced network is the traced "
                         f"network it came from (jc.trace(...)), got {type(teacher).__name__}")
     d_in = teacher.x.shape[-1]
-    dtype = jnp.result_type(*jax.tree_util.tree_leaves(student.params))
-    check_domain(domain, d_in, where, dtype)
+    check_domain(domain, d_in, where, jnp.result_type(*jax.tree_util.tree_leaves(student.params)))
     n = _check_points(points, d_in, steps, batch, where)
     best, history = _polish_loop(student.params, teacher.params,
                                  _FnModel(student.apply, teacher.fn), domain, n, info=info,
@@ -446,12 +450,20 @@ def _polish_loop(student, teacher, model, domain, n, *, info, steps, optimizer, 
 
     low = jnp.result_type(*jax.tree_util.tree_leaves(student))
     with jax.enable_x64(True) if wide else contextlib.nullcontext():
-        best, history = _polish_run(
-            _cast_floats(student, dtype), _cast_floats(teacher, dtype), model,
-            _cast_floats(domain, dtype), n,
-            info=info, steps=steps, optimizer=optimizer,
-            points=None if points is None else _cast_floats(points, dtype), batch=batch,
-            key=key, progress=progress)
+        try:
+            best, history = _polish_run(
+                _cast_floats(student, dtype), _cast_floats(teacher, dtype), model,
+                _cast_floats(domain, dtype), n,
+                info=info, steps=steps, optimizer=optimizer,
+                points=None if points is None else _cast_floats(points, dtype), batch=batch,
+                key=key, progress=progress)
+        except jax.dtypes.TypePromotionError as e:
+            raise ValueError(
+                f"polish: dtype={dtype}: the networks fail on {dtype} parameters and inputs "
+                f"({str(e).splitlines()[0]:.200}); a function that mixes them with constants of "
+                "another dtype needs JAX's standard dtype promotion "
+                "(jax.numpy_dtype_promotion('standard')) or constants cast to the input's "
+                "dtype") from e
         best = back(best)
         history = dataclasses.replace(
             history, loss=history.loss.astype(low), chunk_loss=history.chunk_loss.astype(low),
@@ -504,5 +516,6 @@ def _polish_run(student, teacher, model, domain, n, *, info, steps, optimizer, p
         loss=jnp.concatenate(losses)[:steps], chunk_loss=jnp.stack(chunk_loss),
         best_step=best_step, error_before=before, error_after=after, info=info, steps=int(steps),
         n_points=int(n), batch=None if batch is None else int(batch),
-        optimizer="user" if user_opt else "default", seconds=seconds)
+        optimizer="user" if user_opt else "default", seconds=seconds,
+        dtype=str(jnp.result_type(*jax.tree_util.tree_leaves(student))))
     return best, history

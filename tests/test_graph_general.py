@@ -211,6 +211,15 @@ def test_polish_a_traced_network_and_a_module():
     assert float(hist.error_after) <= float(hist.error_before)
     np.testing.assert_allclose(hist.error_before, info.error_estimate, rtol=1e-5)
     _check(_fourier, params, polished, hist.info)
+    # dtype=float64: the loop runs on float64 copies of the float32 leaves, which come back;
+    # _fourier's float32 constant B needs standard promotion to meet float64 inputs
+    with pytest.raises(ValueError, match="standard dtype promotion"):
+        jc.polish(small, net, domain=BALL, steps=4, points=64, dtype=jnp.float64)
+    with jax.numpy_dtype_promotion("standard"):
+        again, hist64 = jc.polish(small, net, domain=BALL, steps=4, points=64,
+                                  dtype=jnp.float64)
+    assert (hist.dtype, hist64.dtype) == ("float32", "float64")
+    assert {a.dtype for a in jax.tree.leaves(again.params)} == {jnp.dtype(jnp.float32)}
     with pytest.raises(TypeError, match="the traced network it came from"):
         jc.polish(small, params, domain=BALL, steps=2)
     with pytest.raises(ValueError, match="carries its own activations"):

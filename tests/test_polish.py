@@ -247,6 +247,7 @@ def test_a_float64_loop_for_a_float32_student(run):
         with pytest.raises(ValueError, match="dtype=float64 under jax.jit"):
             jax.jit(lambda s: jc.polish(s, t32, activation=ACT, domain=DISK, steps=2,
                                         dtype=jnp.float64)[0])(s32)
+    assert hist.dtype == "float64" and history.dtype == "float64"
     assert {a.dtype for a in jax.tree.leaves(got)} == {np.dtype(np.float32)}
     assert {hist.loss.dtype, hist.chunk_loss.dtype, hist.error_after.dtype} == {
         np.dtype(np.float32)}

@@ -59,6 +59,7 @@ def test_zoo_quick_one_model(tmp_path, user_broadcasting):
     assert list(result["models"]) == ["modified_mlp"] and result["quick"]
     _check_model(result, "modified_mlp", [10, 10])
     assert result["models"]["modified_mlp"]["config"]["polish"]["dtype"] == "float64"
+    assert result["models"]["modified_mlp"]["rows"][0]["polish"]["dtype"] == "float64"
     assert len(list(cache.glob("modified_mlp_*.pkl"))) == 2     # the teacher, from scratch
 
 

@@ -44,6 +44,9 @@ and SDF networks group by group. Output: ``<out>/zoo_<platform>_<dtype>.{json,pn
 default set, ``zoo_..._tied`` for ``tied``, ``zoo_..._<names>`` for another list.
 Issue 23's models polish in float64 (their ``"polish"`` entry, see ``_TIED_POLISH``).
 
+``--polish-dtype`` / ``--polish-steps`` override every model's polish settings (the file name
+says so: ``zoo_..._polish_float64_2000``).
+
 ``--cache DIR`` keeps every trained network (teacher and from scratch) in ``DIR``, named by a
 hash of its configuration, training spec and JAX version, and reads it back on the next run
 (with its recorded training seconds) instead of training again.
@@ -562,6 +565,11 @@ def parse(argv):
     p.add_argument("--models", default="all",
                    help=f"comma-separated models of {known}, or 'all' (the default: "
                    f"{Z.MODELS}), or 'tied' ({Z.TIED_MODELS}, issue 23)")
+    p.add_argument("--polish-dtype", default=None, choices=["float32", "float64"],
+                   help="polish every model in this dtype (jc.polish(..., dtype=)), overriding "
+                   "the configuration (default: issue 23's models float64, the others float32)")
+    p.add_argument("--polish-steps", type=int, default=None,
+                   help="polish steps for every model, overriding the configuration")
     p.add_argument("--cache", type=Path, default=None,
                    help="a folder for trained teachers and from-scratch students: a model "
                    "trained before with the same config, spec and JAX version is read back "
@@ -582,7 +590,17 @@ def parse(argv):
             if flag not in os.environ.get("XLA_FLAGS", ""):
                 flags = f"{os.environ.get('XLA_FLAGS', '')} --{flag}={value}"
                 os.environ["XLA_FLAGS"] = flags.strip()
-    return args, dict(QUICK if args.quick else FULL)
+    cfg = dict(QUICK if args.quick else FULL)
+    if args.polish_dtype is not None or args.polish_steps is not None:
+        if args.polish_steps is not None and args.polish_steps < 1:
+            p.error(f"--polish-steps: expected a positive int, got {args.polish_steps}")
+        override = {k: v for k, v in (("dtype", args.polish_dtype),
+                                      ("steps", args.polish_steps)) if v is not None}
+        cfg["models"] = {name: {**m, "polish": {**m.get("polish", cfg["polish"]), **override}}
+                         for name, m in cfg["models"].items()}
+        # a run with other polish settings writes its own file
+        args.suffix += "_polish" + "".join(f"_{v}" for v in override.values())
+    return args, cfg
 
 
 def main(argv=None) -> int:

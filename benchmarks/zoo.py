@@ -512,7 +512,7 @@ def plot(result: dict, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullFormatter
+    from matplotlib.ticker import LogFormatterSciNotation, NullFormatter
 
     names = list(result["models"])
     cols = min(4, max(1, len(names)))
@@ -533,11 +533,21 @@ def plot(result: dict, path: Path) -> None:
             ax.plot(params, [row[label][key] for row in r["rows"]], "o-", color=color,
                     label={"scratch": "trained from scratch (same budget)"}.get(label, label))
         ax.plot([r["num_params"]], [r["teacher"][key]], "k*", ms=10, label="teacher")
+        if r["higher_is_better"]:
+            ax.axhline(r["teacher"][key] - 0.5, color="k", ls=":", lw=1,
+                       label="teacher - 0.5 dB (target)")
+        else:
+            ax.axhline(1.1 * r["teacher"][key], color="k", ls=":", lw=1,
+                       label="1.1x the teacher's sum (target: each part)" if key == "sum"
+                       else "1.1x the teacher (target)")
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())
         if not r["higher_is_better"]:
             ax.set_yscale("log")
-            ax.yaxis.set_minor_formatter(NullFormatter())
+            # label the minor ticks too: most panels span less than a decade
+            ax.yaxis.set_minor_formatter(LogFormatterSciNotation(labelOnlyBase=False,
+                                                                 minor_thresholds=(2, 0.5)))
+            ax.tick_params(axis="y", which="minor", labelsize=7)
         ax.set_xlabel("parameters")
         ax.set_ylabel({"psnr": "PSNR [dB]", "sum": "mean |SDF error| on + off surface",
                        "rel_l2": "relative L2 error"}[key])
@@ -547,7 +557,7 @@ def plot(result: dict, path: Path) -> None:
         ax = axes[top + 1, j]
         ks = [str(row["k"]) for row in r["rows"]]
         ax.bar(ks, [row["speedup"] for row in r["rows"]], color="C2")
-        ax.axhline(3.0, color="k", ls="--", lw=1, label="target 3x")
+        ax.axhline(3.0, color="k", ls="--", lw=1, label="issue 22's target 3x")
         ax.set_xlabel("order k")
         ax.set_ylabel("evaluation speed-up over the teacher")
         ax.set_title("float32, jit, batch 65,536 (median)", fontsize=9)

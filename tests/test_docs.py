@@ -449,14 +449,20 @@ def test_every_readme_section_is_in_the_guide() -> None:
             assert resolved.exists() or generated, f"guide/{stem}: broken link {target}"
 
 
-def _heading_slugs(path: pathlib.Path) -> set[str]:
+def _heading_slugs(path: pathlib.Path, max_level: int = 6) -> set[str]:
     gen = _docs_module()
     fenced, out = False, set()
     for line in path.read_text().splitlines():
         fenced ^= line.startswith("```")
-        if not fenced and re.match(r"^#{1,6} ", line):
+        if not fenced and re.match(rf"^#{{1,{max_level}}} ", line):
             out.add(gen.slug(line.lstrip("#")))
     return out
+
+
+#: The site gives anchors to headings of levels 1-3 (``myst_heading_anchors`` in docs/conf.py);
+#: the guide page demotes benchmarks/README.md by one level, so a link into it must name a
+#: heading of level <= 2 there (a level-3 one resolved on GitHub and failed the site's build).
+_ANCHOR_LEVEL = {"benchmarks/README.md": 2}
 
 
 @pytest.mark.parametrize("name", ["README.md"] + [
@@ -473,7 +479,9 @@ def test_links_resolve(name: str) -> None:
         resolved = (path.parent / file).resolve() if file else path
         assert resolved.exists(), f"{name}: broken link {target}"
         if anchor and resolved.suffix == ".md":
-            assert anchor in _heading_slugs(resolved), f"{name}: no heading #{anchor} in {file}"
+            level = _ANCHOR_LEVEL.get(str(resolved.relative_to(ROOT)), 6)
+            assert anchor in _heading_slugs(resolved, level), (
+                f"{name}: no heading #{anchor} of level <= {level} in {file}")
 
 
 def test_handwritten_pages_in_the_site() -> None:

@@ -797,8 +797,8 @@ def _refusing_series(expr: str, kinks: Sequence[tuple[str, str]]):
 def _check_widths(sets, methods: Sequence[Method], where: str) -> None:
     """A method's ``widths=`` gives one width per compressible set (a tied set counts once),
     each in ``1 .. the set's width``; else a ``ValueError`` naming the sets."""
-    names = ["group " + str(m[0].index) if len(m) == 1 else
-             "groups " + ", ".join(str(g.index) for g in m) for m in sets]
+    names = ["group " + str(members[0].index) if len(members) == 1 else
+             "groups " + ", ".join(str(g.index) for g in members) for members in sets]
     for m in methods:
         if m.widths is None:
             continue

@@ -361,8 +361,8 @@ def polish(
         strict promotion that is a ``ValueError`` saying so). Why (ours, measured): L-BFGS on a
         float32 student stalls once the student is close to its teacher (on the zoo's modified
         MLP at width 55 the loss went 1.3e-8 -> 1.1e-8 in 500 steps and 1.0e-8 in 2000; in
-        float64, 3.1e-9 in 500 steps:
-        its curvature pairs are differences of gradients that float32 rounds away).
+        float64, 3.1e-9 in 500 steps: its curvature pairs are differences of gradients that
+        float32 rounds away).
 
     Returns:
       ``(params, history)``: the polished student (the parameters with the lowest objective seen
@@ -440,14 +440,6 @@ def _polish_loop(student, teacher, model, domain, n, *, info, steps, optimizer, 
         raise ValueError("polish: dtype=float64 under jax.jit / jax.vmap needs 64-bit types on "
                          "(jax.config.update('jax_enable_x64', True)); called eagerly, polish "
                          "turns them on for the loop itself")
-    originals = [a.dtype for a in jax.tree_util.tree_leaves(student)]
-    treedef = jax.tree_util.tree_structure(student)
-
-    def back(tree):
-        leaves = [a.astype(d) for a, d in zip(jax.tree_util.tree_leaves(tree), originals,
-                                               strict=True)]
-        return jax.tree_util.tree_unflatten(treedef, leaves)
-
     low = jnp.result_type(*jax.tree_util.tree_leaves(student))
     with jax.enable_x64(True) if wide else contextlib.nullcontext():
         try:
@@ -464,14 +456,9 @@ def _polish_loop(student, teacher, model, domain, n, *, info, steps, optimizer, 
                 "another dtype needs JAX's standard dtype promotion "
                 "(jax.numpy_dtype_promotion('standard')) or constants cast to the input's "
                 "dtype") from e
-        best = back(best)
-        history = dataclasses.replace(
-            history, loss=history.loss.astype(low), chunk_loss=history.chunk_loss.astype(low),
-            error_before=history.error_before.astype(low),
-            error_after=history.error_after.astype(low),
-            info=None if history.info is None else dataclasses.replace(
-                history.info, error_estimate=history.info.error_estimate.astype(low)))
-    return best, history
+        # back to the student's own leaf dtypes; the history's floats (info too) to its dtype
+        best = jax.tree_util.tree_map(lambda a, b: a.astype(b.dtype), best, student)
+        return best, _cast_floats(history, low)
 
 
 def _polish_run(student, teacher, model, domain, n, *, info, steps, optimizer, points, batch,

@@ -417,7 +417,7 @@ def train(model: Z.ZooModel, task: Task, spec: W.TrainSpec, log, cache: Path | N
 
 def run_model(name: str, size: str, mcfg: dict, cfg: dict, task: Task, dtype, log,
               cache: Path | None = None) -> dict:
-    spec = mcfg["train"]
+    spec, polish_cfg = mcfg["train"], mcfg.get("polish", cfg["polish"])
     model = Z.build(name, size, seed=spec.seed)
     log(f"\n## {name} ({task.name} task), hidden {list(model.hidden)}, "
         f"{Z.num_params(model.params):,} parameters; {spec.steps} Adam steps")
@@ -443,8 +443,7 @@ def run_model(name: str, size: str, mcfg: dict, cfg: dict, task: Task, dtype, lo
         best = min(cands, key=lambda c: sign * c["metrics"][task.primary])
         best_of = min(cands, key=lambda c: c["error_estimate"]
                       if math.isfinite(c["error_estimate"]) else math.inf)["method"]
-        polished, hist = polish_step(best["_small"], net, task.domain,
-                                     mcfg.get("polish", cfg["polish"]))
+        polished, hist = polish_step(best["_small"], net, task.domain, polish_cfg)
         f, p = compressed_program(model, polished)
         m_pol = task.metrics(Evaluator(f, p, dtype))
         log(f"  k={k} polished ({best['method']}): {_fmt(m_pol)} ({hist.seconds:.1f} s)")
@@ -466,7 +465,7 @@ def run_model(name: str, size: str, mcfg: dict, cfg: dict, task: Task, dtype, lo
         })
     return {"task": task.name, "config": {**model.config, "train": dataclasses.asdict(spec),
                                           "orders": mcfg["orders"],
-                                          "polish": mcfg.get("polish", cfg["polish"])},
+                                          "polish": polish_cfg},
             "num_params": Z.num_params(params), "hidden": list(model.hidden),
             "teacher": teacher, "train_seconds": train_s, "primary": task.primary,
             "higher_is_better": task.higher, "rows": rows}

@@ -210,7 +210,8 @@ def _power_table(d: int, k: int, v: int) -> tuple[np.ndarray, np.ndarray, np.nda
     return ii[keep], jj[keep], tt[keep]
 
 
-def compose(series: jax.Array, u: jax.Array, d: int, k: int) -> jax.Array:
+def compose(series: jax.Array, u: jax.Array, d: int, k: int, *, block: int | None = None
+            ) -> jax.Array:
     """``sum_j series[j] * (u - u_0)^j`` truncated at degree k.
 
     With ``u^ = u - u_0`` (no constant term), the power ``u^^j`` has no terms below degree
@@ -221,7 +222,22 @@ def compose(series: jax.Array, u: jax.Array, d: int, k: int) -> jax.Array:
     Args:
       series: ``(k + 1, n)`` univariate coefficients ``s_j(u_0)``.
       u: ``(D_k, n)`` coefficient array whose row 0 is ``u_0``.
+      block: when set, the neurons (columns) go through in blocks of this many
+        (``jax.lax.map``; the last block zero-padded), so that each block's pair products stay
+        in cache (:func:`product_block`). The same sums, to rounding.
     """
+    if block is None or u.ndim != 2 or u.shape[1] <= block:
+        return _compose(series, u, d, k)
+    n = u.shape[1]
+    nb = -(-n // block)
+    pad = nb * block - n
+    sb = jnp.pad(series, ((0, 0), (0, pad))).reshape(k + 1, nb, block).transpose(1, 0, 2)
+    ub = jnp.pad(u, ((0, 0), (0, pad))).reshape(u.shape[0], nb, block).transpose(1, 0, 2)
+    out = jax.lax.map(lambda su: _compose(su[0], su[1], d, k), (sb, ub))
+    return out.transpose(1, 0, 2).reshape(u.shape[0], nb * block)[:, :n]
+
+
+def _compose(series: jax.Array, u: jax.Array, d: int, k: int) -> jax.Array:
     u_hat = u.at[0].set(0)
     res = (series[1][None] * u_hat if k >= 1 else jnp.zeros_like(u)).at[0].set(series[0])
     power = u_hat
@@ -231,6 +247,31 @@ def compose(series: jax.Array, u: jax.Array, d: int, k: int) -> jax.Array:
                                     indices_are_sorted=True)
         res = res + series[j][None] * power
     return res
+
+
+#: Pair products of one truncated power (``len(_power_table(d, k, 1)) x width`` numbers) above
+#: this many bytes are computed in neuron blocks on a CPU (:func:`product_block`).
+CPU_BLOCK_BYTES = 16 * 2**20
+#: Neurons per block then: 64 keeps a block's products (about 0.8 MB at d = 3, k = 7) in L2.
+CPU_BLOCK_NEURONS = 64
+
+
+def product_block(d: int, k: int, width: int, itemsize: int) -> int | None:
+    """Neurons per block for :func:`compose` on this backend, or ``None`` (all at once).
+
+    On a CPU, the products of a truncated power are a ``(pairs, width)`` array that is written
+    and then summed by segments; once it no longer fits in cache every pass goes to memory.
+    Measured on the 2-core development machine (one thread, float64, ``d = 3``, ``compose``
+    alone, medians): ``k = 7`` at width 2,048 takes 32 ms at once and 12 ms in blocks of 64
+    (4,096: 70 vs 27 ms; 16,384: 282 vs 103 ms), ``k = 11`` at width 1,024 150 vs 78 ms. Below
+    :data:`CPU_BLOCK_BYTES` the loop's overhead eats the gain (``k = 7`` at 1,024, 12 MB of
+    products: 6.1-6.6 vs 5.7-6.9 ms; ``k = 3`` at 32,768: 5.3 vs 7.8 ms). On accelerators the
+    whole layer is one kernel: ``None``.
+    """
+    if jax.default_backend() != "cpu" or k < 2:
+        return None
+    pairs = len(_power_table(d, k, 1)[0])
+    return CPU_BLOCK_NEURONS if pairs * width * itemsize > CPU_BLOCK_BYTES else None
 
 
 @functools.cache
@@ -316,7 +357,9 @@ def propagate_polynomial(
     for layer in layers:
         u = jnp.matmul(p, layer["kernel"], precision=HIGHEST).at[0].add(layer["bias"])
         u = constrain_neurons(u, placement)
-        p = compose(act.series(u[0], order), u, num_vars, order)
+        block = None if placement is not None else product_block(
+            num_vars, order, u.shape[1], u.dtype.itemsize)
+        p = compose(act.series(u[0], order), u, num_vars, order, block=block)
         feats.append(p)
     return feats
 

@@ -74,6 +74,45 @@ def test_compose_matches_horner_with_full_truncated_products(d, k):
                    for a in range(v, k + 1) for b in range(1, k + 1) if a + b <= k)
         assert len(ii) == full
 
+@pytest.mark.parametrize("n,block", [(10, 4), (12, 4), (3, 4)])
+def test_compose_in_neuron_blocks_is_the_same_computation(n, block):
+    # blocks of 4 neurons through jax.lax.map, the last one zero-padded (10 = 4 + 4 + 2), or
+    # fewer neurons than a block (no loop): the single pass's sums, to rounding (XLA compiles
+    # the loop body apart, and may contract multiply-adds differently)
+    d, k = 3, 5
+    rng = np.random.default_rng(n)
+    u = jnp.asarray(rng.standard_normal((jc.num_monomials(d, k), n)))
+    series = jnp.asarray(rng.standard_normal((k + 1, n)))
+    want = taylor.compose(series, u, d, k)
+    got = jax.jit(lambda s, v: taylor.compose(s, v, d, k, block=block))(series, u)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15)
+
+
+def test_product_block_only_when_the_products_outgrow_the_cache():
+    # on this CPU: blocks of CPU_BLOCK_NEURONS once one power's pair products exceed
+    # CPU_BLOCK_BYTES, none below it, none at k < 2 (no products)
+    assert jax.default_backend() == "cpu"
+    pairs = len(taylor._power_table(3, 7, 1)[0])
+    edge = taylor.CPU_BLOCK_BYTES // (pairs * 8)
+    assert taylor.product_block(3, 7, edge, 8) is None
+    assert taylor.product_block(3, 7, edge + 1, 8) == taylor.CPU_BLOCK_NEURONS
+    assert taylor.product_block(3, 1, 10**9, 8) is None
+    # and the Taylor pass through a layer that is blocked gives the unblocked numbers
+    params = jc.init_mlp(jax.random.PRNGKey(1), [2, 6, 40, 1])
+    feats = taylor.taylor_features(params, activation="sigmoid", order=6)
+    old = taylor.CPU_BLOCK_BYTES, taylor.CPU_BLOCK_NEURONS
+    try:
+        # every layer with products goes in blocks: 40 neurons as 16 + 16 + 8 (padded)
+        taylor.CPU_BLOCK_BYTES, taylor.CPU_BLOCK_NEURONS = 1, 16
+        assert taylor.product_block(2, 6, 40, 8) == 16
+        blocked = taylor.taylor_features(params, activation="sigmoid", order=6)
+    finally:
+        taylor.CPU_BLOCK_BYTES, taylor.CPU_BLOCK_NEURONS = old
+    for a, b in zip(feats, blocked, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)
+
+
 def test_compose_and_input_polynomial():
     d, k = 2, 4
     center = jnp.array([0.3, -0.2])

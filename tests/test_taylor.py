@@ -107,10 +107,19 @@ def test_product_block_only_when_the_products_outgrow_the_cache():
         taylor.CPU_BLOCK_BYTES, taylor.CPU_BLOCK_NEURONS = 1, 16
         assert taylor.product_block(2, 6, 40, 8) == 16
         blocked = taylor.taylor_features(params, activation="sigmoid", order=6)
+        # under jax.vmap over a stack of two networks the loop is batched, not broken
+        other = jc.init_mlp(jax.random.PRNGKey(2), [2, 6, 40, 1])
+        stack = jax.tree.map(lambda a, b: jnp.stack([a, b]), params, other)
+        batched = jax.vmap(lambda p: taylor.taylor_features(p, activation="sigmoid",
+                                                            order=6))(stack)
     finally:
         taylor.CPU_BLOCK_BYTES, taylor.CPU_BLOCK_NEURONS = old
     for a, b in zip(feats, blocked, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)
+    want_other = taylor.taylor_features(other, activation="sigmoid", order=6)
+    for i, want in enumerate((feats, want_other)):
+        for a, b in zip(want, batched, strict=True):
+            np.testing.assert_allclose(b[i], a, rtol=1e-13, atol=1e-15)
 
 
 def test_compose_and_input_polynomial():

@@ -23,7 +23,9 @@ Four more are slow twins (``-m slow``), each with a fast one:
 
 import importlib.util
 import json
+import math
 
+import numpy as np
 import pytest
 from quick_runs import ROOT, run_together
 
@@ -148,6 +150,17 @@ def test_fig4_quick(runs):
         assert r["check_passed"] and r["sup_error"] < 1e-2
         assert r["warm_median_s"] > 0 and r["first_call_s"] >= r["warm_median_s"]
         assert len(r["warm_s"]) == result["config"]["repeats"]
+    # the roofline is taken at the median of the run's measurements (start + one per network)
+    samples = result["machine_samples"]
+    assert len(samples) == len(rows) + 1 and samples[0] == result["machine_start"]
+    speeds = sorted(m["matmul_flops_per_s"] for m in samples)
+    assert math.isclose(result["machine"]["matmul_flops_per_s"], float(np.median(speeds)))
+    assert result["machine_fastest"]["matmul_flops_per_s"] == speeds[-1]
+    for r in rows:
+        # the fastest speeds give the smallest roofline: the largest ratio
+        assert r["warm_over_best_roofline"] >= r["warm_over_roofline"] * (1 - 1e-12)
+        assert r["warm_over_best_roofline"] >= r["warm_over_adjacent_roofline"] * (1 - 1e-12)
+        assert math.isclose(r["warm_over_roofline"] * r["roofline_s"], r["warm_median_s"])
 
 
 def _check_compare_methods(runs, name, methods, fig2: bool):

@@ -600,8 +600,10 @@ def compress_cost(sizes: Sequence[int], k: int, itemsize: int, *, error_points: 
             "estimate_flops": float(estimate), "bytes": float(params * itemsize)}
 
 
-def machine_throughput(dtype: str, *, n: int = 1024, repeats: int = 5) -> dict[str, float]:
-    """This run's measured matmul FLOP/s (``n x n`` by ``n x n``) and copy bytes/s, in ``dtype``.
+def machine_throughput(dtype: str, *, n: int = 1024, repeats: int = 5, copy_n: int = 4096
+                       ) -> dict[str, float]:
+    """This run's measured matmul FLOP/s (``n x n`` by ``n x n``) and copy bytes/s (``x + 1`` on
+    ``copy_n x copy_n``), in ``dtype``.
 
     The roofline of :func:`compress_cost` uses them: ``max(flops / F, bytes / B)`` is the time
     the work would take at the speed the machine just showed.
@@ -613,13 +615,13 @@ def machine_throughput(dtype: str, *, n: int = 1024, repeats: int = 5) -> dict[s
     mm = jax.jit(lambda x: jnp.matmul(x, x, precision=PRECISION))
     jax.block_until_ready(mm(a))
     t_mm, _ = median_time(lambda: mm(a), repeats)
-    big = jnp.ones((4096, 4096), dtype)
+    big = jnp.ones((copy_n, copy_n), dtype)
     cp = jax.jit(lambda x: x + 1.0)
     jax.block_until_ready(cp(big))
     t_cp, _ = median_time(lambda: cp(big), repeats)
     return {"matmul_flops_per_s": 2.0 * n**3 / t_mm,
             "copy_bytes_per_s": 2.0 * big.size * big.dtype.itemsize / t_cp,
-            "matmul_n": n}
+            "matmul_n": n, "copy_n": copy_n}
 
 
 def roofline(cost: dict[str, float], machine: dict[str, float]) -> float:

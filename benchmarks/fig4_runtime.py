@@ -215,7 +215,9 @@ def main(argv=None) -> int:
         f"{cfg['widths']} k = {cfg['orders']}; depth sweep [3, {cfg['depth_width']} x L, 1] "
         f"L = {cfg['depths']} k = {cfg['depth_order']}; {cfg['repeats']} warm runs",
         f"check before timing: sup_error ({check_kw}) < {CHECK_TOL:g}"])
-    machine = C.machine_throughput(args.dtype)
+    # --quick: small sizes (the ratios of a quick run are not reported anywhere)
+    speed_kw = {"n": 256, "copy_n": 1024, "repeats": 3} if args.quick else {}
+    machine = C.machine_throughput(args.dtype, **speed_kw)
     print(f"# measured: matmul {machine['matmul_flops_per_s'] / 1e9:.2f} GFLOP/s, copy "
           f"{machine['copy_bytes_per_s'] / 1e9:.2f} GB/s ({args.dtype}, threads {args.threads})")
     cases = [("width", [3, d, d, 1], k, {"d": d}) for k in cfg["orders"] for d in cfg["widths"]]
@@ -240,7 +242,7 @@ def main(argv=None) -> int:
                                     **check_kw)
             ok = math.isfinite(err) and err < CHECK_TOL
             warm, times = C.median_time(call, cfg["repeats"])
-        adjacent = C.machine_throughput(args.dtype)
+        adjacent = C.machine_throughput(args.dtype, **speed_kw)
         samples.append(adjacent)
         cost = C.compress_cost(sizes, k, dtype.itemsize)
         bound = C.roofline(cost, adjacent)

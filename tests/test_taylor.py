@@ -98,25 +98,28 @@ def test_product_block_only_when_the_products_outgrow_the_cache():
     assert taylor.product_block(3, 7, edge, 8) is None
     assert taylor.product_block(3, 7, edge + 1, 8) == taylor.CPU_BLOCK_NEURONS
     assert taylor.product_block(3, 1, 10**9, 8) is None
-    # and the Taylor pass through a layer that is blocked gives the unblocked numbers
+    # and the Taylor pass through a layer that is blocked gives the unblocked numbers; each call
+    # is traced afresh (a new jax.jit), since the blocks are chosen while tracing
+    def features(p):
+        return jax.jit(lambda q: taylor.taylor_features(q, activation="sigmoid", order=4))(p)
+
     params = jc.init_mlp(jax.random.PRNGKey(1), [2, 6, 40, 1])
-    feats = taylor.taylor_features(params, activation="sigmoid", order=6)
+    other = jc.init_mlp(jax.random.PRNGKey(2), [2, 6, 40, 1])
+    feats, want_other = features(params), features(other)
     old = taylor.CPU_BLOCK_BYTES, taylor.CPU_BLOCK_NEURONS
     try:
         # every layer with products goes in blocks: 40 neurons as 16 + 16 + 8 (padded)
         taylor.CPU_BLOCK_BYTES, taylor.CPU_BLOCK_NEURONS = 1, 16
-        assert taylor.product_block(2, 6, 40, 8) == 16
-        blocked = taylor.taylor_features(params, activation="sigmoid", order=6)
+        assert taylor.product_block(2, 4, 40, 8) == 16
+        blocked = features(params)
         # under jax.vmap over a stack of two networks the loop is batched, not broken
-        other = jc.init_mlp(jax.random.PRNGKey(2), [2, 6, 40, 1])
         stack = jax.tree.map(lambda a, b: jnp.stack([a, b]), params, other)
-        batched = jax.vmap(lambda p: taylor.taylor_features(p, activation="sigmoid",
-                                                            order=6))(stack)
+        batched = jax.jit(jax.vmap(lambda p: taylor.taylor_features(p, activation="sigmoid",
+                                                                    order=4)))(stack)
     finally:
         taylor.CPU_BLOCK_BYTES, taylor.CPU_BLOCK_NEURONS = old
     for a, b in zip(feats, blocked, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)
-    want_other = taylor.taylor_features(other, activation="sigmoid", order=6)
     for i, want in enumerate((feats, want_other)):
         for a, b in zip(want, batched, strict=True):
             np.testing.assert_allclose(b[i], a, rtol=1e-13, atol=1e-15)

@@ -127,7 +127,7 @@ FULL = {
         "modified_mlp": {"train": _PINN_TRAIN, "orders": [7, 9], "polish": _TIED_POLISH},
         "pirate_net": {"train": _PINN_TRAIN, "orders": [7, 9], "polish": _TIED_POLISH},
         "residual_mlp": {"train": _PINN_TRAIN, "orders": [7, 9], "polish": _TIED_POLISH},
-        "deeponet": {"train": W.TrainSpec(steps=3000, lr=1e-3, batch=1024), "orders": [8, 12],
+        "deeponet": {"train": W.TrainSpec(steps=20000, lr=1e-3, batch=1024), "orders": [8, 12],
                      "polish": _TIED_POLISH},
     },
 }

@@ -521,9 +521,12 @@ def operator_family(seed: int = 0, n: int = OPERATOR_FUNCTIONS):
 def antiderivative(coef, y):
     """``G(u_j)(y) = c_j y + sum_k a_jk sin(k pi y) / (k pi)`` at ``y`` ``(n, 1)``:
     ``(n, functions)``."""
-    k = jnp.arange(1, coef.shape[1], dtype=y.dtype)
+    k = jnp.arange(1, coef.shape[1], dtype=y.dtype)[None]              # (1, modes)
     c = jnp.asarray(coef, y.dtype)
-    return y * c[:, 0] + (jnp.sin(jnp.pi * y[..., None] * k) / (jnp.pi * k)) @ c[:, 1:].T
+    # y (n, 1) * k (1, modes): (n, modes). (An earlier y[..., None] made the sine part (n, 1, 16),
+    # which broadcast against y * c_0 to (n, n, 16) under rank promotion: the DeepONet of
+    # benchmarks/zoo.py was trained and scored against that, see benchmarks/README.md.)
+    return y * c[None, :, 0] + (jnp.sin(jnp.pi * y * k) / (jnp.pi * k)) @ c[:, 1:].T
 
 
 def deeponet_fn(sensors: np.ndarray):

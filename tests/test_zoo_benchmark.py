@@ -88,3 +88,23 @@ def test_torus_sdf_and_laplacian():
             lambda q: model.fn(model.params, q[None])[0, 0])(p))))(x)
     np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-12)
     assert set(zoo.methods_for("fourier_relu", 3)) == {"collocation"}
+
+
+def test_operator_target_is_the_antiderivative_of_each_input_function():
+    """``G(u_j)(y)`` is ``(n, functions)``, zero at y = 0, and its y-derivative is ``u_j(y)``
+    (the sensors' formula ``c_j + sum_k a_jk cos(k pi s)``), for every function. Run with rank
+    promotion raised (tests/conftest.py): a target broadcast to ``(n, n, functions)`` trained
+    the zoo's first DeepONet."""
+    coef, sensors = Z.operator_family()
+    y = jnp.linspace(0.0, 1.0, 7, dtype=jnp.float64)[:, None]
+    g = Z.antiderivative(coef, y)
+    assert g.shape == (7, coef.shape[0])
+    np.testing.assert_allclose(g[0], 0.0, atol=1e-15)
+    dg = jax.vmap(jax.jacfwd(lambda t: Z.antiderivative(coef, t[None])[0]))(y)[:, :, 0]
+    k = np.arange(1, coef.shape[1])
+    u = coef[:, :1].T + np.cos(np.pi * np.asarray(y) * k) @ coef[:, 1:].T
+    np.testing.assert_allclose(dg, u, rtol=1e-12, atol=1e-12)
+    # and the sensors are the same functions at 32 equispaced points
+    s = np.linspace(0.0, 1.0, sensors.shape[1])[:, None]
+    np.testing.assert_allclose(sensors, (coef[:, :1].T + np.cos(np.pi * s * k) @ coef[:, 1:].T).T,
+                               rtol=1e-12, atol=1e-12)

@@ -212,7 +212,7 @@ def sdf_task(cfg) -> Task:
 
     def sample(key, n):
         ka, kb, kc = jax.random.split(key, 3)
-        near = torus_surface(ka, n // 2) + 0.05 * jax.random.normal(kb, (n // 2, 3))
+        near = torus_surface(ka, n // 2) + 0.05 * jax.random.normal(kb, (n // 2, 3), jnp.float32)
         x = jnp.concatenate([near, jax.random.uniform(kc, (n - n // 2, 3), jnp.float32, -1, 1)])
         return x, torus_sdf(x)[:, None]
 

@@ -108,3 +108,22 @@ def test_operator_target_is_the_antiderivative_of_each_input_function():
     s = np.linspace(0.0, 1.0, sensors.shape[1])[:, None]
     np.testing.assert_allclose(sensors, (coef[:, :1].T + np.cos(np.pi * s * k) @ coef[:, 1:].T).T,
                                rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.usefixtures("user_broadcasting")
+@pytest.mark.parametrize("name", Z.MODELS + Z.TIED_MODELS)
+def test_every_task_target_has_the_model_output_shape(name):
+    """The zoo trains under rank promotion (user code adds biases by broadcasting), where a
+    target of the wrong shape broadcasts silently (the first DeepONet target did): each model's
+    output and its task's target have one shape, and the loss is one number."""
+    model = Z.build(name, "small")
+    task = zoo._TASKS[Z.TASKS[name]](zoo.QUICK)
+    batch = task.sample(jax.random.PRNGKey(0), 8)
+    if task.name == "pinn":  # (interior, boundary) points; the residual is per interior point
+        xi, _ = batch
+        lap = zoo.laplacian(model.fn, model.params, xi)
+        assert lap.shape == zoo.PP.source(xi).shape == (8,)
+    else:
+        x, target = batch
+        assert model.fn(model.params, x).shape == target.shape == (8, model.d_out)
+    assert task.loss(model.fn)(model.params, batch).shape == ()

@@ -16,7 +16,7 @@ local search, must be finite and below 1e-2; otherwise the script exits with sta
 the time the FLOPs and bytes the compression cannot avoid (``_common.compress_cost``) take at
 the median matmul and copy throughput measured during the same run (a ratio of 1 would be
 perfect use of the machine). The machine is measured at the start and again after every
-network: on the shared development CPU the 1024^2 matmul ran at 74 to 121 GFLOP/s within one
+network: on the shared development CPU the 1024^2 matmul ran at 69 to 130 GFLOP/s within one
 run, so a single measurement at the start made the ratios follow the noise. The median of
 ~27 is set against the median warm time; each row also keeps the ratio at the fastest
 measurement (``warm_over_best_roofline``, the strictest bound) and at the one taken right

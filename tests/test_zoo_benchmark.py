@@ -102,12 +102,14 @@ def test_operator_target_is_the_antiderivative_of_each_input_function():
     np.testing.assert_allclose(g[0], 0.0, atol=1e-15)
     dg = jax.vmap(jax.jacfwd(lambda t: Z.antiderivative(coef, t[None])[0]))(y)[:, :, 0]
     k = np.arange(1, coef.shape[1])
-    u = coef[:, :1].T + np.cos(np.pi * np.asarray(y) * k) @ coef[:, 1:].T
-    np.testing.assert_allclose(dg, u, rtol=1e-12, atol=1e-12)
+
+    def inputs(s):  # u_j(s) = c_j + sum_k a_jk cos(k pi s) at s (m, 1): (m, functions)
+        return coef[:, :1].T + np.cos(np.pi * s * k) @ coef[:, 1:].T
+
+    np.testing.assert_allclose(dg, inputs(np.asarray(y)), rtol=1e-12, atol=1e-12)
     # and the sensors are the same functions at 32 equispaced points
     s = np.linspace(0.0, 1.0, sensors.shape[1])[:, None]
-    np.testing.assert_allclose(sensors, (coef[:, :1].T + np.cos(np.pi * s * k) @ coef[:, 1:].T).T,
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(sensors, inputs(s).T, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.usefixtures("user_broadcasting")

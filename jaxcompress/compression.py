@@ -19,7 +19,9 @@ original network; Proposition 17) or forward order (features of the partially co
 network), inside one ``jax.jit``. Hidden widths depend only on static configuration, so
 :func:`compress` composes with ``jax.jit`` and ``jax.vmap`` (e.g. over a stack of teachers);
 neurons beyond the numerical rank get zero outgoing weight and :func:`trim` removes them on the
-host.
+host. ``jax.grad`` and ``jax.jvp`` through :func:`compress` give the derivative with the kept
+neurons and the numerical rank held fixed (the selection is piecewise constant in the
+parameters); ``tests/test_derivatives.py`` checks it against finite differences.
 """
 
 from __future__ import annotations

@@ -121,6 +121,7 @@ __all__ = [
     "global_argmax",
     "greedy_pivoted_qr",
     "lstsq_coefficients",
+    "lstsq_tangent",
     "output_greedy",
     "select_columns",
     "tournament_select",
@@ -241,12 +242,82 @@ def greedy_pivoted_qr(z: jax.Array, m: int) -> tuple[jax.Array, jax.Array]:
     return perm, r_mat
 
 
-def _lapack_pivoted_qr(z: jax.Array, m: int) -> tuple[jax.Array, jax.Array]:
+def _geqp3(z: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``(Q, R, perm)`` of LAPACK's column-pivoted QR, ``Z[:, perm] = Q R`` (thin)."""
     kwargs = {}
     if jax.default_backend() == "gpu":
         kwargs["use_magma"] = False  # the host geqp3 path: reproducible pivots
-    _, r_mat, perm = jax.lax.linalg.qr(z, pivoting=True, full_matrices=False, **kwargs)
-    return perm.astype(jnp.int32), _rows(r_mat, m)
+    q, r_mat, perm = jax.lax.linalg.qr(z, pivoting=True, full_matrices=False, **kwargs)
+    return q, r_mat, perm.astype(jnp.int32)
+
+
+def _lapack_pivoted_qr(z: jax.Array, m: int) -> tuple[jax.Array, jax.Array]:
+    _, r_mat, perm = _geqp3(z)
+    return perm, _rows(r_mat, m)
+
+
+# Upstream (JAX <= 0.10.2 at least): the JVP rule of ``jax.lax.linalg.qr(x, pivoting=True)`` on a
+# wide matrix (rows < columns, as every ``D_k x d`` feature matrix is) permutes the tangent's
+# columns but takes the trailing block ``X2`` of ``dR2 = dQ^T X2 + Q^T dX2`` from the *unpermuted*
+# primal, so ``dR`` is wrong. Reproduction (``tests/test_derivatives.py::test_upstream_...``):
+#
+#     a = jax.random.normal(jax.random.PRNGKey(3), (3, 6))
+#     r = lambda a: jax.lax.linalg.qr(a, pivoting=True, full_matrices=False)[1]
+#     jax.jvp(r, (a,), (da,))  # differs from central differences by O(1); 6 x 3 and 4 x 4 agree
+#
+# The selection below therefore carries its own JVP: the derivative of the least-squares
+# coefficients with the pivots (and the rank) held fixed. Once JAX's rule is fixed the custom
+# rule can go: ``_lapack_selection`` is then ``_qr_selection(*_lapack_pivoted_qr(z, m)...)``.
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2))
+def _lapack_selection(z: jax.Array, m: int, rtol: float) -> Selection:
+    perm, r_mat = _lapack_pivoted_qr(z, m)
+    return _qr_selection(r_mat, perm, m, rtol)
+
+
+@_lapack_selection.defjvp
+def _lapack_selection_jvp(m, rtol, primals, tangents):
+    (z,), (dz,) = primals, tangents
+    q, r_full, perm = _geqp3(z)
+    out = _qr_selection(_rows(r_full, m), perm, m, rtol)
+    dcoef = lstsq_tangent(z[:, perm], dz[:, perm], q, _rows(r_full, m), out.coef, out.rank)
+    # perm, rank and swaps are integers: their tangents are float0
+    zeros = jax.tree.map(lambda a: np.zeros(np.shape(a), jax.dtypes.float0), out)
+    return out, zeros._replace(coef=dcoef)
+
+
+def lstsq_tangent(z_perm: jax.Array, dz_perm: jax.Array, q: jax.Array, r_mat: jax.Array,
+                  coef: jax.Array, rank: jax.Array) -> jax.Array:
+    r"""The tangent of ``C = Z_K^+ Z`` for a tangent ``dZ``, the kept columns and rank held fixed.
+
+    ``z_perm = Z[:, perm]`` with its first ``rank`` columns ``B = Z_K`` the basis, ``q`` and
+    ``r_mat`` (``m x n``) from ``Z[:, perm] = Q R`` (so ``B = Q_r R_11``), ``coef`` the primal
+    ``C`` (``m x n``, zero rows past ``rank``). For ``B`` of full column rank
+    (Golub & Pereyra 1973),
+
+    .. math::
+       d(B^+) = -B^+\,dB\,B^+ + (B^T B)^{-1} dB^T (I - B B^+),
+
+    so with ``B^+ = R_{11}^{-1} Q_r^T`` and the residual ``E = Z - B C``,
+
+    .. math::
+       dC = R_{11}^{-1}\left(Q_r^T (dZ - dB\,C) + R_{11}^{-T} dB^T E\right).
+
+    Rows and columns past ``rank`` are masked as in :func:`coefficients_from_r` (their rows of
+    ``dC`` are zero). Linear in ``dZ``, so reverse mode transposes it.
+    """
+    m = coef.shape[0]
+    live = jnp.arange(m, dtype=jnp.int32) < rank
+    q_m = q[:, :m] if q.shape[1] >= m else jnp.pad(q, ((0, 0), (0, m - q.shape[1])))
+    q_m = jnp.where(live[None, :], q_m, 0)
+    basis = jnp.where(live[None, :], z_perm[:, :m], 0)
+    d_basis = jnp.where(live[None, :], dz_perm[:, :m], 0)
+    eye = jnp.eye(m, dtype=r_mat.dtype)
+    r11 = jnp.where(live[:, None] & live[None, :], r_mat[:, :m], eye)
+    resid = z_perm - jnp.matmul(basis, coef, precision=HIGHEST)
+    moved = dz_perm - jnp.matmul(d_basis, coef, precision=HIGHEST)
+    rhs = jnp.matmul(q_m.T, moved, precision=HIGHEST) + jax.scipy.linalg.solve_triangular(
+        r11, jnp.matmul(d_basis.T, resid, precision=HIGHEST), trans="T", lower=False)
+    return jax.scipy.linalg.solve_triangular(r11, rhs, lower=False)
 
 
 def _rows(r_mat: jax.Array, m: int) -> jax.Array:
@@ -509,7 +580,8 @@ def distributed_output_greedy(z: jax.Array, target: jax.Array, m: int, rtol,
     rows, n_loc = z.shape
     col2 = jnp.sum(z * z, axis=0)
     tiny = jnp.finfo(z.dtype).tiny
-    max2 = jax.lax.pmax(jnp.max(col2), axis)
+    # a threshold for comparisons only (pmax has no derivative rule)
+    max2 = jax.lax.pmax(jax.lax.stop_gradient(jnp.max(col2)), axis)
     floor = (rtol * rtol) * max2
     t_norm2 = jnp.sum(target * target)
 
@@ -754,11 +826,11 @@ class PivotedQR(Selector):
         _check_rtol(self.rtol, "PivotedQR")
 
     def __call__(self, z, m, *, out_kernel=None, target=None, layer=0) -> Selection:
+        rtol = _rtol(self.rtol, z.dtype)
         if jax.default_backend() == "tpu":
             perm, r_mat = greedy_pivoted_qr(z, m)
-        else:
-            perm, r_mat = _lapack_pivoted_qr(z, m)
-        return _qr_selection(r_mat, perm, m, _rtol(self.rtol, z.dtype))
+            return _qr_selection(r_mat, perm, m, rtol)
+        return _lapack_selection(z, m, rtol)
 
     def distributed_select(self, z, m, *, axis, out_kernel=None, target=None,
                            layer=0) -> DistributedSelection:

@@ -208,7 +208,10 @@ def sharded_step(features: LayerFeatures, out_kernel: jax.Array, width: int, sel
             new_kernel = jax.lax.psum(jnp.matmul(coef_loc, k_loc, precision=HIGHEST), axis)
         after = jnp.matmul(basis_raw, new_kernel, precision=HIGHEST)
         residual = jnp.max(jnp.abs(after - goal))
-        max_coef = jax.lax.pmax(jnp.max(jnp.where(live[:, None], jnp.abs(coef_loc), 0)), axis)
+        # the max over devices of one number each, by all_gather (differentiable, as the
+        # one-device max is; pmax has no derivative rule)
+        max_coef = jnp.max(jax.lax.all_gather(
+            jnp.max(jnp.where(live[:, None], jnp.abs(coef_loc), 0)), axis))
         return chosen.kept, new_kernel, chosen.rank, residual, max_coef, chosen.swaps
 
     fn = jax.shard_map(local, mesh=mesh,

@@ -31,7 +31,14 @@ from jaxcompress.certificates import (
     get_bound_rule,
     register_bound_rule,
 )
-from jaxcompress.compression import CompressInfo, LayerInfo, compress, compress_layer, trim
+from jaxcompress.compression import (
+    CompressInfo,
+    LayerInfo,
+    compress,
+    compress_layer,
+    trim,
+    trim_info,
+)
 from jaxcompress.domains import Ball, Box, Domain, Parameterization
 from jaxcompress.evaluate import error_estimate, sup_error
 from jaxcompress.features import (
@@ -153,5 +160,6 @@ __all__ = [
     "trace",
     "trace_module",
     "trim",
+    "trim_info",
     "validate_params",
 ]

@@ -195,7 +195,8 @@ def _compress_cmd(args: argparse.Namespace) -> int:
     else:
         small, info, order, err = _order_search(params, act, domain, args.eps, args.max_order,
                                                 args.method, measure)
-    small = jc.trim(small, info)
+    # the rank-deficient neurons go, and the record follows (it describes what is saved)
+    small, info = jc.trim(small), jc.trim_info(info, small)
     secs = time.perf_counter() - t0
     # the smallest error measurable in this dtype: the teacher against itself, summed in another
     # order (its hidden neurons permuted)

@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress import sharding
-from jaxcompress._checks import check_compute_dtype, describe, finite_number
+from jaxcompress._checks import check_compute_dtype, check_info_matches, describe, finite_number
 from jaxcompress.activations import get_activation
 from jaxcompress.domains import Ball, check_domain, check_radius
 from jaxcompress.evaluate import ERROR_POINTS, error_estimate
@@ -46,6 +46,7 @@ from jaxcompress.methods import BestOf, Method, derivative_matching
 from jaxcompress.mlp import (
     HIGHEST,
     Params,
+    SizedNetwork,
     layer_sizes,
     param_count,
     require_single_network,
@@ -56,7 +57,7 @@ from jaxcompress.select import Selector, default_rtol, lstsq_coefficients, reduc
 from jaxcompress.taylor import memory_limit, num_monomials
 
 __all__ = ["BackwardSteps", "CompressInfo", "FrontEnd", "LayerInfo", "compress", "compress_layer",
-           "memory_estimate", "rewire", "trim"]
+           "memory_estimate", "rewire", "trim", "trim_info"]
 
 
 @functools.partial(
@@ -682,7 +683,7 @@ def check_memory(methods, sizes, dtype, domain, where: str, *, devices: int = 1)
                 "devices with jc.shard.")
 
 
-class FrontEnd(abc.ABC):
+class FrontEnd(SizedNetwork):
     """A network read by a front end (e.g. :class:`jaxcompress.graph.Network`, from
     :func:`jaxcompress.trace`) that :func:`compress` hands its method and domain to; it lowers
     itself to a params list and calls :func:`compress` on it (one driver)."""
@@ -695,7 +696,7 @@ class FrontEnd(abc.ABC):
     # inputs' shape): what :func:`jaxcompress.polish` distils towards.
 
 
-class CompressedNetwork(abc.ABC):
+class CompressedNetwork(SizedNetwork):
     """What a front end's :meth:`FrontEnd.compress` returns: the compressed function of its
     parameters (``params``, the user's pytree with smaller leaves), which
     :func:`jaxcompress.polish` trains."""
@@ -851,7 +852,8 @@ def trim(params: Params, info: CompressInfo | None = None, *, atol: float = 0.0)
 
     Such neurons are the surplus ones past the numerical rank (their incoming weights are kept by
     :func:`compress` so widths stay static). The function computed is unchanged; widths shrink.
-    ``info`` is accepted for symmetry with :func:`compress` and is not required.
+    ``info`` is accepted for symmetry with :func:`compress` and is not required;
+    :func:`trim_info` gives the record of the trimmed network.
 
     ``atol >= 0`` (finite) also drops neurons whose outgoing weights are all at most ``atol`` in
     absolute value (the function then changes by up to ``atol`` per such neuron and output). An
@@ -860,24 +862,63 @@ def trim(params: Params, info: CompressInfo | None = None, *, atol: float = 0.0)
     with nothing of the function left).
     """
     del info
+    params, masks = _trim_masks(params, atol, "trim")
+    out = [dict(layer) for layer in params]
+    for l, keep in enumerate(masks, start=1):
+        out[l - 1] = {"kernel": out[l - 1]["kernel"][:, keep], "bias": out[l - 1]["bias"][keep]}
+        out[l] = {"kernel": out[l]["kernel"][keep], "bias": out[l]["bias"]}
+    return [jax.device_put(layer) for layer in out]  # jnp.asarray would compile per shape
+
+
+def trim_info(info: CompressInfo, params: Params, *, atol: float = 0.0) -> CompressInfo:
+    """The record of ``trim(params, atol=atol)``, for ``info`` the record of ``params``.
+
+    Each layer keeps the entries of ``kept`` of the neurons that stay (neuron ``i`` of the
+    compressed layer is neuron ``kept[i]`` of the teacher's), its ``width_out`` becomes the new
+    width and its ``rank`` at most that; everything else is unchanged. Use it to save or print a
+    trimmed network with its record:
+
+    >>> params = jc.init_mlp(jax.random.PRNGKey(0), [2, 8, 1])
+    >>> params[0] = {"kernel": jnp.tile(params[0]["kernel"][:, :2], (1, 4)),
+    ...              "bias": jnp.tile(params[0]["bias"][:2], 4)}  # 2 neurons, 4 copies of each
+    >>> small, info = jc.compress(params, activation="tanh", order=2)   # D_2 = 6 kept, rank 2
+    >>> jc.layer_sizes(jc.trim(small))
+    [2, 2, 1]
+    >>> small_info = jc.trim_info(info, small)
+    >>> [(layer.width_out, int(layer.rank)) for layer in small_info.layers]
+    [(2, 2)]
+    """
+    params, masks = _trim_masks(params, atol, "trim_info")
+    check_info_matches(info, layer_sizes(params), None, "trim_info")
+    layers = []
+    for li, keep in zip(info.layers, masks, strict=True):
+        width = int(keep.sum())
+        layers.append(dataclasses.replace(
+            li, kept=np.asarray(li.kept)[keep], width_out=width,
+            rank=np.minimum(np.asarray(li.rank), width).astype(np.int32)))
+    return dataclasses.replace(info, layers=tuple(layers))
+
+
+def _trim_masks(params: Params, atol, where: str) -> tuple[Params, list[np.ndarray]]:
+    """The params as NumPy arrays and, per hidden layer, which neurons :func:`trim` keeps."""
     if not finite_number(atol) or float(atol) < 0:
-        raise ValueError(f"trim: atol must be one finite number >= 0, got {atol!r}")
+        raise ValueError(f"{where}: atol must be one finite number >= 0, got {atol!r}")
     atol = float(atol)
     params = [{k: np.asarray(v) for k, v in layer.items()} for layer in
-              validate_params(params, where="trim")]
+              validate_params(params, where=where)]
     if params[0]["kernel"].ndim != 2:
-        raise ValueError("trim: expected one network (2-D kernels); trim each network separately")
-    out = [dict(layer) for layer in params]
-    for l in range(1, len(out)):
-        keep = np.any(np.abs(out[l]["kernel"]) > atol, axis=1)
+        raise ValueError(f"{where}: expected one network (2-D kernels); trim each network "
+                         "separately")
+    masks = []
+    for l in range(1, len(params)):
+        keep = np.any(np.abs(params[l]["kernel"]) > atol, axis=1)
         if not keep.any():
-            largest = float(np.max(np.abs(out[l]["kernel"])))
+            largest = float(np.max(np.abs(params[l]["kernel"])))
             if largest > 0:
-                raise ValueError(f"trim: atol={atol:g} drops every neuron of hidden layer {l} "
+                raise ValueError(f"{where}: atol={atol:g} drops every neuron of hidden layer {l} "
                                  f"(its largest outgoing weight is {largest:.3g}); expected an "
                                  "atol below the weights that carry the function (atol=0 drops "
                                  "only the neurons past the rank)")
             keep[0] = True  # keep one neuron so the layer stays well-formed
-        out[l - 1] = {"kernel": out[l - 1]["kernel"][:, keep], "bias": out[l - 1]["bias"][keep]}
-        out[l] = {"kernel": out[l]["kernel"][keep], "bias": out[l]["bias"]}
-    return [jax.device_put(layer) for layer in out]  # jnp.asarray would compile per shape
+        masks.append(keep)
+    return params, masks

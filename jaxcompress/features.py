@@ -464,6 +464,13 @@ class FeatureMap(abc.ABC):
         del skipped
         return self
 
+    def with_widths(self, widths: tuple[int, ...] | None) -> FeatureMap:
+        """The map for a method that keeps ``widths`` neurons per hidden layer (``None``: the
+        default ``min(D_k, d_l)``); :class:`~jaxcompress.Method` calls it. By default the map
+        itself; :class:`CollocationFeatures` takes enough nodes for the wider layers."""
+        del widths
+        return self
+
     def check(self, sizes: Sequence[int], dtype, domain, where: str) -> None:
         """Refuse, eagerly and before compiling, a network or domain the map cannot handle."""
         del sizes, dtype, domain, where
@@ -756,28 +763,34 @@ def _point_layer_features(params, layers, x, orders, dims, n_points, act, trim: 
 
 
 @functools.partial(jax.tree_util.register_dataclass, data_fields=[],
-                   meta_fields=["order", "oversample", "nodes", "coordinates"])
+                   meta_fields=["order", "oversample", "nodes", "coordinates", "widths"])
 @dataclasses.dataclass(frozen=True)
 class CollocationFeatures(_OrderedFeatureMap):
-    """Activations at ``N = oversample * D_k`` nodes of the domain (data-free; ours).
+    """Activations at ``N = oversample * max(D_k, n_l)`` nodes of the domain (data-free; ours).
 
     ``Z[p, i] = h_i^(l)(x_p)``; every layer uses a prefix of one node sequence (Sobol nodes of a
     ball or box, or ``iota`` of ``U``'s nodes for a :class:`~jaxcompress.Parameterization`).
+    ``n_l`` is the width the method keeps (``widths=``; by default ``min(D_k, d_l) <= D_k``), so
+    the nodes always outnumber the kept neurons ``oversample`` times: a width above ``D_k`` gets
+    more nodes rather than a least-squares fit with as many unknowns as equations.
 
     Args:
-      order: ``k``, one int or one per hidden layer: it sets ``D_k`` (the default widths) and the
-        number of nodes.
-      oversample: nodes per feature, ``N = oversample * D_k``.
+      order: ``k``, one int or one per hidden layer: it sets ``D_k`` (the default widths) and,
+        with the widths, the number of nodes.
+      oversample: nodes per feature (or per kept neuron, when more are kept than ``D_k``).
       nodes: ``"sobol"`` (every domain), ``"chebyshev"`` or ``"chebyshev_grid"`` (boxes only; see
         :meth:`jaxcompress.Box.nodes`).
       coordinates: ``"input"`` or ``"bottleneck"`` (only ``D_k``, hence ``N`` and the widths,
         change).
+      widths: the kept widths ``n_l`` (set by :class:`~jaxcompress.Method` from its
+        ``widths=``; ``None``: the default widths).
     """
 
     order: Any
     oversample: int = 4
     nodes: str = "sobol"
     coordinates: str = "input"
+    widths: tuple[int, ...] | None = None
     refit = True
     name = "collocation"
 
@@ -793,8 +806,18 @@ class CollocationFeatures(_OrderedFeatureMap):
         if self.nodes not in NODE_KINDS:
             raise ValueError(f"{where}: nodes must be one of {NODE_KINDS}, got {self.nodes!r}")
 
+    def with_widths(self, widths: tuple[int, ...] | None) -> CollocationFeatures:
+        return dataclasses.replace(self, widths=None if widths is None else tuple(widths))
+
+    def node_count(self, d_k: int, layer: int) -> int:
+        """``N = oversample * max(D_k, n_l)`` for hidden ``layer`` (1-based) with ``D_k``
+        features."""
+        width = 0 if self.widths is None or layer > len(self.widths) else self.widths[layer - 1]
+        return self.oversample * max(d_k, width)
+
     def n_points(self, sizes, domain) -> tuple[int, ...]:
-        return tuple(self.oversample * dk for dk in self.num_features(sizes, domain))
+        return tuple(self.node_count(dk, l) for l, dk in
+                     enumerate(self.num_features(sizes, domain), start=1))
 
     def check(self, sizes, dtype, domain, where: str) -> None:
         self._check_common(sizes, where)

@@ -1,8 +1,11 @@
-"""Flax adapters: compress ``nnx`` modules and ``linen`` modules directly.
+"""Flax conversions: an ``nnx`` or ``linen`` MLP to the params convention and back.
 
-The core works on plain params lists; this module converts Flax models to and from that
-convention, checks that the model really *is* that MLP (the converted params are evaluated against
-the model on random inputs), and rebuilds a model of the new widths.
+To compress a Flax module (any architecture: skips, Fourier features, gates, your own
+``__call__``) use :func:`jaxcompress.trace_module`, which returns a module of the same class with
+the new sizes (``small.module``); the old ``compress_model`` of this module is gone (one route
+for modules). What stays here converts a plain MLP to the list of dense layers the command line,
+:func:`jaxcompress.save` and :func:`jaxcompress.certify` read, and builds reference models from
+such a list:
 
 **nnx convention.** The model's dense layers are ``nnx.Linear`` modules found, in this order of
 preference, as (1) the model itself being an ``nnx.Sequential`` of ``Linear`` layers and
@@ -11,16 +14,13 @@ activation functions, (2) a list / ``nnx.List`` / ``nnx.Sequential`` attribute n
 activation is the model's ``activation`` attribute (a registered name or function), else the
 functions inside an ``nnx.Sequential``, else the ``activation=`` argument. Any other submodule
 holding parameters or state (``LayerNorm``, ``BatchNorm``, ``Conv``, ``Dropout``, ...) is refused
-with its path. The compressed model is a copy of the input (same class, same non-dense attributes)
-whose ``Linear`` layers carry the new kernels, biases, ``in_features`` and ``out_features``, so
-``new_model(x)``, ``nnx.split`` / ``nnx.merge`` and ``nnx.jit`` work as usual.
+with its path, and the converted params are evaluated against the model on random inputs (a
+model that does not compute what its layers say is an error).
 
 **linen convention.** ``variables = module.init(...)`` with every entry of ``variables["params"]``
 an ``nn.Dense``-style ``{"kernel", "bias"}`` dict, in creation order (names ending in a number,
-like ``Dense_0`` or ``layers_10``, are sorted numerically). The module must expose its widths as
-a sequence field named ``features`` (also accepted: ``widths``, ``sizes``, ``hidden``,
-``hidden_sizes``, ``layer_sizes``) so that ``module.clone(features=new)`` builds the compressed
-architecture; the activation is its ``activation`` field or the ``activation=`` argument.
+like ``Dense_0`` or ``layers_10``, are sorted numerically); the activation is the module's
+``activation`` field or the ``activation=`` argument.
 
 Reference modules following both conventions: :class:`MLP` (nnx) and :class:`LinenMLP`.
 """
@@ -28,9 +28,8 @@ Reference modules following both conventions: :class:`MLP` (nnx) and :class:`Lin
 from __future__ import annotations
 
 import re
-import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -46,42 +45,25 @@ except ImportError as e:  # pragma: no cover - flax is a declared dependency
     ) from e
 
 from jaxcompress.activations import get_activation
-from jaxcompress.compression import check_method, compress
-from jaxcompress.domains import Ball, check_domain
-from jaxcompress.methods import best_of, collocation, derivative_matching
-from jaxcompress.mlp import Params, apply, layer_sizes, num_params, validate_params
+from jaxcompress.mlp import Params, apply, layer_sizes, validate_params
 
 __all__ = [
-    "Compressed",
     "LinenMLP",
     "MLP",
-    "compress_model",
     "from_params",
     "linen_params",
     "nnx_params",
-    "rounded_widths",
 ]
 
-_WIDTH_FIELDS = ("features", "widths", "sizes", "hidden", "hidden_sizes", "layer_sizes")
-
-
-class Compressed(NamedTuple):
-    """Result of :func:`compress_model`.
-
-    ``model``: the new nnx module, or the cloned linen module; ``variables``: the new linen
-    variables (``None`` for nnx, whose state lives in the module); ``info``: the
-    :class:`~jaxcompress.CompressInfo`; ``params``: the compressed core params list.
-    """
-
-    model: Any
-    variables: dict | None
-    info: Any
-    params: Params
-
-    def summary(self) -> str:
-        """The new layer sizes, then the per-layer record and the error estimate."""
-        return (f"compressed to {layer_sizes(self.params)} ({num_params(self.params):,} "
-                f"parameters)\n{self.info.summary()}")
+#: Names that were here, and what replaces them (one route for modules: jc.trace_module).
+_REMOVED = {
+    "compress_model": "trace the module with net = jc.trace_module(model, x) (linen: "
+                      "variables=...) and compress it with small, info = jc.compress(net, "
+                      "method, domain=...); small.module is the model of the new sizes, "
+                      "small.params its parameters (docs/flax.md)",
+    "Compressed": "jc.compress of a jc.trace_module network returns a jc.CompressedModule",
+    "rounded_widths": "pass the widths you want to the method: jc.collocation(k, widths=...)",
+}
 
 
 class MLP(nnx.Module):
@@ -129,17 +111,6 @@ class LinenMLP(nn.Module):
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def rounded_widths(widths: Sequence[int], hidden: Sequence[int], round_to: int | None
-                   ) -> tuple[int, ...] | None:
-    """``widths`` rounded up to a multiple of ``round_to``, capped at the layers' widths."""
-    if round_to is None:
-        return None
-    if isinstance(round_to, bool) or not isinstance(round_to, int) or round_to < 1:
-        raise ValueError(f"round_to must be a positive int, got {round_to!r}")
-    return tuple(min(h, -(-w // round_to) * round_to)
-                 for w, h in zip(widths, hidden, strict=True))
 
 
 def _check_matches(fn: Callable, state, params: Params, act: str, where: str) -> None:
@@ -248,19 +219,6 @@ def nnx_params(model: nnx.Module, *, activation=None) -> tuple[Params, str]:
     return params, act
 
 
-def _nnx_rebuild(model: nnx.Module, params: Params) -> nnx.Module:
-    new = nnx.clone(model)
-    linears, _ = _nnx_linears(new, "jaxcompress.flax")
-    for (_, lin), layer in zip(linears, params, strict=True):
-        lin.kernel = nnx.Param(layer["kernel"])
-        lin.bias = nnx.Param(layer["bias"])
-        lin.in_features, lin.out_features = (int(s) for s in layer["kernel"].shape)
-    return new
-
-
-# ----------------------------------------------------------------------------- linen
-
-
 def _linen_layer_names(tree: dict, where: str) -> list[str]:
     names = list(tree)
 
@@ -303,40 +261,6 @@ def linen_params(variables: dict, module: nn.Module | None = None, *, activation
     return params, act
 
 
-def _linen_rebuild(module: nn.Module, variables: dict, params: Params, where: str):
-    tree = dict(variables["params"])
-    names = _linen_layer_names(tree, where)
-    new_vars = {"params": {n: {"kernel": p["kernel"], "bias": p["bias"]}
-                           for n, p in zip(names, params, strict=True)}}
-    out_sizes = [int(p["kernel"].shape[1]) for p in params]
-    for field in _WIDTH_FIELDS:
-        old = getattr(module, field, None)
-        if isinstance(old, (list, tuple)) and all(isinstance(v, (int, np.integer)) for v in old):
-            n = len(params)
-            if len(old) == n:
-                new_val = out_sizes
-            elif len(old) == n - 1:
-                new_val = out_sizes[:-1]
-            elif len(old) == n + 1:
-                new_val = layer_sizes(params)[:1] + out_sizes
-            else:
-                continue
-            new_module = module.clone(**{field: type(old)(new_val)})
-            d = params[0]["kernel"].shape[0]
-            x = jnp.zeros((1, d), jnp.result_type(params[0]["kernel"]))
-            shapes = jax.eval_shape(new_module.init, jax.random.PRNGKey(0), x)
-            want = jax.tree.map(lambda a: tuple(a.shape), new_vars)
-            got = jax.tree.map(lambda a: tuple(a.shape), dict(shapes))
-            if got == want:
-                return new_module, new_vars
-    raise ValueError(
-        f"{where}: cannot rebuild {type(module).__name__} with the new widths: it needs a "
-        f"sequence-of-int field named one of {_WIDTH_FIELDS} holding the layer sizes, so that "
-        "module.clone(features=...) builds the compressed architecture. The compressed params "
-        "are in Compressed.params; jaxcompress.flax.LinenMLP can apply them."
-    )
-
-
 # ----------------------------------------------------------------------------- public
 
 
@@ -364,111 +288,7 @@ def from_params(params: Params, *, activation: str, api: str = "nnx", rngs=None)
     raise ValueError(f"from_params: api must be 'nnx' or 'linen', got {api!r}")
 
 
-def _cast(params: Params, dtype) -> Params:
-    return [{k: jnp.asarray(v, dtype) for k, v in layer.items()} for layer in params]
-
-
-def _compute_dtype(params: Params, dtype, where: str):
-    """The dtype to compress in: ``dtype`` if given (checked), else the model's own."""
-    own = jnp.result_type(params[0]["kernel"])
-    if dtype is None:
-        if own == jnp.float32 and jax.config.jax_enable_x64:
-            warnings.warn(
-                f"{where}: the model's parameters are float32, so the compression runs in "
-                "float32 even though jax_enable_x64 is on; pass dtype=jnp.float64 to compress in "
-                "float64 (the compressed model keeps float32 parameters)", stacklevel=3)
-        return own
-    dtype = jnp.dtype(dtype)
-    if not jnp.issubdtype(dtype, jnp.floating):
-        raise ValueError(f"{where}: dtype must be a floating dtype, got {dtype}")
-    if dtype.itemsize == 8 and not jax.config.jax_enable_x64:
-        raise ValueError(f"{where}: dtype={dtype} needs float64 enabled: call "
-                         "jax.config.update('jax_enable_x64', True) first")
-    return dtype
-
-
-def compress_model(
-    model_or_params,
-    method=None,
-    *,
-    order=None,
-    module: nn.Module | None = None,
-    activation=None,
-    domain=None,
-    radius: float | None = None,
-    round_to: int | None = None,
-    dtype=None,
-    verbose: bool = False,
-) -> Compressed:
-    """Compress a Flax MLP and return a model of the same kind with the new widths.
-
-    Args:
-      model_or_params: an ``nnx.Module`` (see the module docstring for the convention), or linen
-        ``variables`` (then pass ``module=``).
-      method: a :class:`~jaxcompress.Method` or :func:`~jaxcompress.best_of`. Default, with
-        ``order=k``: ``best_of(derivative_matching(k), collocation(k))``, the one with the smaller
-        error on fixed Sobol points of the domain (``Compressed.summary()`` says which won).
-      order: the Taylor order ``k`` for the default method.
-      module: the linen module the variables belong to.
-      activation: the activation, when the model does not declare one.
-      domain: the input domain (default: the ball of radius ``radius``, 1 when not given).
-      radius: shorthand for ``domain=jc.Ball(d_in, radius)``.
-      round_to: round each hidden width up to a multiple of this (hardware-friendly shapes). The
-        extra slots hold the selector's next-best neurons; the matching is unchanged, so
-        rounding never increases the error.
-      dtype: the dtype to compress in (default: the model's). ``dtype=jnp.float64`` compresses
-        a float32 model in float64 (needs ``jax_enable_x64``) and casts the result back to the
-        model's parameter dtype; with x64 enabled and no ``dtype``, a float32 model is compressed
-        in float32 and a warning says so.
-      verbose: print :meth:`Compressed.summary` (per-layer record, error estimate, the winner).
-
-    Returns:
-      :class:`Compressed` ``(model, variables, info, params)``: for nnx a new module of the same
-      class (``variables`` is ``None``); for linen ``module.clone(...)`` with the new sizes and its
-      variables. ``info.error_estimate`` is the largest ``|F - F~|`` on fixed Sobol points of the
-      domain, in the compression dtype.
-    """
-    where = "jaxcompress.flax.compress_model"
-    if isinstance(model_or_params, nnx.Module):
-        if module is not None:
-            raise ValueError(f"{where}: module= is for linen variables; got an nnx model")
-        params, act = nnx_params(model_or_params, activation=activation)
-    elif isinstance(model_or_params, dict):
-        if module is None:
-            raise ValueError(f"{where}: linen variables need module= (the nn.Module they "
-                             "belong to)")
-        params, act = linen_params(model_or_params, module, activation=activation)
-    else:
-        raise TypeError(f"{where}: expected an nnx.Module or linen variables, got "
-                        f"{type(model_or_params).__name__}")
-    if method is None:
-        if order is None:
-            raise TypeError(f"{where}: give a method (e.g. jc.derivative_matching(k)) or order=k")
-        method = best_of(derivative_matching(order), collocation(order))
-    elif order is not None:
-        raise ValueError(f"{where}: order= chooses the default method; with a method, the order "
-                         "is the method's")
-    d = int(params[0]["kernel"].shape[0])
-    if radius is not None:
-        if domain is not None:
-            raise ValueError(f"{where}: pass either radius or domain, not both")
-        domain = Ball(d, radius)
-    domain = Ball(d, 1.0) if domain is None else domain
-    own = jnp.result_type(params[0]["kernel"])
-    work = _compute_dtype(params, dtype, where)
-    if round_to is not None:
-        work_params = _cast(params, work)
-        check_domain(domain, d, where, work)
-        widths = check_method(method, work_params, domain, where)
-        hidden = [int(p["kernel"].shape[1]) for p in params[:-1]]
-        method = method.with_widths(rounded_widths(widths, hidden, round_to))
-    new_params, info = compress(_cast(params, work), method, activation=act, domain=domain)
-    new_params = _cast(new_params, own)
-    if isinstance(model_or_params, nnx.Module):
-        out = Compressed(_nnx_rebuild(model_or_params, new_params), None, info, new_params)
-    else:
-        new_module, new_vars = _linen_rebuild(module, model_or_params, new_params, where)
-        out = Compressed(new_module, new_vars, info, new_params)
-    if verbose:
-        print(out.summary())
-    return out
+def __getattr__(name: str):
+    if name in _REMOVED:
+        raise AttributeError(f"jaxcompress.flax.{name} was removed: {_REMOVED[name]}")
+    raise AttributeError(f"module 'jaxcompress.flax' has no attribute {name!r}")

@@ -59,7 +59,7 @@ from jaxcompress.evaluate import error_points
 from jaxcompress.features import DerivativeFeatures
 from jaxcompress.graph_compress import GraphPlan, GroupPlan, compress_graph, run_method
 from jaxcompress.methods import BestOf, Method
-from jaxcompress.mlp import apply
+from jaxcompress.mlp import apply, leaf_count
 from jaxcompress.program import Const, Eqn, flatten, trace_program
 
 __all__ = ["RULES", "Compressed", "Group", "Network", "trace"]
@@ -924,6 +924,7 @@ class Compressed(CompressedNetwork):
         compressed group by group: the activations are the program's own).
       polymorphic: whether ``fn`` runs on the smaller ``params`` (checked on the domain's error
         points); else ``why`` says what ``fn`` raised, and ``small(x)`` runs the lowered chain.
+      network: the traced :class:`Network` it was compressed from.
     """
 
     params: Any
@@ -933,6 +934,24 @@ class Compressed(CompressedNetwork):
     polymorphic: bool
     why: str = ""
     lower: Callable | None = None
+    network: Network | None = None
+
+    def layer_sizes(self) -> list[int]:
+        """``[d_in]`` and every neuron group's width after compression, in program order."""
+        leaves = jax.tree_util.tree_leaves(self.params)
+        return [int(self.network.x.shape[-1])] + [
+            int(np.shape(leaves[g.kernel])[g.kernel_axis]) for g in self.network.groups]
+
+    def num_params(self) -> int:
+        return leaf_count(self.params)
+
+    @property
+    def module(self) -> Any:
+        """The module of the new sizes: only for a network from :func:`jaxcompress.trace_module`
+        (its :class:`~jaxcompress.CompressedModule`); a function from :func:`trace` has none."""
+        raise AttributeError("module: this network was traced from a function (jc.trace), which "
+                             "has no module to rebuild; use fn(small.params, x) or small(x), or "
+                             "trace the module itself with jc.trace_module(model, x)")
 
     def __call__(self, x: jax.Array) -> jax.Array:
         """The compressed function: ``fn(params, x)`` when ``fn`` accepts the smaller leaves,
@@ -989,6 +1008,13 @@ class Network(FrontEnd):
     def chain(self) -> bool:
         """Whether the network lowers to the params convention (one activation)."""
         return not self.why_not
+
+    def layer_sizes(self) -> list[int]:
+        """``[d_in]`` and every neuron group's width, in program order."""
+        return [int(self.x.shape[-1])] + [g.width for g in self.groups]
+
+    def num_params(self) -> int:
+        return leaf_count(self.params)
 
     @property
     def compressible(self) -> tuple[Group, ...]:
@@ -1075,7 +1101,7 @@ class Network(FrontEnd):
                                  "chain; this traced network is compressed in input coordinates")
         small, info = compress_graph(self.plan(), method, self._leaves(), domain)
         params = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(self.params), small)
-        return Compressed(params, self.fn, None, "traced", True), info
+        return Compressed(params, self.fn, None, "traced", True, network=self), info
 
     def compressor(self, method: Method, *, domain=None) -> Callable[[Any], tuple[Any, Any]]:
         """A pure function ``params -> (small_params, info)`` of this network's structure:
@@ -1125,12 +1151,13 @@ class Network(FrontEnd):
         except Exception as e:  # noqa: BLE001 - the user's code refusing smaller leaves
             return Compressed(params, self.fn, small, name, False,
                               f"{type(e).__name__}: {str(e).splitlines()[0]:.200}",
-                              lower=self.lower), info
+                              lower=self.lower, network=self), info
         gap = float(np.max(np.abs(y_user - y_small)))
         if not gap <= _tol(y_small, dtype):
             raise RuntimeError(f"{where}: fn on the compressed params differs from the "
                                f"compressed chain by {gap:.3g}; the write-back is wrong")
-        return Compressed(params, self.fn, small, name, True, lower=self.lower), info
+        return Compressed(params, self.fn, small, name, True, lower=self.lower,
+                          network=self), info
 
     def __str__(self) -> str:
         return format_table(self)

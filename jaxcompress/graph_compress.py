@@ -259,7 +259,8 @@ def group_features(fmap, plan: GraphPlan, group: GroupPlan, leaves, widths, doma
         feats, ids = _derivative(fmap, plan, group, leaves, widths, domain, order, dtype)
         return (feats, ids) if tensor_ids else feats
     if isinstance(fmap, CollocationFeatures):
-        x = domain.nodes(fmap.oversample * d_k, fmap.nodes, dtype)
+        x = domain.nodes(fmap.node_count(d_k, plan.groups.index(group) + 1), fmap.nodes,
+                         dtype)
     elif isinstance(fmap, DataFeatures):
         x = jnp.asarray(fmap.x, dtype)
         x = jnp.where(jnp.all(jnp.isfinite(x)), x, jnp.nan)

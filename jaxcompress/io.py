@@ -54,7 +54,14 @@ from jaxcompress._checks import check_info_matches
 from jaxcompress.activations import get_activation
 from jaxcompress.compression import CompressInfo
 from jaxcompress.graph import Compressed
-from jaxcompress.mlp import Params, layer_sizes, validate_params
+from jaxcompress.mlp import (
+    Params,
+    SizedNetwork,
+    layer_sizes,
+    leaf_count,
+    num_params,
+    validate_params,
+)
 from jaxcompress.modules import CompressedModule
 
 __all__ = ["LoadedModel", "LoadedNetwork", "info_to_dict", "load", "load_npz",
@@ -87,9 +94,15 @@ class LoadedModel(NamedTuple):
     def sizes(self) -> list[int]:
         return layer_sizes(self.params)
 
+    def layer_sizes(self) -> list[int]:
+        return layer_sizes(self.params)
+
+    def num_params(self) -> int:
+        return num_params(self.params)
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class LoadedNetwork:
+class LoadedNetwork(SizedNetwork):
     """What :func:`load` returns for a compressed traced network: call it, ``loaded(x)``.
 
     Attributes:
@@ -107,12 +120,27 @@ class LoadedNetwork:
     metadata: dict[str, Any]
     exported: Any
     params_are_inputs: bool
+    sizes: tuple[int, ...] | None = None
 
     def __call__(self, x: jax.Array) -> jax.Array:
         """The compressed function on a batch ``x`` of shape ``(n, d_in)``, any ``n``."""
         if self.params_are_inputs:
             return self.exported.call(list(self.params.values()), x)
         return self.exported.call(x)
+
+    def layer_sizes(self) -> list[int]:
+        """``[d_in]`` and every neuron group's width, as saved."""
+        if self.sizes is None:
+            raise ValueError("layer_sizes: this file was saved before jaxcompress stored the "
+                             "layer sizes of a traced network; save it again with jc.save")
+        return list(self.sizes)
+
+    def num_params(self) -> int:
+        return leaf_count(self.params)
+
+
+# a NamedTuple cannot subclass the protocol; it implements it
+SizedNetwork.register(LoadedModel)
 
 
 def _digest(params: list[dict[str, np.ndarray]]) -> str:
@@ -302,6 +330,7 @@ def _traced_doc(small: Compressed | CompressedModule, *, metadata, info, x) -> d
     return {"format": FORMAT, "version": TRACED_VERSION, "kind": "traced", "paths": paths,
             "leaves": leaves, "program": program, "params_are_inputs": bool(inputs),
             "d_in": d_in, "dtype": dtype.name, "metadata": meta,
+            "sizes": [int(v) for v in comp.layer_sizes()],
             "sha256": _traced_digest(paths, leaves, program)}
 
 
@@ -326,8 +355,11 @@ def _load_traced(path, doc: dict) -> LoadedNetwork:
                          f"({type(e).__name__}: {e})") from None
     comp = metadata.get("compression")
     info = CompressInfo.from_dict(comp) if comp is not None else None
+    sizes = doc.get("sizes")
     return LoadedNetwork(params=dict(zip(paths, leaves, strict=True)), info=info,
-                         metadata=metadata, exported=exported, params_are_inputs=inputs)
+                         metadata=metadata, exported=exported, params_are_inputs=inputs,
+                         sizes=None if sizes is None else tuple(int(v) for v in
+                                                                _as_list(sizes)))
 
 
 def _as_list(v) -> list:

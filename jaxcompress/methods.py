@@ -117,6 +117,8 @@ class Method:
                             "and __call__(params, layers, *, activation, domain, placement) by "
                             "subclassing jc.FeatureMap (jaxcompress.features), got "
                             f"{type(self.features).__name__}")
+        # the feature map may depend on the widths (collocation's node count follows them)
+        object.__setattr__(self, "features", self.features.with_widths(self.widths))
 
     def describe(self) -> str:
         return (f"{self.name}(order={self.features.describe_order()}, "

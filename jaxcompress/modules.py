@@ -105,6 +105,12 @@ class ModuleNetwork(FrontEnd):
     def x(self) -> jax.ShapeDtypeStruct:
         return self.network.x
 
+    def layer_sizes(self) -> list[int]:
+        return self.network.layer_sizes()
+
+    def num_params(self) -> int:
+        return self.network.num_params()
+
     def compress(self, method, *, domain=None) -> tuple[CompressedModule, CompressInfo]:
         """:func:`jaxcompress.compress` of the traced network; the result rebuilds the module."""
         small, info = compress(self.network, method, domain=domain)
@@ -146,6 +152,23 @@ class CompressedModule(CompressedNetwork):
     def __call__(self, x: jax.Array) -> jax.Array:
         """The compressed function (``x``: a batch ``(n, d_in)``)."""
         return self.compressed(x)
+
+    @property
+    def polymorphic(self) -> bool:
+        """Whether the module's own code runs on the smaller parameters
+        (:attr:`jaxcompress.Compressed.polymorphic`)."""
+        return self.compressed.polymorphic
+
+    @property
+    def why(self) -> str:
+        """What the module's code raised on the smaller parameters (``""`` when it ran)."""
+        return self.compressed.why
+
+    def layer_sizes(self) -> list[int]:
+        return self.compressed.layer_sizes()
+
+    def num_params(self) -> int:
+        return self.compressed.num_params()
 
     def apply(self, params: Any, x: jax.Array) -> jax.Array:
         """The compressed function at ``params`` (what :func:`jaxcompress.polish` trains)."""

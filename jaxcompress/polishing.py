@@ -63,12 +63,22 @@ def default_optimizer(batch: int | None = None, steps: int = DEFAULT_STEPS):
     return optax.adam(optax.cosine_decay_schedule(1e-3, steps, alpha=1e-3))
 
 
+def _span(values, fmt: str = ".3e") -> str:
+    """``v``, or ``lo..hi`` over a vmapped stack."""
+    arr = np.asarray(values)
+    lo, hi = arr.min(), arr.max()
+    cast = int if fmt == "d" else float
+    if lo == hi:
+        return format(cast(lo), fmt)
+    return f"{format(cast(lo), fmt)}..{format(cast(hi), fmt)}"
+
+
 @functools.partial(
     jax.tree_util.register_dataclass,
     data_fields=["loss", "chunk_loss", "best_step", "error_before", "error_after", "info"],
     meta_fields=["steps", "n_points", "batch", "optimizer", "seconds", "dtype"],
 )
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class PolishHistory:
     """What :func:`polish` did (a pytree: under ``jax.vmap`` every array gains a leading axis).
 
@@ -103,6 +113,23 @@ class PolishHistory:
     optimizer: str
     seconds: float | None
     dtype: str = ""
+
+    def __repr__(self) -> str:
+        """A short summary: the run's size, the best step, the loss and the error estimate
+        before and after (ranges over a vmapped stack); the arrays stay attributes."""
+        arrays = (self.loss, self.best_step, self.error_before, self.error_after)
+        if any(isinstance(a, jax.core.Tracer) for a in arrays):
+            return (f"PolishHistory(steps={self.steps}, n_points={self.n_points}, traced: its "
+                    "arrays are known once the surrounding jax.jit or jax.vmap returns)")
+        loss = np.asarray(self.loss)
+        first, last = loss[..., 0], loss[..., -1]
+        stack = f", {loss.shape[0]} networks" if loss.ndim > 1 else ""
+        batch = "full batch" if self.batch is None else f"batches of {self.batch}"
+        secs = "" if self.seconds is None else f", {self.seconds:.1f} s"
+        return (f"PolishHistory({self.steps} steps{stack}, {self.optimizer} optimizer, "
+                f"{self.n_points} points, {batch}, {self.dtype or 'student dtype'}{secs}: "
+                f"loss {_span(first)} -> {_span(last)}, best step {_span(self.best_step, 'd')}, "
+                f"error estimate {_span(self.error_before)} -> {_span(self.error_after)})")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary (host side; one network, not a vmapped stack)."""

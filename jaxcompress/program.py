@@ -11,6 +11,9 @@ traces of a shape-polymorphic function at other shapes number their values alike
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib.util
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -62,12 +65,37 @@ class Eqn:
         return self.primitive.name
 
 
+#: Packages whose frames are never "the user's line": a module library's ``Linear`` or
+#: ``Dense`` is where the op is written, the user's model is where it is used.
+LIBRARY_PACKAGES = ("jax", "jaxlib", "flax", "equinox", "optax", "jaxcompress")
+
+
+@functools.cache
+def _library_dirs() -> tuple[str, ...]:
+    dirs = []
+    for name in LIBRARY_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        for loc in (spec.submodule_search_locations or []) if spec else []:
+            dirs.append(os.path.join(os.path.realpath(loc), ""))
+    return tuple(dirs)
+
+
+def _is_library(filename: str) -> bool:
+    return os.path.realpath(filename).startswith(_library_dirs())
+
+
 def line(eqn) -> str:
-    """The user's source line of an equation (JAX's own frames filtered out)."""
+    """The user's source line of an equation: the innermost frame outside JAX, Flax, Equinox,
+    optax and this library (JAX's own filter first; the first frame it keeps when every one is
+    a library's)."""
     try:
-        return source_info_util.summarize(eqn.source_info)
+        frames = list(source_info_util.user_frames(eqn.source_info.traceback))
     except Exception:  # noqa: BLE001 - source info is best effort; the op is still named
         return ""
+    for frame in frames:
+        if not _is_library(frame.file_name):
+            return source_info_util._summarize_frame(frame)
+    return source_info_util._summarize_frame(frames[0]) if frames else ""
 
 
 def flatten(jaxpr, consts: Sequence, args: Sequence, out: list[Eqn], counter: list[int],

@@ -42,7 +42,7 @@ def test_polynomial_network_is_exact(act, sizes, k, deg):
     del deg
 
 
-def test_duplicated_neurons_merge():
+def test_duplicated_neurons_merge(tmp_path):
     base = jc.init_mlp(jax.random.PRNGKey(1), [1, 2, 1])
     # three copies of each of the two neurons, outgoing weight split unevenly among the copies
     k0, b0 = base[0]["kernel"], base[0]["bias"]
@@ -60,6 +60,17 @@ def test_duplicated_neurons_merge():
     trimmed = jc.trim(small, info)
     assert jc.layer_sizes(trimmed) == [1, 2, 1]
     assert _max_diff(dup, trimmed, "sigmoid", x) < 1e-13
+    # the record of the trimmed network: the kept neurons that stay, the new width
+    record = jc.trim_info(info, small)
+    kept = np.asarray(info.layers[0].kept)
+    stays = np.any(np.asarray(small[1]["kernel"]) != 0, axis=1)
+    assert record.layers[0].width_out == 2 and int(record.layers[0].rank) == 2
+    np.testing.assert_array_equal(record.layers[0].kept, kept[stays])
+    np.testing.assert_array_equal(trimmed[0]["kernel"],
+                                  np.asarray(dup[0]["kernel"])[:, kept[stays]])
+    jc.save(tmp_path / "t.jcz", trimmed, activation="sigmoid", info=record)   # it describes it
+    with pytest.raises(ValueError, match=r"trim_info: info describes hidden widths \[4\]"):
+        jc.trim_info(info, trimmed)
 
 
 def test_permuting_neurons_does_not_change_the_result():

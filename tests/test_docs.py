@@ -22,6 +22,11 @@ HTML comments right before a block (invisible on GitHub and in the docs) adjust 
 * ``<!-- test: slow: REASON -->`` runs the block only with ``-m slow``;
 * ``<!-- test: skip: REASON -->`` never runs it (a call's shape, not a program).
 
+**Shell blocks.** Every ```` ```bash ```` block of the same pages (but the README's opening
+install commands) runs as shown in a fresh folder, after the page's Python blocks above it (which
+make the files it reads): each line must be a ``jaxcompress`` command that exits with status 0,
+and a file it writes with ``-o`` must load. A block of other commands is marked ``skip``.
+
 **Doctests.** The ``>>>`` examples in the docstrings of every ``jaxcompress`` module run with
 ``ELLIPSIS`` and ``NORMALIZE_WHITESPACE``; ``jax``, ``jnp``, ``np`` and ``jc`` are predefined
 (the convention the API reference states). An example that takes long is marked
@@ -46,6 +51,7 @@ import importlib.util
 import io
 import pathlib
 import re
+import shlex
 import sys
 import tokenize
 import types
@@ -56,6 +62,7 @@ import numpy as np
 import pytest
 
 import jaxcompress as jc
+from jaxcompress import cli
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -98,8 +105,8 @@ class Block:
         return f"{self.path.relative_to(ROOT)}:{self.line}:{slug}"
 
 
-def code_blocks(path: pathlib.Path) -> list[Block]:
-    """The ```python blocks of a markdown file with their markers."""
+def code_blocks(path: pathlib.Path, lang: str = "python") -> list[Block]:
+    """The ```python (or ```LANG) blocks of a markdown file with their markers."""
     lines = path.read_text().splitlines()
     blocks, section, pending, i = [], "", [], 0
     while i < len(lines):
@@ -117,7 +124,7 @@ def code_blocks(path: pathlib.Path) -> list[Block]:
             j = i + 1
             while not lines[j].startswith("```"):
                 j += 1
-            if line.strip() == "```python":
+            if line.strip() == f"```{lang}":
                 kw: dict = {"setup": "", "shrink": [], "slow": "", "skip": ""}
                 for comment in pending:
                     for m in _MARKER.finditer(comment):
@@ -258,12 +265,59 @@ def _block_params():
 @pytest.mark.parametrize(("block", "as_written"), _block_params())
 def test_code_block(block: Block, as_written: bool, tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)  # examples that save files write them here
+    run_block(block.code if as_written else _shrunk(block), block.setup, block.id)
+
+
+def _handwritten_pages() -> list[pathlib.Path]:
+    return sorted(p for p in DOCS.glob("*.md") if p.name != "README.md")
+
+
+def _shrunk(block: Block) -> str:
     code = block.code
-    if not as_written:
-        for old, new in block.shrink:
-            assert old in code, f"{block.id}: shrink target {old!r} is not in the block"
-            code = code.replace(old, new)
-    run_block(code, block.setup, block.id)
+    for old, new in block.shrink:
+        assert old in code, f"{block.id}: shrink target {old!r} is not in the block"
+        code = code.replace(old, new)
+    return code
+
+
+def _shell_params():
+    params = []
+    for path in [ROOT / "README.md"] + _handwritten_pages():
+        for b in code_blocks(path, "bash"):
+            # the README's opening block installs the project (.ci/run runs its test command on
+            # a fresh machine; tests/test_cli.py runs `jaxcompress demo`)
+            if b.skip or (path.name == "README.md" and b.line == 3):
+                continue
+            params.append(pytest.param(b, id=b.id, marks=[pytest.mark.slow] if b.slow else []))
+    return params
+
+
+@pytest.mark.parametrize("block", _shell_params())
+def test_shell_block(block: Block, tmp_path, monkeypatch) -> None:
+    """Every shell block of the README and the docs runs as shown, in a fresh folder, after the
+    page's Python blocks above it (which make the files it reads, as a reader would): each line
+    is a ``jaxcompress`` command that exits with status 0, and every file it writes with ``-o``
+    loads with :func:`jaxcompress.load`. A block of other commands (installs, benchmarks) is
+    marked ``<!-- test: skip: REASON -->``."""
+    monkeypatch.chdir(tmp_path)
+    for b in code_blocks(block.path):
+        if b.line < block.line and not (b.skip or b.slow):
+            # as in a reader's fresh process: float64 only where the block switches it on (a
+            # float32 teacher is what exposed the command line's trimmed record)
+            with jax.enable_x64("jax_enable_x64" in b.setup + b.code):
+                run_block(_shrunk(b), b.setup, b.id)
+    commands = [shlex.split(line, comments=True) for line in _shrunk(block).splitlines()]
+    commands = [argv for argv in commands if argv]
+    assert commands, f"{block.id}: no command"
+    for argv in commands:
+        assert argv[0] == "jaxcompress", (
+            f"{block.id}: {' '.join(argv)!r} is not a jaxcompress command; mark the block "
+            "<!-- test: skip: REASON --> if it cannot run in the tests")
+        with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
+            rc = cli.main(argv[1:])
+        assert rc == 0, f"{block.id}: {' '.join(argv)!r} exited with status {rc}"
+        if "-o" in argv:
+            jc.load(argv[argv.index("-o") + 1])
 
 
 def test_markers_and_literals() -> None:
@@ -283,10 +337,6 @@ def test_markers_and_literals() -> None:
         assert expected_output(prose) is None, prose
     with pytest.raises(AssertionError, match="the text shows"):
         run_block("x = [1, 2]\nx  # [1, 3]\n", "", "self-test")
-
-
-def _handwritten_pages() -> list[pathlib.Path]:
-    return sorted(p for p in DOCS.glob("*.md") if p.name != "README.md")
 
 
 def test_readme_is_short() -> None:
@@ -503,6 +553,25 @@ def test_handwritten_pages_in_the_site() -> None:
     assert text == "[a](guide/at_a_glance.md#the-api-at-a-glance) [b](guide/benchmarks.md)", text
 
 
+def _math_spans(path: pathlib.Path) -> int:
+    """The formulas MyST typesets on a page (its ``dollarmath`` extension, as the site uses)."""
+    markdown_it = pytest.importorskip("markdown_it")
+    dollarmath = pytest.importorskip("mdit_py_plugins.dollarmath")
+    md = markdown_it.MarkdownIt("commonmark").enable("table").use(dollarmath.dollarmath_plugin)
+    count = 0
+    for tok in md.parse(path.read_text()):
+        count += tok.type.startswith("math_block")
+        count += sum(child.type == "math_inline" for child in tok.children or ())
+    return count
+
+
+@pytest.mark.parametrize("page", ["certificates", "methods", "trace", "scale_out"])
+def test_guide_pages_typeset_their_formulas(page: str) -> None:
+    """The guide pages write formulas as MyST math (typeset by the site's MathJax), not as code:
+    the fast twin of the build check in ``test_docs_build``."""
+    assert _math_spans(DOCS / f"{page}.md") >= {"certificates": 40, "methods": 10}.get(page, 1)
+
+
 def test_every_notebook_is_in_the_docs() -> None:
     link = DOCS / "notebooks"
     assert link.resolve() == (ROOT / "notebooks").resolve()
@@ -528,6 +597,11 @@ def test_docs_build(tmp_path) -> None:
     assert (html / "_static" / "mathjax" / "tex-chtml.js").exists()
     page = (html / "api" / "jaxcompress.compress.html").read_text()
     assert 'src="../_static/mathjax/tex-chtml.js"' in page
+    # the guide pages typeset their formulas (MyST dollar math becomes MathJax spans)
+    for name in ("certificates", "methods"):
+        text = (html / f"{name}.html").read_text()
+        assert text.count('class="math notranslate nohighlight"') >= 10, name
+        assert 'src="_static/mathjax/tex-chtml.js"' in text, name
     for f in html.rglob("*.html"):
         scripts = re.findall(r'<script[^>]*src="([^"]+)"', f.read_text())
         remote = [src for src in scripts if re.match(r"^(https?:)?//", src)]

@@ -446,28 +446,6 @@ def test_cli_before_row_is_the_rounding_floor_and_help_shows_defaults(tmp_path, 
     assert "(default: 1.0)" in out and "(default: 8192)" in out
 
 
-# --- Flax --------------------------------------------------------------------------------------
-
-
-@pytest.mark.skipif(importlib.util.find_spec("flax") is None, reason="flax not installed")
-def test_flax_adapter_takes_domain_coordinates_and_dtype() -> None:
-    from flax import nnx
-
-    import jaxcompress.flax as jf
-
-    model = jf.MLP([2, 24, 24, 1], activation="tanh", rngs=nnx.Rngs(0))  # float32
-    box = jc.Box(jnp.array([-1.0, 0.0]), jnp.array([1.0, 0.5]))
-    with pytest.warns(UserWarning, match="pass dtype=jnp.float64"):
-        res = jf.compress_model(model, order=3, domain=box)
-    assert res.info.error_estimate is not None
-    res = jf.compress_model(model, jc.derivative_matching(3, coordinates="bottleneck"),
-                            dtype=jnp.float64)
-    assert res.model.layers[0].kernel.dtype == jnp.float32  # the model keeps its dtype
-    assert "error estimate" in res.summary()
-    with pytest.raises(ValueError, match="either radius or domain"):
-        jf.compress_model(model, order=3, radius=0.5, domain=box, dtype=jnp.float64)
-
-
 def test_memory_estimate_names_the_parts_and_divides_over_devices(monkeypatch) -> None:
     from jaxcompress import taylor
     from jaxcompress.compression import memory_estimate

@@ -146,6 +146,25 @@ def test_parameterization_is_exact_on_a_polynomial_curve():
 # --- baselines ------------------------------------------------------------------------------------
 
 
+def test_collocation_nodes_follow_the_widths():
+    """widths= above D_k gets oversample nodes per kept neuron (not a least-squares fit with as
+    many unknowns as equations); the traced path takes the same nodes."""
+    plain = jc.collocation(1)
+    wide = jc.collocation(1, widths=(10, 4))
+    sizes, ball = [2, 32, 32, 1], jc.Ball(2, 1.0)
+    assert plain.features.n_points(sizes, ball) == (12, 12)           # 4 * D_1
+    assert wide.features.n_points(sizes, ball) == (40, 16)            # 4 * max(D_1, width)
+    assert wide.with_widths((5, 20)).features.n_points(sizes, ball) == (20, 80)
+    assert wide.with_widths(None).features.n_points(sizes, ball) == (12, 12)
+    teacher = jc.init_mlp(jax.random.PRNGKey(0), sizes)
+    small, info = jc.compress(teacher, wide, activation="tanh", domain=ball)
+    assert [li.num_rows for li in info.layers] == [40, 16]
+    net = jc.trace(lambda p, x: jc.apply(p, x, activation="tanh"), teacher, jnp.zeros((4, 2)))
+    traced, tinfo = jc.compress(net, wide, domain=ball)
+    np.testing.assert_allclose(float(tinfo.error_estimate), float(info.error_estimate),
+                               rtol=1e-8)
+
+
 def test_weight_norm_keeps_the_largest_outgoing_weights():
     params = jc.init_mlp(jax.random.PRNGKey(7), [2, 30, 1])
     small, info = jc.compress(params, jc.derivative_matching(2, selector=jc.WeightNorm()),

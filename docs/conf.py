@@ -71,4 +71,5 @@ html_theme_options = {
     "show_toc_level": 2,
     "navigation_with_keys": False,
 }
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["wide.css"]  # a wide display formula scrolls instead of being clipped

@@ -42,7 +42,7 @@ PAGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("at_a_glance", "The API at a glance", ("The API at a glance",)),
     ("results", "Results", ("Results",)),
     ("benchmarks", "Benchmarks", ()),
-    ("layout", "Layout", ("Layout",)),
+    ("documentation", "Documentation", ("Documentation",)),
 )
 #: The "See also" line at the top of a guide page.
 SEE_ALSO = {
@@ -53,7 +53,7 @@ SEE_ALSO = {
 }
 #: The hand-written pages of ``docs/`` (their links are rewritten as Sphinx reads them).
 HANDWRITTEN = ("index", "methods", "certificates", "flax", "trace", "io", "scale_out",
-               "reproduce")
+               "reproduce", "layout")
 
 #: API sections: defining module -> section title. Modules not listed get a section named after
 #: themselves, at the end, so a new module's names are documented without editing this file.

@@ -78,7 +78,8 @@ def main(argv=None) -> int:
     from jax.sharding import Mesh
 
     import jaxcompress as jc
-    from jaxcompress.compression import _compress_jit, memory_estimate
+    from jaxcompress.driver import memory_estimate, run_jit
+    from jaxcompress.graph import Network
     from jaxcompress.sharding import params_placement
     from jaxcompress.taylor import memory_limit
 
@@ -131,8 +132,9 @@ def main(argv=None) -> int:
                 warm, _ = C.median_time(
                     lambda params=params, method=method, domain=domain: jc.compress(
                         params, method, activation="sigmoid", domain=domain), cfg["repeats"])
-                stats = _compress_jit.lower(params, method, domain, activation="sigmoid",
-                                            placement=spec).compile().memory_analysis()
+                stats = run_jit.lower(jax.tree.leaves(params), method, domain,
+                                      plan=Network.from_params(params, "sigmoid").plan(),
+                                      placement=spec).compile().memory_analysis()
             kept = [set(np.asarray(li.kept).tolist()) for li in info.layers]
             entry = {"first_call_s": first, "warm_median_s": warm, "sup_error": err,
                      "error_estimate": float(np.asarray(info.error_estimate)),

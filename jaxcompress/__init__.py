@@ -40,7 +40,6 @@ from jaxcompress.compression import (
     trim_info,
 )
 from jaxcompress.domains import Ball, Box, Domain, Parameterization
-from jaxcompress.evaluate import error_estimate, sup_error
 from jaxcompress.features import (
     CollocationFeatures,
     DataFeatures,
@@ -52,6 +51,7 @@ from jaxcompress.features import (
 )
 from jaxcompress.graph import Compressed, Network, trace
 from jaxcompress.io import LoadedModel, LoadedNetwork, load, load_npz, save, save_npz
+from jaxcompress.measure import error_estimate, sup_error
 from jaxcompress.methods import (
     BestOf,
     Method,
@@ -62,6 +62,7 @@ from jaxcompress.methods import (
 )
 from jaxcompress.mlp import apply, init_mlp, layer_sizes, num_params, validate_params
 from jaxcompress.modules import CompressedModule, ModuleNetwork, trace_module
+from jaxcompress.networks import shard
 from jaxcompress.polishing import PolishHistory, polish
 from jaxcompress.select import (
     OMP,
@@ -76,7 +77,6 @@ from jaxcompress.select import (
     greedy_pivoted_qr,
     select_columns,
 )
-from jaxcompress.sharding import shard
 from jaxcompress.taylor import monomials, num_monomials
 from jaxcompress.tolerance import (
     Certified,

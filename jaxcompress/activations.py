@@ -50,6 +50,7 @@ __all__ = [
     "BoundRule",
     "get_activation",
     "get_bound_rule",
+    "make_activation",
     "register_activation",
     "register_bound_rule",
     "registered_activations",
@@ -338,20 +339,30 @@ def register_activation(
             f"register_activation: {name!r} is already registered; "
             "pass overwrite=True to replace it."
         )
+    act = make_activation(name, fn, series=series, jet_fn=jet_fn, rho_sigma=rho_sigma,
+                          description=description)
+    _REGISTRY[name] = act
+    return act
+
+
+def make_activation(
+    name: str,
+    fn: Callable[[jax.Array], jax.Array],
+    *,
+    series: SeriesFn | None = None,
+    jet_fn: Callable[[jax.Array], jax.Array] | None = None,
+    rho_sigma: float = math.inf,
+    description: str = "",
+) -> Activation:
+    """An :class:`Activation` checked as :func:`register_activation` checks one, without
+    registering it (a traced network's own activation: compressing never writes the registry).
+    """
     _check_registration(name, fn, series, jet_fn, rho_sigma)
     jet_fn = fn if jet_fn is None else jet_fn
     if series is None:
         _try_jet_series(name, jet_fn)
-    act = Activation(
-        name=name,
-        fn=fn,
-        series=_jet_series(jet_fn) if series is None else series,
-        jet_fn=jet_fn,
-        rho_sigma=float(rho_sigma),
-        description=description,
-    )
-    _REGISTRY[name] = act
-    return act
+    return Activation(name=name, fn=fn, series=_jet_series(jet_fn) if series is None else series,
+                      jet_fn=jet_fn, rho_sigma=float(rho_sigma), description=description)
 
 
 def _check_registration(name, fn, series, jet_fn, rho_sigma) -> None:

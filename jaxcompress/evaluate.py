@@ -24,7 +24,8 @@ from jaxcompress.domains import Domain, check_domain, domain_valid
 from jaxcompress.mlp import Params, apply, validate_params
 from jaxcompress.placement import Placement
 
-__all__ = ["ERROR_POINTS", "ERROR_SKIP", "error_estimate", "error_points", "sup_error"]
+__all__ = ["ERROR_POINTS", "ERROR_SKIP", "error_estimate", "error_points", "search_sup",
+           "sup_error"]
 
 #: Number of points of :func:`error_estimate` (and of ``CompressInfo.error_estimate``).
 ERROR_POINTS = 256
@@ -114,15 +115,10 @@ def _error_fn(params_a, params_b, act):
     return err
 
 
-@functools.partial(
-    jax.jit,
-    static_argnames=("act_name", "n_samples", "local_search_steps", "n_starts", "return_point"),
-)
-def _sup_error(params_a, params_b, domain, key, *, act_name, n_samples, local_search_steps,
-               n_starts, return_point):
-    act = get_activation(act_name)
-    err = _error_fn(params_a, params_b, act)
-    dtype = jnp.result_type(params_a[0]["kernel"])
+def search_sup(err, domain, key, dtype, *, n_samples, local_search_steps, n_starts,
+               return_point):
+    """The paper's protocol on ``err(x) -> (n,)``: the largest error over ``n_samples`` uniform
+    samples, then projected gradient ascent from the ``n_starts`` worst (traceable)."""
     x = domain.sample(key, n_samples, dtype)
     e = err(x)
     best_i = jnp.argmax(e)
@@ -155,6 +151,18 @@ def _sup_error(params_a, params_b, domain, key, *, act_name, n_samples, local_se
     if return_point:
         return best_e, best_x
     return best_e
+
+
+@functools.partial(
+    jax.jit,
+    static_argnames=("act", "n_samples", "local_search_steps", "n_starts", "return_point"),
+)
+def _sup_error(params_a, params_b, domain, key, *, act, n_samples, local_search_steps,
+               n_starts, return_point):
+    dtype = jnp.result_type(params_a[0]["kernel"])
+    return search_sup(_error_fn(params_a, params_b, act), domain, key, dtype,
+                      n_samples=n_samples, local_search_steps=local_search_steps,
+                      n_starts=n_starts, return_point=return_point)
 
 
 def sup_error(
@@ -222,6 +230,6 @@ def sup_error(
     local_search_steps = check_positive_int(local_search_steps, "sup_error",
                                             "local_search_steps", minimum=0)
     n_starts = check_positive_int(n_starts, "sup_error", "n_starts", minimum=0)
-    return _sup_error(params_a, params_b, domain, key, act_name=act.name, n_samples=int(n_samples),
+    return _sup_error(params_a, params_b, domain, key, act=act, n_samples=int(n_samples),
                       local_search_steps=int(local_search_steps), n_starts=int(n_starts),
                       return_point=bool(return_point))

@@ -51,7 +51,7 @@ import abc
 import dataclasses
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -418,10 +418,42 @@ def _coord_dims(sources, sizes, domain) -> tuple[int, ...]:
     return tuple(domain.dim if src == -1 else sizes[src] for src in sources)
 
 
+def _input_coordinates(domain, dtype) -> tuple[Callable[[jax.Array], jax.Array], int]:
+    """``(to_x, m)``: the map from the features' coordinates to the network input (``iota`` of a
+    :class:`~jaxcompress.Parameterization`, else the identity) and their dimension ``m``."""
+    iota = domain.parameter_map
+    if iota is not None:
+        return iota, domain.base.input_dim(dtype)
+    return (lambda u: u), domain.input_dim(dtype)
+
+
+def _value_shape(values, d_in: int, dtype) -> tuple[int, int]:
+    """``(r, width)`` of ``values``' output ``(n, r, width)``."""
+    out = jax.eval_shape(values, jax.ShapeDtypeStruct((1, d_in), dtype))
+    return int(out.shape[1]), int(out.shape[2])
+
+
+def _point_features_of(values, x, layer: int, order: int, m: int) -> LayerFeatures:
+    v = values(x)
+    return LayerFeatures(z=v.reshape(-1, v.shape[-1]), scale=None, layer=layer, order=order,
+                         num_features=num_monomials(m, order), coord_dim=m)
+
+
 class FeatureMap(abc.ABC):
     """The protocol of a feature map: what :func:`jaxcompress.compress` needs of one.
 
-    Required: a ``name`` (shown in ``CompressInfo``), :meth:`num_features` and :meth:`__call__`.
+    Required: a ``name`` (shown in ``CompressInfo``), :meth:`num_features`, and at least one of
+    the two ways to compute features:
+
+    - :meth:`of_values` ``(values, layer, *, domain, dtype)``: the features of one set of
+      neurons from a function ``values(x) -> (n, r, width)`` (their activations at a batch of
+      inputs, computed by running the network's own program). It works on **every** network;
+      the driver calls it for networks that are not a chain of dense layers, and the default
+      :meth:`__call__` calls it on a chain.
+    - :meth:`__call__` ``(params, layers, *, activation, domain, placement)``: the features of a
+      chain in the params convention, all requested layers at once (where a closed form is
+      faster: the multivariate Taylor pass). Used for chains.
+
     Declared with defaults (override what applies): :attr:`refit`, :attr:`coordinates`,
     :meth:`describe_order`, :meth:`check` and :meth:`memory`. A subclass must be hashable (a frozen
     dataclass: static configuration) or a registered pytree (its arrays traced).
@@ -443,10 +475,32 @@ class FeatureMap(abc.ABC):
         """``D_k`` per hidden layer of a network of layer ``sizes`` (the default widths are
         ``min(D_k, d_l)``)."""
 
-    @abc.abstractmethod
     def __call__(self, params: Params, layers: Sequence[int], *, activation, domain,
                  placement: Placement | None = None) -> dict[int, LayerFeatures]:
-        """The :class:`LayerFeatures` of each requested hidden layer (1-based) of ``params``."""
+        """The :class:`LayerFeatures` of each requested hidden layer (1-based) of ``params``.
+
+        By default :meth:`of_values` on each layer's activations."""
+        act = get_activation(activation)
+        dtype = jnp.result_type(params[0]["kernel"])
+        out = {}
+        for l in layers:
+            def values(x, l=l):
+                return hidden_activations(list(params[:l]) + [params[l]], x, activation=act,
+                                          placement=placement)[l - 1][:, None, :]
+            out[l] = dataclasses.replace(self.of_values(values, l, domain=domain, dtype=dtype),
+                                         layer=l)
+        return out
+
+    def of_values(self, values: Callable[[jax.Array], jax.Array], layer: int, *, domain,
+                  dtype) -> LayerFeatures:
+        """The :class:`LayerFeatures` of one set of neurons from ``values(x)``, their
+        activations ``(n, r, width)`` at inputs ``x`` of shape ``(n, d_in)`` (``r`` values per
+        input and neuron, usually one; rows of the features stack them). ``layer`` is the set's
+        1-based position (which entry of a per-layer ``order`` or ``widths`` is its own)."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.of_values: this feature map computes features of a params "
+            "list only (its __call__); implement of_values(values, layer, *, domain, dtype) to "
+            "compress networks that are not a chain of dense layers")
 
     def describe_order(self) -> Any:
         """The truncation order(s) ``k`` shown by ``Method.describe`` (``None``: no order)."""
@@ -639,6 +693,38 @@ class DerivativeFeatures(_OrderedFeatureMap):
             return 1
         return 2 * dims[0] + 1 if self.centers is None else int(np.shape(self.centers)[0])
 
+    def _centers(self, domain, dtype) -> tuple[jax.Array, jax.Array, bool]:
+        """``(expansion points (J, m), radius, several)``."""
+        center, radius = domain.expansion(dtype)
+        if self.centers is not None:
+            return jnp.asarray(self.centers, dtype), radius, True
+        if self.auto_centers:
+            return default_centers(center, domain.half_widths(dtype)), radius, True
+        return center[None], radius, False
+
+    def of_values(self, values, layer, *, domain, dtype) -> LayerFeatures:
+        """Taylor coefficients of ``values`` at the expansion point(s) by
+        :func:`jax.experimental.jet` along fixed directions, then least squares per degree (the
+        ``"jet"`` backend, for any program): row ``(alpha, r)`` is the coefficient of
+        ``u^alpha`` of value ``r``, scaled by ``R^|alpha|`` (per centre ``(R J^(-1/m))^|alpha|``).
+        """
+        to_x, m = _input_coordinates(domain, dtype)
+        order = _orders(self.order, layer, "compress", prefix=True)[layer - 1]
+        pts, radius, multi = self._centers(domain, dtype)
+        d_in = int(jax.eval_shape(to_x, jax.ShapeDtypeStruct((m,), dtype)).shape[0])
+        r, width = _value_shape(values, d_in, dtype)
+
+        def h(u):
+            return values(to_x(u)[None])[0].reshape(-1)
+
+        z = jnp.concatenate([monomial_taylor_of(h, c, order).reshape(-1, width) for c in pts])
+        n_c = pts.shape[0]
+        r_eff = radius * (float(n_c) ** (-1.0 / m) if multi else 1.0)
+        deg = np.tile(np.repeat(monomials(m, order).sum(axis=1), r), n_c)
+        return LayerFeatures(z=z, scale=jnp.asarray(r_eff, dtype) ** jnp.asarray(deg, dtype),
+                             layer=layer, order=order, num_features=num_monomials(m, order),
+                             coord_dim=m)
+
     def __call__(self, params, layers, *, activation, domain, placement=None
                  ) -> dict[int, LayerFeatures]:
         act = get_activation(activation)
@@ -819,6 +905,13 @@ class CollocationFeatures(_OrderedFeatureMap):
         return tuple(self.node_count(dk, l) for l, dk in
                      enumerate(self.num_features(sizes, domain), start=1))
 
+    def of_values(self, values, layer, *, domain, dtype) -> LayerFeatures:
+        """``values`` at the :meth:`node_count` nodes of the domain."""
+        _, m = _input_coordinates(domain, dtype)
+        order = _orders(self.order, layer, "compress", prefix=True)[layer - 1]
+        x = domain.nodes(self.node_count(num_monomials(m, order), layer), self.nodes, dtype)
+        return _point_features_of(values, x, layer, order, m)
+
     def check(self, sizes, dtype, domain, where: str) -> None:
         self._check_common(sizes, where)
         if self.nodes not in domain.node_kinds:
@@ -889,6 +982,18 @@ class DataFeatures(_OrderedFeatureMap):
         if len(shape) != 2 or shape[1] != d or shape[0] < 1:
             raise ValueError(f"{where}: data has shape {shape}; expected (N, {d}) with N >= 1 "
                              f"(the network takes inputs of size {d})")
+
+    def _data(self, dtype) -> jax.Array:
+        # traced data cannot be refused: non-finite data poisons every feature, so the result
+        # says so (a NaN error estimate) instead of looking plausible
+        x = jnp.asarray(self.x, dtype)
+        return jnp.where(jnp.all(jnp.isfinite(x)), x, jnp.nan)
+
+    def of_values(self, values, layer, *, domain, dtype) -> LayerFeatures:
+        """``values`` at the data."""
+        _, m = _input_coordinates(domain, dtype)
+        order = _orders(self.order, layer, "compress", prefix=True)[layer - 1]
+        return _point_features_of(values, self._data(dtype), layer, order, m)
 
     def __call__(self, params, layers, *, activation, domain, placement=None
                  ) -> dict[int, LayerFeatures]:

@@ -51,9 +51,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress._checks import check_info_matches
-from jaxcompress.activations import get_activation
-from jaxcompress.compression import CompressInfo
-from jaxcompress.graph import Compressed
+from jaxcompress.activations import get_activation, registered_activations
+from jaxcompress.graph import Compressed, Network
+from jaxcompress.layer import CompressInfo
 from jaxcompress.mlp import (
     Params,
     SizedNetwork,
@@ -62,7 +62,7 @@ from jaxcompress.mlp import (
     num_params,
     validate_params,
 )
-from jaxcompress.modules import CompressedModule
+from jaxcompress.modules import ModuleNetwork
 
 __all__ = ["LoadedModel", "LoadedNetwork", "info_to_dict", "load", "load_npz",
            "resolve_activation", "save", "save_npz"]
@@ -113,6 +113,10 @@ class LoadedNetwork(SizedNetwork):
       exported: the :class:`jax.export.Exported` program.
       params_are_inputs: whether the program takes ``params``' leaves as inputs (else the
         weights are inside it).
+      sizes: ``[d_in]`` and every neuron group's width, as saved.
+      chain: for a chain of dense layers with a registered activation, ``(params list,
+        activation)``: what :func:`jaxcompress.compress` and :func:`jaxcompress.certify` of
+        the loaded network use; else ``None``.
     """
 
     params: dict[str, np.ndarray]
@@ -121,12 +125,19 @@ class LoadedNetwork(SizedNetwork):
     exported: Any
     params_are_inputs: bool
     sizes: tuple[int, ...] | None = None
+    chain: tuple[Params, str] | None = None
 
     def __call__(self, x: jax.Array) -> jax.Array:
         """The compressed function on a batch ``x`` of shape ``(n, d_in)``, any ``n``."""
         if self.params_are_inputs:
             return self.exported.call(list(self.params.values()), x)
         return self.exported.call(x)
+
+    def apply(self, params, x: jax.Array) -> jax.Array:
+        """``loaded(x)`` (its parameters are inside it; ``params`` is ignored): the
+        ``fn(params, x)`` form the measurements use."""
+        del params
+        return self(x)
 
     def layer_sizes(self) -> list[int]:
         """``[d_in]`` and every neuron group's width, as saved."""
@@ -176,7 +187,7 @@ def info_to_dict(info) -> dict[str, Any]:
 
 def save(
     path: str | os.PathLike,
-    params: Params | Compressed | CompressedModule,
+    params: Params | Network | ModuleNetwork | Compressed,
     *,
     activation: str | None = None,
     metadata: dict[str, Any] | None = None,
@@ -187,10 +198,13 @@ def save(
 
     Args:
       path: the file to write (conventionally ``*.jcz``); written atomically.
-      params: the network, any dtype; stored bit-exact. Or a compressed traced network, a
-        :class:`~jaxcompress.Compressed` or :class:`~jaxcompress.CompressedModule`: its leaves
-        and its program (:mod:`jax.export`, a symbolic batch dimension) are stored, see the
-        module docstring; :func:`load` gives back a callable :class:`LoadedNetwork`.
+      params: the network, any dtype; stored bit-exact. Or a traced network, compressed or
+        not (a :class:`~jaxcompress.Network`, :class:`~jaxcompress.ModuleNetwork`,
+        :class:`~jaxcompress.Compressed`, :class:`~jaxcompress.CompressedModule`): its leaves
+        and its program (:mod:`jax.export`, a symbolic batch dimension) are stored, and, for a
+        chain of dense layers with a registered activation, the chain itself (so the command
+        line can compress and certify it); see the module docstring. :func:`load` gives back a
+        callable :class:`LoadedNetwork`.
       activation: its activation name (checked against the registry); required for a params
         list, refused for a traced network (its program holds its activation).
       metadata: JSON-like values: e.g. domain, orders, measured error, certificate.
@@ -199,16 +213,16 @@ def save(
         ``params``: its hidden widths and activation are checked (a record of another network
         is a ``ValueError``). A :class:`~jaxcompress.CompressedModule` stores its own
         ``small.info`` unless another is given.
-      x: for a :class:`~jaxcompress.Compressed` from :func:`~jaxcompress.trace` only: the
-        example inputs given to ``jc.trace`` (or their :class:`jax.ShapeDtypeStruct`); the
-        program is exported for inputs ``(b, d_in)`` of their dtype, any ``b``.
+      x: optional, for a traced network: example inputs (or a :class:`jax.ShapeDtypeStruct`)
+        of the width it was traced with; the program is exported for inputs ``(b, d_in)`` of the
+        traced dtype, any ``b``.
     """
     if os.path.isdir(path):
         raise ValueError(f"save: path {os.fspath(path)!r} is a folder; expected a file name "
                          "(e.g. model.jcz)")
-    if isinstance(params, (Compressed, CompressedModule)):
+    if isinstance(params, (Network, ModuleNetwork, Compressed)):
         if activation is not None:
-            raise ValueError(f"save: a compressed traced network carries its activation in its "
+            raise ValueError(f"save: a traced network carries its activation in its "
                              f"program; expected no activation=, got {activation!r}")
         _write(path, _traced_doc(params, metadata=metadata, info=info, x=x))
         return
@@ -267,28 +281,23 @@ def _traced_digest(paths: list[str], leaves: list[np.ndarray], program: bytes) -
     return h.hexdigest()
 
 
-def _traced_doc(small: Compressed | CompressedModule, *, metadata, info, x) -> dict:
-    """The version-2 document of a compressed traced network (see the module docstring).
+def _traced_doc(obj, *, metadata, info, x) -> dict:
+    """The version-2 document of a traced network (see the module docstring).
 
     The program is checked before it is stored: on 16 fixed inputs its output must equal
     ``small(x)`` to rounding."""
     where = "save"
-    if isinstance(small, CompressedModule):
-        if x is not None:
-            raise ValueError(f"{where}: a CompressedModule knows its input shape; expected no "
-                             f"x=, got x of type {type(x).__name__}")
-        info = small.info if info is None else info
-        spec, comp = small.source.x, small.compressed
+    if isinstance(obj, Network):
+        comp = Compressed(obj.params, obj)
+    elif isinstance(obj, ModuleNetwork):
+        comp = Compressed(obj.params, obj.network)
     else:
-        if x is None:
-            raise ValueError(f"{where}: a Compressed from jc.trace needs x= (the example inputs "
-                             "given to jc.trace, or their jax.ShapeDtypeStruct) to export its "
-                             "program for inputs (b, d_in); got none")
-        spec, comp = x, small
-    if len(np.shape(spec)) != 2:
-        raise ValueError(f"{where}: x must be example inputs of shape (n, d_in), got shape "
-                         f"{np.shape(spec)}")
-    d_in, dtype = int(np.shape(spec)[1]), jnp.dtype(jnp.result_type(spec))
+        comp, info = obj, obj.info if info is None else info
+    spec = comp.network.x
+    if x is not None and (len(np.shape(x)) != 2 or np.shape(x)[1] != spec.shape[1]):
+        raise ValueError(f"{where}: x must be example inputs of shape (n, {spec.shape[1]}) (the "
+                         f"traced network's input width), got shape {np.shape(x)}")
+    d_in, dtype = int(spec.shape[1]), jnp.dtype(spec.dtype)
     if info is not None and not isinstance(info, CompressInfo):
         raise TypeError(f"{where}: info must be a CompressInfo, got {type(info).__name__}")
     if metadata is not None and not isinstance(metadata, dict):
@@ -330,8 +339,19 @@ def _traced_doc(small: Compressed | CompressedModule, *, metadata, info, x) -> d
     return {"format": FORMAT, "version": TRACED_VERSION, "kind": "traced", "paths": paths,
             "leaves": leaves, "program": program, "params_are_inputs": bool(inputs),
             "d_in": d_in, "dtype": dtype.name, "metadata": meta,
-            "sizes": [int(v) for v in comp.layer_sizes()],
+            "sizes": [int(v) for v in comp.layer_sizes()], "chain": _chain_doc(comp),
             "sha256": _traced_digest(paths, leaves, program)}
+
+
+def _chain_doc(comp: Compressed) -> dict | None:
+    """A chain of dense layers whose activation is registered, as plain arrays (what the
+    command line compresses and certifies); ``None`` for anything else."""
+    act = comp.network.activation
+    if act is None or act.name not in registered_activations() or get_activation(
+            act.name) is not act:
+        return None
+    return {"activation": act.name,
+            "params": [{k: np.asarray(v) for k, v in layer.items()} for layer in comp.lowered]}
 
 
 def _load_traced(path, doc: dict) -> LoadedNetwork:
@@ -356,10 +376,15 @@ def _load_traced(path, doc: dict) -> LoadedNetwork:
     comp = metadata.get("compression")
     info = CompressInfo.from_dict(comp) if comp is not None else None
     sizes = doc.get("sizes")
+    chain = doc.get("chain")
+    if chain is not None:
+        chain = ([{k: np.asarray(v) for k, v in layer.items()} for layer in
+                  _as_list(chain["params"])], str(chain["activation"]))
     return LoadedNetwork(params=dict(zip(paths, leaves, strict=True)), info=info,
                          metadata=metadata, exported=exported, params_are_inputs=inputs,
                          sizes=None if sizes is None else tuple(int(v) for v in
-                                                                _as_list(sizes)))
+                                                                _as_list(sizes)),
+                         chain=chain)
 
 
 def _as_list(v) -> list:

@@ -57,10 +57,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from jaxcompress.compression import CompressedNetwork, CompressInfo, FrontEnd, compress
-from jaxcompress.domains import Ball
 from jaxcompress.evaluate import error_points
 from jaxcompress.graph import Compressed, Network, trace
+from jaxcompress.mlp import SizedNetwork
 
 try:
     import equinox as eqx
@@ -73,7 +72,7 @@ _KINDS = ("nnx", "linen", "equinox")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class ModuleNetwork(FrontEnd):
+class ModuleNetwork(SizedNetwork):
     """A traced module: the :class:`~jaxcompress.Network` of ``fn(params, x)`` and what rebuilds
     the module (build with :func:`trace_module`; ``print`` shows the network's table).
 
@@ -111,12 +110,6 @@ class ModuleNetwork(FrontEnd):
     def num_params(self) -> int:
         return self.network.num_params()
 
-    def compress(self, method, *, domain=None) -> tuple[CompressedModule, CompressInfo]:
-        """:func:`jaxcompress.compress` of the traced network; the result rebuilds the module."""
-        small, info = compress(self.network, method, domain=domain)
-        domain = Ball(self.x.shape[-1], 1.0) if domain is None else domain
-        return CompressedModule(small, info, self, domain), info
-
     def __str__(self) -> str:
         how = "under jax.vmap (one example at a time)" if self.per_example else "to the batch"
         return (f"{self.network}\nmodule: {type(self.model).__name__} ({self.kind}), applied "
@@ -124,59 +117,34 @@ class ModuleNetwork(FrontEnd):
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class CompressedModule(CompressedNetwork):
-    """A compressed :class:`ModuleNetwork`: ``small.params``, ``small(x)`` and ``small.module``.
+class CompressedModule(Compressed):
+    """A compressed :class:`ModuleNetwork`: a :class:`~jaxcompress.Compressed` (``small.params``,
+    ``small(x)``, ``small.polymorphic``, ``small.why``) whose :attr:`module` is a module of the
+    model's class with the new sizes.
 
     Attributes:
-      compressed: the :class:`~jaxcompress.Compressed` of the traced network.
-      info: the :class:`~jaxcompress.CompressInfo`.
       source: the :class:`ModuleNetwork` that was compressed.
       domain: the domain it was compressed on (the rebuilt module is checked on its points).
     """
 
-    compressed: Compressed
-    info: CompressInfo
-    source: ModuleNetwork
-    domain: Any
+    source: ModuleNetwork | None = None
+    domain: Any = None
+
+    @classmethod
+    def of(cls, small: Compressed, source: ModuleNetwork, domain) -> CompressedModule:
+        return cls(small.params, small.network, small.info, small.polymorphic, small.why,
+                   source, domain)
 
     @property
-    def params(self) -> Any:
-        """The module's parameters (nnx ``Param`` state, linen variables, Equinox arrays), same
-        structure, smaller leaves."""
-        return self.compressed.params
+    def compressed(self) -> Compressed:
+        """The same compressed network without its module."""
+        return Compressed(self.params, self.network, self.info, self.polymorphic, self.why)
 
-    @property
-    def fn(self) -> Callable:
-        return self.compressed.fn
-
-    def __call__(self, x: jax.Array) -> jax.Array:
-        """The compressed function (``x``: a batch ``(n, d_in)``)."""
-        return self.compressed(x)
-
-    @property
-    def polymorphic(self) -> bool:
-        """Whether the module's own code runs on the smaller parameters
-        (:attr:`jaxcompress.Compressed.polymorphic`)."""
-        return self.compressed.polymorphic
-
-    @property
-    def why(self) -> str:
-        """What the module's code raised on the smaller parameters (``""`` when it ran)."""
-        return self.compressed.why
-
-    def layer_sizes(self) -> list[int]:
-        return self.compressed.layer_sizes()
-
-    def num_params(self) -> int:
-        return self.compressed.num_params()
-
-    def apply(self, params: Any, x: jax.Array) -> jax.Array:
-        """The compressed function at ``params`` (what :func:`jaxcompress.polish` trains)."""
-        return self.compressed.apply(params, x)
-
-    def replace(self, params: Any) -> CompressedModule:
-        """The same compressed module with other (e.g. polished) parameters."""
-        return dataclasses.replace(self, compressed=self.compressed.replace(params))
+    def as_network(self) -> ModuleNetwork:
+        """The compressed module traced again (its module rebuilt at the new sizes first)."""
+        return trace_module(self.module, jax.ShapeDtypeStruct(self.network.x.shape,
+                                                              self.network.x.dtype),
+                            variables=self.params if self.source.kind == "linen" else None)
 
     @functools.cached_property
     def module(self) -> Any:

@@ -30,10 +30,11 @@ import optax.tree_utils as otu
 
 from jaxcompress._checks import check_info_matches, check_key
 from jaxcompress.activations import get_activation
-from jaxcompress.compression import CompressedNetwork, FrontEnd
 from jaxcompress.domains import check_domain
 from jaxcompress.evaluate import error_estimate, error_points
+from jaxcompress.graph import Compressed
 from jaxcompress.mlp import Params, apply, layer_sizes, validate_params
+from jaxcompress.networks import as_network, is_network
 
 __all__ = ["DEFAULT_POINTS", "DEFAULT_STEPS", "PolishHistory", "default_optimizer", "polish"]
 
@@ -404,7 +405,7 @@ def polish(
       Hinton, Vinyals & Dean (2015), "Distilling the Knowledge in a Neural Network" (matching a
       teacher's outputs); Liu & Nocedal (1989), L-BFGS.
     """
-    if isinstance(student, CompressedNetwork):
+    if isinstance(student, Compressed):
         return _polish_traced(student, teacher, activation=activation, domain=domain, info=info,
                               steps=steps, optimizer=optimizer, points=points, batch=batch,
                               key=key, progress=progress, dtype=dtype)
@@ -430,9 +431,11 @@ def _polish_traced(student, teacher, *, activation, domain, info, steps, optimiz
     if activation is not None:
         raise ValueError(f"{where}: a compressed traced network carries its own activations; "
                          "drop activation=")
-    if not isinstance(teacher, FrontEnd):
-        raise TypeError(f"{where}: the teacher of a compressed traced network is the traced "
-                        f"network it came from (jc.trace(...)), got {type(teacher).__name__}")
+    if not is_network(teacher):
+        raise TypeError(f"{where}: the teacher of a compressed traced network is a network "
+                        "(the one it came from, jc.trace(...) or jc.trace_module(...)), got "
+                        f"{type(teacher).__name__}")
+    teacher = as_network(teacher, where=where)
     d_in = teacher.x.shape[-1]
     check_domain(domain, d_in, where, jnp.result_type(*jax.tree_util.tree_leaves(student.params)))
     n = _check_points(points, d_in, steps, batch, where)

@@ -73,8 +73,8 @@ from jaxcompress.mlp import HIGHEST, validate_params
 from jaxcompress.placement import Placement
 from jaxcompress.select import Selector, basis_coefficients, gather_columns, lstsq_coefficients
 
-__all__ = ["NEURONS", "check_selector", "neuron_specs", "params_placement", "shard",
-           "sharded_step"]
+__all__ = ["NEURONS", "check_selector", "leaves_placement", "neuron_specs", "params_placement",
+           "place_leaves", "shard", "sharded_step"]
 
 #: The default name of the mesh axis the neurons are split over.
 NEURONS = "neurons"
@@ -129,6 +129,51 @@ def shard(params, mesh: Mesh, axis: str = NEURONS) -> list[dict[str, jax.Array]]
                 host.shape, sharding, lambda idx, host=host: host[idx])
         out.append(placed)
     return out
+
+
+def place_leaves(leaves, split: dict[int, int], mesh: Mesh, axis: str = NEURONS) -> list:
+    """Every leaf as a global :class:`jax.Array`: leaf ``i`` in ``split`` divided along its axis
+    ``split[i]`` over the mesh axis ``axis``, the others replicated (what :func:`shard` does to a
+    params list, for the leaves of any network's neuron groups)."""
+    where = "shard"
+    if not isinstance(mesh, Mesh):
+        raise TypeError(f"{where}: mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}")
+    if axis not in mesh.axis_names:
+        raise ValueError(f"{where}: the mesh has axes {mesh.axis_names}; no axis {axis!r}")
+    mesh = auto_mesh(mesh)
+    n_dev = mesh.shape[axis]
+    bad = sorted({(i, np.shape(leaves[i])[ax]) for i, ax in split.items()
+                  if np.shape(leaves[i])[ax] % n_dev})
+    if bad:
+        raise ValueError(f"{where}: the neuron groups' widths must be divisible by the {n_dev} "
+                         f"devices of axis {axis!r}; leaves "
+                         f"{', '.join(f'{i} (width {w})' for i, w in bad)} are not")
+    out = []
+    for i, leaf in enumerate(leaves):
+        host = np.asarray(leaf)
+        spec = [None] * host.ndim
+        if i in split:
+            spec[split[i]] = axis
+        sharding = NamedSharding(mesh, P(*spec))
+        out.append(jax.make_array_from_callback(host.shape, sharding,
+                                                lambda idx, host=host: host[idx]))
+    return out
+
+
+def leaves_placement(leaves, leaf: int, leaf_axis: int) -> Placement | None:
+    """The :class:`~jaxcompress.placement.Placement` of a network whose neuron-group leaf
+    ``leaf`` is split along ``leaf_axis`` over a mesh axis with more than one device, else
+    ``None`` (tracers, inside an outer ``jit``, carry no placement)."""
+    value = leaves[leaf]
+    if isinstance(value, jax.core.Tracer) or not isinstance(value, jax.Array):
+        return None
+    sharding = value.sharding
+    if not isinstance(sharding, NamedSharding) or len(sharding.spec) <= leaf_axis:
+        return None
+    axis = sharding.spec[leaf_axis]
+    if not isinstance(axis, str) or sharding.mesh.shape[axis] < 2:
+        return None
+    return Placement(sharding.mesh, axis)
 
 
 def auto_mesh(mesh: Mesh) -> Mesh:

@@ -1,36 +1,43 @@
 """Compression to an error budget: choose the Taylor orders, certified or measured.
 
 :func:`compress_to_tolerance` picks per-layer orders for a backward-order derivative-matching
-compression so that the sup error on the domain is at most ``eps``. How is a value, a
-*strategy*: :class:`Certified` (with a proof: the a priori orders of the paper's or our
-certificate, checked by our a posteriori certificate) or :class:`Measured` (by measurement:
-:func:`jaxcompress.sup_error`). Both search over the cached per-layer steps of
-:class:`jaxcompress.compression.BackwardSteps`, the compression module's own.
+compression of any network so that the sup error on the domain is at most ``eps``. How is a
+value, a *strategy*: :class:`Certified` (with a proof: the a priori orders of the paper's or our
+certificate, checked by our a posteriori certificate; chains of dense layers with an analytic
+activation) or :class:`Measured` (by measurement: :func:`jaxcompress.sup_error`; every network).
+Every candidate is a run of the one driver (:func:`jaxcompress.driver.run`) on the teacher's
+derivative features, computed once at the largest order needed and truncated per layer
+(:class:`_Candidates`).
 """
 
 from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress._checks import check_compute_dtype, check_key, check_positive_int, finite_number
-from jaxcompress.activations import Activation, get_activation
+from jaxcompress.activations import Activation
 from jaxcompress.certificates.bounds import has_bound_rule
 from jaxcompress.certificates.certificate import certify, certify_prepared
 from jaxcompress.certificates.chain import domain_geometry
 from jaxcompress.certificates.prepared import Prepared
 from jaxcompress.certificates.report import Certificate
-from jaxcompress.compression import BackwardSteps, CompressInfo
 from jaxcompress.domains import Ball
-from jaxcompress.evaluate import sup_error
-from jaxcompress.mlp import Params, layer_sizes, param_count, validate_params
+from jaxcompress.driver import expand, features, run, truncate
+from jaxcompress.features import DerivativeFeatures
+from jaxcompress.graph import Compressed, Network, compressed
+from jaxcompress.layer import CompressInfo
+from jaxcompress.measure import network_sup_error
+from jaxcompress.methods import derivative_matching
+from jaxcompress.mlp import Params, layer_sizes, param_count
+from jaxcompress.networks import as_network
 from jaxcompress.select import MaxVol, Selector, as_selector
 from jaxcompress.taylor import num_monomials
 
@@ -55,6 +62,8 @@ class ToleranceResult:
       orders_source: certified: ``"paper"`` (the paper's ``k_cert``, Eq. 72) or ``"ours"``
         (``k_ours``), the certificate whose a priori orders started the search; measured:
         ``"measured"``.
+      compressed: for a traced network, the :class:`~jaxcompress.Compressed` (``params`` is
+        then its parameter pytree); ``None`` for a params list.
     """
 
     params: Params
@@ -65,6 +74,7 @@ class ToleranceResult:
     mode: str
     history: tuple[str, ...] = ()
     orders_source: str = "measured"
+    compressed: Compressed | None = None
 
     def __iter__(self):  # ``params, orders, report = compress_to_tolerance(...)[:3]`` style
         return iter((self.params, self.orders, self.report))
@@ -74,18 +84,26 @@ class ToleranceResult:
 class _Problem:
     """One search: the teacher, the budget, and how steps are reported and measured."""
 
-    params: Params
-    act: Activation
+    net: Network
     domain: Any
     eps: float
     radius: float
     emit: Callable[[str], None]
     history: list[str]
-    measure: Callable[[Params], float]
+    measure: Callable[[list], float]
 
     @property
     def n_hidden(self) -> int:
-        return len(self.params) - 1
+        return len(self.net.plan().sets)
+
+    @property
+    def params(self) -> Params:
+        """The teacher as a params list (a chain of dense layers)."""
+        return self.net.lower()
+
+    @property
+    def act(self) -> Activation | None:
+        return self.net.activation
 
     def fail(self, message: str) -> ValueError:
         """A ``ValueError`` saying what failed and, from the history, where the search got to."""
@@ -93,6 +111,49 @@ class _Problem:
         return ValueError(f"compress_to_tolerance: {message}" + (
             f"\nthe search so far (last {min(len(self.history), 6)} steps):\n  {tail}"
             if self.history else ""))
+
+
+class _Candidates:
+    """Compressions of one network at per-set orders of derivative matching, each a run of the
+    one driver: the teacher's features are computed once (at the largest order needed so far,
+    jitted) and truncated per set (in backward order a set's features are the teacher's, so they
+    do not depend on the other sets' orders). :meth:`padded` gives a candidate at the teacher's
+    shapes (one compilation of a measurement for every candidate)."""
+
+    def __init__(self, net: Network, selector: Selector, domain):
+        self.net, self.plan, self.leaves = net, net.plan(), net.leaves
+        self.selector, self.domain = selector, domain
+        self.k_feat, self.feats = -1, None
+
+    def _features(self, k: int):
+        if k > self.k_feat:
+            self.k_feat = max(k, self.k_feat + 4, 4)  # few recompilations as the order grows
+            self.feats = _features_jit(self.leaves, self.domain,
+                                       DerivativeFeatures(order=self.k_feat), plan=self.plan)
+        return self.feats
+
+    def compress(self, orders: dict[int, int]) -> tuple[list, CompressInfo]:
+        """The network with the sets ``orders`` (0-based position -> order) compressed, the
+        others whole."""
+        feats = self._features(max(orders.values()))
+        full = tuple(orders.get(i, 0) for i in range(len(self.plan.sets)))
+        method = derivative_matching(full, selector=self.selector)
+        cached = {i: truncate(*feats[i], k) for i, k in orders.items()}
+        return run(self.plan, method, self.leaves, self.domain, teacher_features=cached,
+                   only=sorted(orders))
+
+    def padded(self, orders: dict[int, int]) -> list:
+        small, info = self.compress(orders)
+        return expand(self.plan, small, info.layers)
+
+    def assemble(self, orders: Sequence[int]) -> tuple[list, CompressInfo]:
+        """The whole network compressed at per-set ``orders``."""
+        return self.compress(dict(enumerate(orders)))
+
+
+@functools.partial(jax.jit, static_argnames=("plan",))
+def _features_jit(leaves, domain, fmap, *, plan):
+    return features(plan, fmap, leaves, domain)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,6 +243,11 @@ class Certified(ToleranceStrategy):
         object.__setattr__(self, "delta", sel.delta)
 
     def search(self, problem: _Problem) -> ToleranceResult:
+        net = problem.net
+        if not net.chain:
+            raise problem.fail("the certificate is the paper's, for a chain of dense layers with "
+                               "one analytic activation; this network is not one:\n  "
+                               + "\n  ".join(net.why_not) + "\nuse jc.Measured()")
         prep = Prepared(problem.params, problem.act, problem.domain)
         report = certify_prepared(prep, eps=problem.eps, delta=self.delta)
         orders, source = _certified_orders(report, self.orders_from, problem.radius,
@@ -194,26 +260,24 @@ class Certified(ToleranceStrategy):
             problem.emit(f"a priori orders: ours k_ours = {orders} (budget eps_l = "
                          f"{report.eps_uniform_ours:.3g}, Lambda_bar_ours = "
                          f"{report.Lambda_bar_ours:.3g})")
-        steps = BackwardSteps(problem.params, problem.act.name, problem.domain, self.selector)
+        steps = _Candidates(net, self.selector, problem.domain)
 
         def post(ords):
             small, info = steps.assemble(ords)
-            rep = certify_prepared(prep, eps=problem.eps, delta=self.delta, compressed=small,
-                                   info=info)
+            rep = certify_prepared(prep, eps=problem.eps, delta=self.delta,
+                                   compressed=net.plan().chain.lower(small), info=info)
             return small, info, rep
 
         result = self._raise_until_proven(problem, orders, post)
         if self.refine:
             result = self._refine(problem, result, post)
         orders, small, info, rep = result
-        return ToleranceResult(params=small, orders=tuple(orders), report=rep,
-                               measured_error=problem.measure(small), info=info, mode=self.name,
-                               history=tuple(problem.history), orders_source=source)
+        return _result(problem, small, info, tuple(orders), rep, self.name, source)
 
     def _raise_until_proven(self, problem: _Problem, orders: list[int], post):
         small, info, rep = post(orders)
-        widths = layer_sizes(problem.params)[1:-1]
-        d = layer_sizes(problem.params)[0]
+        sizes = problem.net.plan().sizes
+        widths, d = sizes[1:-1], sizes[0]
         while _proof(rep)[0] > problem.eps:
             bound, which = _proof(rep)
             contrib = _contributions(rep)
@@ -280,14 +344,14 @@ class Measured(ToleranceStrategy):
         object.__setattr__(self, "selector", as_selector(sel, "Measured"))
 
     def search(self, problem: _Problem) -> ToleranceResult:
-        steps = BackwardSteps(problem.params, problem.act.name, problem.domain, self.selector)
+        steps = _Candidates(problem.net, self.selector, problem.domain)
         n_hidden, eps = problem.n_hidden, problem.eps
 
-        def err_of(ords: dict[int, int]) -> float:
-            return problem.measure(steps.padded(ords))
+        def err_of(ords: dict[int, int]) -> float:   # hidden layer (1-based) -> order
+            return problem.measure(steps.padded({l - 1: k for l, k in ords.items()}))
 
         k_u, _, errs = smallest_uniform_order(
-            lambda k: steps.padded({l: k for l in range(1, n_hidden + 1)}), problem.measure,
+            lambda k: steps.padded({l: k for l in range(n_hidden)}), problem.measure,
             eps, self.max_order, problem.emit)
         if k_u is None:
             raise problem.fail(order_advice(errs, eps))
@@ -303,13 +367,31 @@ class Measured(ToleranceStrategy):
                          f"{total:.3e}")
         orders = _lower_while_within(problem, err_of, orders)
         small, info = steps.assemble(orders)
-        err = problem.measure(small)
-        problem.emit(f"final orders {orders} (uniform would be {k_u}): measured {err:.3e}")
-        report = certify(problem.params, activation=problem.act, domain=problem.domain, eps=eps,
-                         compressed=small, info=info) if has_bound_rule(problem.act) else None
-        return ToleranceResult(params=small, orders=tuple(orders), report=report,
-                               measured_error=err, info=info, mode=self.name,
-                               history=tuple(problem.history))
+        net = problem.net
+        report = None
+        if net.chain and has_bound_rule(net.activation):
+            report = certify(problem.params, activation=net.activation, domain=problem.domain,
+                             eps=eps, compressed=net.plan().chain.lower(small), info=info)
+        result = _result(problem, small, info, tuple(orders), report, self.name, "measured")
+        problem.emit(f"final orders {list(orders)} (uniform would be {k_u}): measured "
+                     f"{result.measured_error:.3e}")
+        return dataclasses.replace(result, history=tuple(problem.history))
+
+
+def _result(problem: _Problem, small: list, info: CompressInfo, orders, report, mode: str,
+            source: str) -> ToleranceResult:
+    """The result of a search: a params list back for a params list, else the user's pytree
+    with the :class:`~jaxcompress.Compressed` beside it."""
+    net = problem.net
+    err = problem.measure(expand(net.plan(), small, info.layers))
+    if net.kind == "params":
+        params, small_net = net.plan().chain.lower(small), None
+    else:
+        small_net = compressed(net, small, info)
+        params = small_net.params
+    return ToleranceResult(params=params, orders=orders, report=report, measured_error=err,
+                           info=info, mode=mode, history=tuple(problem.history),
+                           orders_source=source, compressed=small_net)
 
 
 def _per_layer_orders(problem: _Problem, err_of, k_u: int) -> tuple[list[int], list[float]]:
@@ -359,16 +441,16 @@ _MOVED = {
 
 
 def compress_to_tolerance(
-    params: Params,
+    params: Any,
     strategy: ToleranceStrategy | None = None,
     *,
-    activation: str | Activation,
+    activation: str | Activation | None = None,
     domain,
     eps: float,
     progress=None,
     **moved: Any,
 ) -> ToleranceResult:
-    """Compress ``params`` so that the sup error on ``domain`` is at most ``eps``.
+    """Compress a network so that the sup error on ``domain`` is at most ``eps``.
 
     >>> teacher = jc.init_mlp(jax.random.PRNGKey(0), [2, 16, 16, 1])
     >>> res = jc.compress_to_tolerance(teacher, jc.Measured(n_samples=256), activation="tanh",
@@ -377,10 +459,13 @@ def compress_to_tolerance(
     (True, 'measured')
 
     Args:
-      params, activation, domain, eps: as in :func:`certify` (``domain`` a Ball or Box).
-      strategy: :class:`Certified` (default: ``Certified()``) or :class:`Measured`; each holds
-        its own settings (orders' source, refinement, selector, the measurement's key and
-        samples).
+      params: a params list (with ``activation=``) or any network (from :func:`~jaxcompress.trace`,
+        :func:`~jaxcompress.trace_module`, a compressed result, a loaded file).
+      activation, domain, eps: as in :func:`certify` (``domain`` a Ball or Box).
+      strategy: :class:`Certified` (default: ``Certified()``; chains of dense layers with one
+        analytic activation, the paper's certificate) or :class:`Measured` (every network);
+        each holds its own settings (orders' source, refinement, selector, the measurement's
+        key and samples).
       progress: ``None`` (quiet), ``True`` (each step of the search printed to stderr as it
         happens) or a callable receiving each line. Every line is also in ``history``, and an
         error names the last steps reached.
@@ -388,9 +473,8 @@ def compress_to_tolerance(
     Returns:
       A :class:`ToleranceResult` (``params``, ``orders``, ``report``, ``measured_error``, ...).
       The compressed network equals ``jaxcompress.compress(params,
-      jaxcompress.derivative_matching(orders, selector=...), activation=..., domain=domain)``
-      (for selectors that ignore the next layer's kernel; the per-layer records' residuals are
-      measured against each original next layer).
+      jaxcompress.derivative_matching(orders, selector=...), activation=..., domain=domain)``:
+      every candidate is a run of the one driver.
     """
     where = "compress_to_tolerance"
     if moved:
@@ -403,24 +487,24 @@ def compress_to_tolerance(
     if not isinstance(strategy, ToleranceStrategy):
         raise TypeError(f"{where}: strategy must be jc.Certified(...) or jc.Measured(...), got "
                         f"{type(strategy).__name__}")
-    params = validate_params(params, where=where)
-    act = get_activation(activation)
-    check_compute_dtype(jnp.result_type(params[0]["kernel"]), where)
+    net = as_network(params, activation=activation, where=where)
+    check_compute_dtype(net.x.dtype, where)
     if not finite_number(eps) or float(eps) <= 0:
         raise ValueError(f"{where}: eps must be one finite number > 0, got {eps!r}")
-    d = layer_sizes(params)[0]
+    d = int(net.x.shape[-1])
     radius, _ = domain_geometry(domain, d, where=where)
     if isinstance(domain, (int, float, np.floating, np.integer)):
         domain = Ball(d, radius)
     history: list[str] = []
     key = strategy.measurement_key
+    plan = net.plan()
 
-    def measure(p) -> float:
-        return float(sup_error(params, p, activation=act.name, domain=domain, key=key,
-                               n_samples=strategy.n_samples,
-                               local_search_steps=strategy.local_search_steps))
+    def measure(leaves) -> float:   # a candidate at the teacher's shapes (expand)
+        return float(network_sup_error(plan, net.leaves, leaves, domain, key,
+                                       n_samples=strategy.n_samples,
+                                       local_search_steps=strategy.local_search_steps))
 
-    problem = _Problem(params=params, act=act, domain=domain, eps=float(eps), radius=radius,
+    problem = _Problem(net=net, domain=domain, eps=float(eps), radius=radius,
                        emit=_emitter(progress, history), history=history, measure=measure)
     return strategy.search(problem)
 

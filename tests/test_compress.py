@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import jaxcompress as jc
-from jaxcompress.compression import _compress_jit
+from jaxcompress.driver import run_jit
 
 POLY = "test_poly2"
 if POLY not in jc.registered_activations():
@@ -147,10 +147,10 @@ def test_jit_nojit_and_one_trace_per_shape():
         np.testing.assert_allclose(a["kernel"], b["kernel"], rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(a["kernel"], c["kernel"], rtol=1e-12, atol=1e-15)
     # the library's own jit cache: a second call with a new teacher of the same shape reuses it
-    before = _compress_jit._cache_size()
+    before = run_jit._cache_size()
     jc.compress(jc.init_mlp(jax.random.PRNGKey(9), [2, 32, 32, 1]), activation="sigmoid",
                 order=3)
-    assert _compress_jit._cache_size() == before
+    assert run_jit._cache_size() == before
 
 
 def test_radius_may_be_traced():

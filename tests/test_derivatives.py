@@ -16,7 +16,8 @@ import pytest
 from jax.sharding import Mesh
 
 import jaxcompress as jc
-from jaxcompress.compression import _compress_jit
+from jaxcompress.driver import run_jit
+from jaxcompress.graph import Network
 from jaxcompress.placement import Placement
 from jaxcompress.select import PivotedQR
 
@@ -144,9 +145,12 @@ def test_sharded_compression(method):
     placement = Placement(Mesh(np.array(jax.devices()[:4]), ("neurons",)), "neurons")
     teacher = jc.init_mlp(jax.random.PRNGKey(2), [2, 16, 12, 1])
 
+    plan = Network.from_params(teacher, ACT).plan()
+
     def loss_and_kept(p):
-        small, info = _compress_jit(p, method, jc.Ball(2, 1.0), activation=ACT,
-                                    placement=placement)
+        small, info = run_jit(jax.tree.leaves(p), method, jc.Ball(2, 1.0), plan=plan,
+                              placement=placement)
+        small = jax.tree.unflatten(jax.tree.structure(p), small)
         return jnp.sum(jc.apply(small, X, activation=ACT) ** 2), _kept(info)
 
     _check(loss_and_kept, teacher, f"sharded/{method.describe()}")

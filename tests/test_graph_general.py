@@ -2,14 +2,16 @@
 not pinned is compressed with the one per-layer step, its producers sliced and each linear
 consumer's rows re-weighted; the user's own function runs on the smaller leaves."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import jaxcompress as jc
+from jaxcompress.driver import run_jit
 from jaxcompress.evaluate import error_points
-from jaxcompress.graph_compress import compress_graph
 
 X2 = jnp.zeros((4, 2), jnp.float32)
 BALL = jc.Ball(2, 1.0)
@@ -41,15 +43,17 @@ def _check(fn, params, small, info, domain=BALL, *, below=None):
     return measured
 
 
-def test_graph_path_equals_the_driver_on_a_chain():
-    """One per-layer step: a chain forced through the group-by-group path keeps the same
-    neurons with the same weights as jc.compress on the params convention."""
+def test_program_features_equal_the_chain_passes_on_a_chain():
+    """One driver, two feature sources: a chain whose features are forced through its program
+    (jet, points by running fn) keeps the same neurons with the same weights as the closed-form
+    passes of the params convention."""
     params = jc.init_mlp(jax.random.PRNGKey(0), [2, 16, 16, 1], dtype=jnp.float64)
     net = jc.trace(lambda p, x: jc.apply(p, x, activation="tanh"), params,
                    jnp.zeros((4, 2), jnp.float64))
     leaves = jax.tree.leaves(params)
     for method in (jc.derivative_matching(3), jc.collocation(3)):
-        small, info = compress_graph(net.plan(), method, leaves, BALL)
+        small, info = run_jit(leaves, method, BALL,
+                              plan=dataclasses.replace(net.plan(), chain=None))
         ref, rinfo = jc.compress(params, method, activation="tanh", domain=BALL)
         for a, b in zip(info.layers, rinfo.layers, strict=True):
             np.testing.assert_array_equal(a.kept, b.kept)
@@ -220,7 +224,7 @@ def test_polish_a_traced_network_and_a_module():
                                   dtype=jnp.float64)
     assert (hist.dtype, hist64.dtype) == ("float32", "float64")
     assert {a.dtype for a in jax.tree.leaves(again.params)} == {jnp.dtype(jnp.float32)}
-    with pytest.raises(TypeError, match="the traced network it came from"):
+    with pytest.raises(TypeError, match="teacher of a compressed traced network is a network"):
         jc.polish(small, params, domain=BALL, steps=2)
     with pytest.raises(ValueError, match="carries its own activations"):
         jc.polish(small, net, activation="tanh", domain=BALL, steps=2)

@@ -114,7 +114,7 @@ def test_widths_are_one_per_set():
     with pytest.raises(ValueError, match=r"gives 5 widths; this traced network has 1 "
                                          r"compressible sets .*: groups 1, 2, 3, 4, 5"):
         jc.compress(net, jc.collocation(3, widths=(8, 8, 8, 8, 8)), domain=BALL)
-    with pytest.raises(ValueError, match=r"30 for groups 1, 2, 3, 4, 5 \(width 24\)"):
+    with pytest.raises(ValueError, match=r"width 30 for groups 1, 2, 3, 4, 5 must be in \[1, 24\]"):
         net.compressor(jc.collocation(3, widths=(30,)))
 
 

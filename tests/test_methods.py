@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import jaxcompress as jc
-from jaxcompress.compression import _compress_jit
+from jaxcompress.driver import run_jit
 
 POLY = "test_poly2_methods"
 if POLY not in jc.registered_activations():
@@ -60,7 +60,13 @@ def test_data_features_reproduce_the_teacher_on_the_data():
 def _reference_backward(params, act, k, center, radius):
     """Algorithm 1 by hand with the per-layer step: derivative features at ``center``, rows
     scaled by ``radius^|alpha|``."""
-    from jaxcompress.compression import rewire
+
+    def rewire(params, l, kept, kernel):   # Algorithm 1, lines 12-13
+        new = list(params)
+        new[l - 1] = {"kernel": params[l - 1]["kernel"][:, kept],
+                      "bias": params[l - 1]["bias"][kept]}
+        new[l] = {"kernel": kernel, "bias": params[l]["bias"]}
+        return new
 
     feats = jc.derivative_features(params, activation=act, order=k, center=center)
     d = params[0]["kernel"].shape[0]
@@ -264,12 +270,12 @@ def test_one_compilation_per_shape_and_vmap():
     fn = functools.partial(jc.compress, method=jc.collocation(3), activation="tanh")
     teachers = [jc.init_mlp(jax.random.PRNGKey(30 + i), [2, 24, 24, 1]) for i in range(3)]
     fn(teachers[0])
-    before = _compress_jit._cache_size()
+    before = run_jit._cache_size()
     for t in teachers[1:]:
         fn(t)
     # an equal method built anew hashes the same: no new compilation either
     jc.compress(teachers[0], jc.collocation(3), activation="tanh")
-    assert _compress_jit._cache_size() == before
+    assert run_jit._cache_size() == before
     stacked = jax.tree.map(lambda *x: jnp.stack(x), *teachers)
     batched, binfo = jax.vmap(fn)(stacked)
     assert binfo.layers[0].kept.shape == (3, 10) and binfo.error_estimate.shape == (3,)

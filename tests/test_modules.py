@@ -212,16 +212,17 @@ def test_save_load_module(tmp_path, nnx_small):
 
 
 def test_save_load_traced_function(tmp_path):
-    """A plain Compressed from jc.trace: x= gives the input shape; a linen-style fn that
-    refuses the smaller leaves is stored as its compressed program."""
+    """A plain Compressed from jc.trace (its network knows the input shape; x= is checked
+    against it); a linen-style fn that refuses the smaller leaves is stored as its compressed
+    program."""
     params = jc.init_mlp(jax.random.PRNGKey(4), [2, 24, 24, 1], dtype=jnp.float32)
     net = jc.trace(lambda p, x: jc.apply(p, x, activation="tanh"), params, X)
     small, info = jc.compress(net, METHOD, domain=BALL)
-    with pytest.raises(ValueError, match="needs x="):
-        jc.save(tmp_path / "a.jcz", small, info=info)
+    with pytest.raises(ValueError, match=r"x must be example inputs of shape \(n, 2\)"):
+        jc.save(tmp_path / "a.jcz", small, x=jnp.zeros((4, 3)))
     with pytest.raises(ValueError, match="expected no activation="):
         jc.save(tmp_path / "a.jcz", small, activation="tanh", x=X)
-    jc.save(tmp_path / "a.jcz", small, info=info, x=X)
+    jc.save(tmp_path / "a.jcz", small)
     loaded = jc.load(tmp_path / "a.jcz")
     assert loaded.params_are_inputs
     assert float(loaded.info.error_estimate) == float(info.error_estimate)

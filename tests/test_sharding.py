@@ -14,7 +14,8 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import jaxcompress as jc
-from jaxcompress.compression import _compress_jit
+from jaxcompress.driver import run_jit
+from jaxcompress.graph import Network
 from jaxcompress.sharding import params_placement
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -143,10 +144,11 @@ def test_sharding_divides_the_memory_per_device(mesh):
     teacher = jc.init_mlp(jax.random.PRNGKey(3), [2, 2048, 2048, 1])
     sharded = jc.shard(teacher, mesh)
     method, domain = jc.derivative_matching(5), jc.Ball(2, 1.0)
-    one = _compress_jit.lower(teacher, method, domain, activation="sigmoid",
-                              placement=None).compile().memory_analysis()
-    four = _compress_jit.lower(sharded, method, domain, activation="sigmoid",
-                               placement=params_placement(sharded)).compile().memory_analysis()
+    plan = Network.from_params(teacher, "sigmoid").plan()
+    one = run_jit.lower(jax.tree.leaves(teacher), method, domain, plan=plan,
+                        placement=None).compile().memory_analysis()
+    four = run_jit.lower(jax.tree.leaves(sharded), method, domain, plan=plan,
+                         placement=params_placement(sharded)).compile().memory_analysis()
     assert one.argument_size_in_bytes / four.argument_size_in_bytes > 3.99
     live1 = one.argument_size_in_bytes + one.temp_size_in_bytes
     live4 = four.argument_size_in_bytes + four.temp_size_in_bytes

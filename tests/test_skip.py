@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxcompress as jc
-from jaxcompress.compression import _skipped_layers, resolve_widths
+from jaxcompress.driver import resolve_widths, skipped_sets
 
 
 class _Spy(jc.DerivativeFeatures):
@@ -75,7 +75,7 @@ def test_which_layers_are_skipped():
     sizes, dom = [2, 40, 8, 1], jc.Ball(2, 1.0)
 
     def skipped(method):
-        return _skipped_layers(method, sizes, dom, resolve_widths(method, sizes, dom))
+        return skipped_sets(method, sizes, dom, resolve_widths(method, sizes, dom))
 
     assert skipped(jc.derivative_matching(3)) == (False, True)  # D_3 = 10: 40 > 10 >= 8
     assert skipped(jc.derivative_matching(3, layer_order="forward")) == (False, True)

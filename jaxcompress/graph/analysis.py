@@ -1,0 +1,193 @@
+"""The state of one interpretation of a flat program, and the narrow API its rules use.
+
+A rule (:mod:`jaxcompress.graph.rules`) sees one equation and its operands' :class:`Val` records
+and answers through these methods only: :meth:`Analysis.new_group` (a ``dot_general`` with a
+parameter kernel), :meth:`Analysis.consume` (a kernel's rows read a value's groups),
+:meth:`Analysis.pin` (keep groups whole, with the reason and the line), :meth:`Analysis.tie`
+(two groups share one index set), and the activation-building calls
+(:meth:`Analysis.set_bias`, :meth:`Analysis.add_scale`, :meth:`Analysis.add_kink`,
+:meth:`Analysis.extend_activation`). Rules never reach into the driver; the driver never knows a
+primitive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from jaxcompress.graph.values import Consumer, Group, Val
+from jaxcompress.program import Const, Eqn
+
+__all__ = ["Analysis", "chain_of", "close_sets", "pin_shared"]
+
+
+class Analysis:
+    """What the interpretation has found so far: values, groups, layouts, ties."""
+
+    def __init__(self, leaf_shapes: Sequence[tuple[int, ...]]):
+        self.leaf_shapes = list(leaf_shapes)
+        self.vals: dict[int, Val] = {}
+        self.groups: list[Group] = []
+        self.unknown: list[tuple[str, str]] = []
+        self.uses: dict[int, int] = {}
+        #: (consumer leaf, axis) -> the row blocks ((group or -1, size), ...) along that axis
+        self.layouts: dict[tuple[int, int], tuple[tuple[int, int], ...]] = {}
+        #: union-find over groups (0-based): groups tied by elementwise products
+        self._parent: list[int] = []
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def val(self, operand) -> Val:
+        if isinstance(operand, Const):
+            return Val("const", value=operand.value)
+        return self.vals[operand]
+
+    def find(self, g: int) -> int:
+        """The tied set (its representative group, 0-based) of group ``g``."""
+        while self._parent[g] != g:
+            self._parent[g] = self._parent[self._parent[g]]
+            g = self._parent[g]
+        return g
+
+    def sets_of(self, blocks) -> tuple:
+        """A block structure with every group replaced by its tied set."""
+        return tuple((self.find(g) if g >= 0 else -1, size) for g, size in blocks)
+
+    # -- the rules' API -------------------------------------------------------------------------
+
+    def new_group(self, *, width: int, kernel: int, kernel_axis: int, source) -> int:
+        """A new neuron group produced by the kernel leaf ``kernel``; its 0-based index."""
+        self.groups.append(Group(index=len(self.groups) + 1, width=width, kernel=kernel,
+                                 kernel_axis=kernel_axis, source=source))
+        self._parent.append(len(self.groups) - 1)
+        return len(self.groups) - 1
+
+    def pin(self, vals: Sequence[Val], reason: str, line: str) -> None:
+        """Keep every group of ``vals`` whole, saying why and where."""
+        for v in vals:
+            for g in v.groups:
+                self.groups[g].pin(reason, line)
+
+    def pin_group(self, g: int, reason: str, line: str) -> None:
+        self.groups[g].pin(reason, line)
+
+    def tie(self, g: int, h: int) -> None:
+        """Groups ``g`` and ``h`` (0-based) keep one index set of neurons."""
+        rg, rh = self.find(g), self.find(h)
+        if rg != rh:
+            self._parent[max(rg, rh)] = min(rg, rh)
+
+    def consume(self, eqn: Eqn, data: Val, operand: int, leaf: int, leaf_axis: int,
+                axis: int) -> None:
+        """The kernel ``leaf``'s rows along ``leaf_axis`` read ``data``'s groups (the value
+        ``operand`` of the program, neurons along ``axis``)."""
+        g0 = data.single()
+        if data.pre and g0 is not None and not self.groups[g0].program:
+            self.groups[g0].pin("no elementwise activation before the next kernel", eqn.line)
+        self.layouts[(leaf, leaf_axis)] = data.blocks
+        offset = 0
+        for b, (g, size) in enumerate(data.blocks):
+            if g >= 0:
+                grp = self.groups[g]
+                if not grp.consumers:
+                    grp.consumed_node = data.node
+                grp.consumers.append(Consumer(leaf, leaf_axis, b, operand, axis, offset,
+                                              eqn.line))
+            offset += size
+
+    def set_bias(self, g: int, leaf: int) -> None:
+        self.groups[g].bias = leaf
+
+    def add_scale(self, g: int, leaf: int) -> None:
+        """A per-neuron parameter of group ``g`` (sliced with its neurons)."""
+        self.groups[g].scales.append(leaf)
+
+    def add_kink(self, g: int, primitive: str, line: str) -> None:
+        self.groups[g].kinks.append((primitive, line))
+
+    def mark_constant(self, g: int, line: str) -> None:
+        self.groups[g].constant = True
+        self.groups[g].pin("does not depend on the input x (a function of constants and "
+                           "parameters only, e.g. a DeepONet's branch on fixed input functions)",
+                           line)
+
+    def extend_activation(self, g: int, eqn: Eqn, operands) -> int:
+        """Append ``eqn`` to group ``g``'s activation program; the node it makes."""
+        self.groups[g].program.append((eqn.primitive, eqn.params, operands))
+        self.groups[g].calls.append(eqn.call)
+        return len(self.groups[g].program)
+
+
+def pin_shared(a: Analysis, paths: Sequence[str]) -> None:
+    """A group none of whose leaves the program reads elsewhere: writing a smaller one back
+    would change that other use."""
+    for g in a.groups:
+        leaves = [leaf for leaf, _ in g.producers()] + [c.leaf for c in g.consumers]
+        for leaf in dict.fromkeys(leaves):
+            if a.uses.get(leaf, 0) > 1:
+                g.pin(f"the leaf {paths[leaf]} is read {a.uses[leaf]} times (shared weights)",
+                      "params")
+
+
+def close_sets(a: Analysis) -> None:
+    """Record every tied set on its groups; a pin of one group pins its whole set (the set
+    shares one index set of neurons)."""
+    sets: dict[int, list[Group]] = {}
+    for i, g in enumerate(a.groups):
+        sets.setdefault(a.find(i), []).append(g)
+    for members in sets.values():
+        if len(members) < 2:
+            continue
+        indices = tuple(g.index for g in members)
+        for g in members:
+            g.tied = indices
+        pinned = [g for g in members if g.pins]
+        for g in members:
+            for p in pinned:
+                if p is not g:
+                    g.pin(f"tied to group {p.index}, which is pinned", p.pins[0][1])
+
+
+def chain_of(groups: Sequence[Group], outputs: Sequence[Val]) -> tuple[list[Group], list[str]]:
+    """The hidden groups of a chain ``x -> g_1 -> ... -> g_L -> output`` (dense layers, one
+    activation: what the closed-form Taylor pass and the paper's certificate handle), or why the
+    network is not one (it is then compressed through its own program)."""
+    why = []
+    if not groups:
+        return [], ["no dot_general with a parameter kernel"]
+    last = groups[-1]
+    if len(outputs) != 1 or outputs[0].kind != "hidden" or not outputs[0].pre or (
+            outputs[0].single() != last.index - 1):
+        why.append("the output is not the last kernel's x K + b (one array)")
+    if groups[0].source != "input":
+        why.append("group 1 does not read the input x itself")
+    for g, nxt in zip(groups[:-1], groups[1:], strict=True):
+        why += _link(g, nxt)
+    for g in groups:
+        if g.tied and g.index == g.tied[0]:
+            why.append(f"groups {', '.join(map(str, g.tied))} are tied by products (gates)")
+    hidden = list(groups[:-1])
+    exprs = {g.expression() for g in hidden if not g.pins}
+    if len(exprs) > 1:
+        why.append("the hidden layers' activations differ (" + "; ".join(sorted(exprs)) + ")")
+    return hidden, why
+
+
+def _link(g: Group, nxt: Group) -> list[str]:
+    """Why hidden group ``g`` followed by ``nxt`` is not a link of a chain (``[]``: it is)."""
+    why = []
+    if nxt.source != g.index:
+        why.append(f"group {nxt.index} does not read group {g.index}'s activation")
+    for reason, line in g.pins:
+        why.append(f"group {g.index} is pinned: {reason} ({line})")
+    if g.pins:
+        return why
+    if [(c.leaf, c.axis) for c in g.consumers] != [(nxt.kernel, 1 - nxt.kernel_axis)]:
+        why.append(f"group {g.index} is not consumed by group {nxt.index}'s kernel alone")
+    if g.consumed_node is None and g.program:
+        why.append(f"group {g.index} is read through a concatenation (not one value of its "
+                   "activation)")
+    elif not g.consumed_node:
+        why.append(f"group {g.index} has no activation")
+    if g.scales or any(k == "p" for _, _, ops in g.program for k, _ in ops):
+        why.append(f"group {g.index}'s activation has a parameter")
+    return why

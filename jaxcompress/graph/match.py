@@ -1,0 +1,161 @@
+"""A traced group's activation: a registered one it equals, or one built from its program.
+
+Compressing never writes the activation registry: a chain whose activation matches no registered
+one gets an :class:`~jaxcompress.activations.Activation` of its own (its Taylor series from
+:mod:`jax.experimental.jet`), held by its network.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxcompress.activations import (
+    Activation,
+    get_activation,
+    make_activation,
+    registered_activations,
+)
+from jaxcompress.features import DerivativeFeatures
+from jaxcompress.graph.rules import ENTIRE
+from jaxcompress.graph.values import Group
+from jaxcompress.program import Const, Eqn, flatten
+
+__all__ = ["MATCH_GRID", "analytic_call", "chain_activation", "match_activation",
+           "refuse_kinks"]
+
+#: Where the traced activation is compared with the registered ones.
+MATCH_GRID = np.concatenate([np.linspace(-6.0, 6.0, 241), [-20.0, -11.0, 11.0, 20.0]])
+
+
+def _primitive_names(fn: Callable, u: jax.Array) -> list[str]:
+    flat: list[Eqn] = []
+    closed = jax.make_jaxpr(fn)(u)
+    flatten(closed.jaxpr, closed.consts, [0], flat, [0])
+    return sorted(e.name for e in flat if e.name not in ("copy", "copy_p"))
+
+
+def match_activation(group: Group, dtype) -> tuple[str | None, str]:
+    """The registered activation equal to ``group``'s traced program, and how it was matched.
+
+    Equal means: within ``64 eps (1 + |sigma|)`` at every point of :data:`MATCH_GRID` (so
+    ``jax.nn.gelu``'s tanh form is not taken for the exact GELU: they differ by 5e-4);
+    "structurally" is added when the registered function traces to the same primitives.
+    Returns ``(None, "")`` when none matches. Computed eagerly even inside an outer ``jax.jit``
+    (the program's constants are known at trace time).
+    """
+    prims = sorted(p.name for p, _, _ in group.program[: group.consumed_node or 0]
+                   if p.name not in ("copy", "copy_p"))
+    return _match_fn(group.activation_fn(), prims, dtype)
+
+
+def _match_fn(sigma: Callable, prims: Sequence[str] | None, dtype) -> tuple[str | None, str]:
+    with jax.ensure_compile_time_eval():
+        u = jnp.asarray(MATCH_GRID, dtype)
+        mine = np.asarray(sigma(u), np.float64)
+        if mine.shape != u.shape or not np.all(np.isfinite(mine)):
+            return None, ""
+        tol = 64 * float(jnp.finfo(dtype).eps)
+        for name in registered_activations():
+            act = get_activation(name)
+            ref = np.asarray(act.fn(u), np.float64)
+            if ref.shape == mine.shape and np.all(np.abs(mine - ref) <= tol * (1 + np.abs(ref))):
+                same = prims is not None and _primitive_names(act.fn, u) == list(prims)
+                return name, "numerically and structurally" if same else "numerically"
+    return None, ""
+
+
+def analytic_call(jaxpr, consts, operands) -> str | None:
+    """The registered analytic activation a ``custom_jvp_call`` of one traced operand (the
+    others constants) computes, or ``None`` (``jax.nn.softplus``: ``logaddexp(u, 0)``, written
+    with ``max`` / ``abs`` / ``select_n`` whose kinks cancel), compared on :data:`MATCH_GRID`."""
+    traced = [i for i, o in enumerate(operands) if not isinstance(o, Const)]
+    if len(traced) != 1 or len(jaxpr.outvars) != 1 or any(
+            np.size(o.value) != 1 for o in operands if isinstance(o, Const)):
+        return None
+    aval = jaxpr.invars[traced[0]].aval
+    if jaxpr.outvars[0].aval.shape != aval.shape:
+        return None
+    size = max(int(np.prod(aval.shape)), 1)
+
+    def sigma(t):   # elementwise: the grid in chunks of the operand's shape
+        n = t.shape[0]
+        chunks = jnp.pad(t, (0, -n % size)).reshape((-1,) + tuple(aval.shape))
+
+        def one(ti):
+            args = [ti if i == traced[0] else jnp.asarray(o.value).reshape(())
+                    for i, o in enumerate(operands)]
+            return jax.core.eval_jaxpr(jaxpr, consts, *args)[0]
+        return jax.vmap(one)(chunks).reshape(-1)[:n]
+
+    try:
+        name, _ = _match_fn(sigma, None, aval.dtype)
+    except Exception:  # noqa: BLE001 - an exotic call is simply not recognised
+        return None
+    return name
+
+
+def _kink_name(expr: str) -> str:
+    return " (relu)" if expr in ("max(u, 0.0)", "max(0.0, u)") else ""
+
+
+def _refusing_series(expr: str, kinks: Sequence[tuple[str, str]]):
+    def series(u0, k):
+        prim, line = kinks[0]
+        raise ValueError(f"the traced activation {expr} uses `{prim}` (at {line}), which is not "
+                         "analytic: it has no Taylor series; use jc.collocation(k) or "
+                         "jc.data_matching(x, order=k)")
+    return series
+
+
+def refuse_kinks(groups: Sequence[Group], methods, where: str, dtype) -> None:
+    """Derivative features need Taylor series: a group whose activation uses a non-analytic
+    primitive (``max``, ``abs``, ...) and equals no registered (analytic) activation is refused
+    for them, naming the primitive and its line."""
+    for m in methods:
+        if not isinstance(m.features, DerivativeFeatures):
+            continue
+        for g in groups:
+            name = None if g.consumed_node is None else match_activation(g, dtype)[0]
+            if g.kinks and name is None:
+                prim, line = g.kinks[0]
+                expr = g.expression()
+                raise ValueError(
+                    f"{where}: hidden layer {g.index}'s activation {expr}{_kink_name(expr)} "
+                    f"uses `{prim}` at {line}, which is not analytic; {m.describe()} needs its "
+                    "Taylor series. Use jc.collocation(k) or jc.data_matching(x, order=k) "
+                    "(values only), or an analytic activation (jax.nn.softplus, jax.nn.gelu)")
+
+
+def chain_activation(group: Group, dtype) -> Activation:
+    """The activation of a chain's hidden group: the registered one its program equals, else
+    one built from the program (not registered): ``"traced:<expression>"``, its series from
+    ``jet`` (refusing, with the primitive and line, when the program has a kink)."""
+    name, _ = match_activation(group, dtype)
+    if name is not None:
+        return get_activation(name)
+    expr = group.expression()
+    name = f"traced:{expr}"
+    if group.kinks:
+        return make_activation(name, group.activation_fn(),
+                               series=_refusing_series(expr, group.kinks),
+                               description=f"traced, not analytic: {expr}")
+    prims = {p.name for p, _, _ in group.program[: group.consumed_node or 0]}
+    entire = prims <= ENTIRE
+    rho = math.inf if entire else float(jnp.finfo(dtype).tiny)
+    describe = f"traced: {expr}" + ("" if entire else " (strip width not derived; no bound rule)")
+    try:
+        with jax.ensure_compile_time_eval():
+            return make_activation(name, group.activation_fn(), rho_sigma=rho,
+                                   description=describe)
+    except ValueError as e:   # jet cannot expand it: values only (collocation, data)
+        why = str(e).replace("register_activation: ", "")
+
+        def series(u0, k):
+            raise ValueError(f"hidden layer {group.index}'s activation {expr}: {why}")
+        return make_activation(name, group.activation_fn(), series=series, rho_sigma=rho,
+                               description=describe)

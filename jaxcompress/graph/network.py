@@ -1,0 +1,463 @@
+"""The network: the library's one representation, and its compressed form.
+
+A :class:`Network` is neuron groups over the leaves of a parameter pytree: who produces each
+group (the kernel's columns, the bias, per-neuron scales), which kernel rows read it, which groups
+are tied into one index set, which are pinned and why. Front ends build it:
+:meth:`Network.from_params` for a params list (the chain built directly, no tracing),
+:func:`trace` for any JAX function, :func:`jaxcompress.trace_module` for a module; a
+:class:`Compressed` result is a network again (:meth:`Compressed.as_network`). The driver
+(:mod:`jaxcompress.driver`) sees only :meth:`Network.plan`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxcompress.activations import Activation, get_activation
+from jaxcompress.domains import Ball, check_domain
+from jaxcompress.driver import (
+    ChainPlan,
+    LayerLeaves,
+    Plan,
+    Producer,
+    Reader,
+    SetPlan,
+    best,
+    check_method,
+    resolve_widths,
+    run,
+    run_jit,
+)
+from jaxcompress.graph.analysis import Analysis, chain_of, close_sets, pin_shared
+from jaxcompress.graph.match import analytic_call, chain_activation, refuse_kinks
+from jaxcompress.graph.rules import interpret
+from jaxcompress.graph.table import format_table
+from jaxcompress.graph.values import Consumer, Group, Val
+from jaxcompress.layer import CompressInfo
+from jaxcompress.methods import BestOf, Method
+from jaxcompress.mlp import Params, SizedNetwork, apply, leaf_count
+from jaxcompress.placement import Placement
+from jaxcompress.program import trace_program
+
+__all__ = ["Compressed", "Network", "compress_network", "compressed", "trace"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Network(SizedNetwork):
+    """A network as neuron groups (build with :func:`trace`, :func:`jaxcompress.trace_module` or
+    :meth:`from_params`; ``print`` it for a table).
+
+    Attributes:
+      fn, params: the function ``fn(params, x)`` and its parameter pytree.
+      x: the example input's shape and dtype.
+      paths: :func:`jax.tree_util.keystr` of every parameter leaf (flatten order).
+      groups: the :class:`~jaxcompress.graph.Group` records, in program order.
+      unknown: ``(primitive, line)`` of every primitive without a rule.
+      hidden: the hidden groups of a chain of dense layers (empty off a chain).
+      why_not: why the network is not such a chain (its features then come from its program).
+      layouts: per reader leaf, ``(leaf, axis, row blocks)``.
+      signature: the traced program's primitives in order (``()`` for a params list).
+      kind: ``"params"`` (a params list) or ``"traced"``.
+      given: the activation of a params list (``None`` for a traced network: its own is found
+        from its program, :attr:`activation`).
+    """
+
+    fn: Callable
+    params: Any
+    x: jax.ShapeDtypeStruct
+    paths: tuple[str, ...]
+    groups: tuple[Group, ...]
+    unknown: tuple[tuple[str, str], ...]
+    hidden: tuple[Group, ...]
+    why_not: tuple[str, ...]
+    layouts: tuple = ()
+    signature: tuple[str, ...] = ()
+    kind: str = "traced"
+    given: Activation | None = None
+
+    # -- structure ------------------------------------------------------------------------------
+
+    @property
+    def chain(self) -> bool:
+        """Whether the network is a chain of dense layers with one activation."""
+        return not self.why_not
+
+    @property
+    def leaves(self) -> list:
+        return jax.tree_util.tree_leaves(self.params)
+
+    @property
+    def compressible(self) -> tuple[Group, ...]:
+        """The groups :func:`jaxcompress.compress` compresses: a chain's hidden groups, or every
+        group that is not pinned and is read by a kernel (with its tied set)."""
+        if self.chain:
+            return self.hidden
+        read = {i for g in self.groups if g.consumers for i in (g.tied or (g.index,))}
+        return tuple(g for g in self.groups if not g.pins and g.index in read)
+
+    def sets(self) -> tuple[tuple[Group, ...], ...]:
+        """The compressible groups by tied set (a set of one for an untied group), in program
+        order of each set's first group."""
+        out: dict[tuple[int, ...], list[Group]] = {}
+        for g in self.compressible:
+            out.setdefault(g.tied or (g.index,), []).append(g)
+        return tuple(tuple(v) for v in out.values())
+
+    def set_names(self) -> list[str]:
+        """How messages name each compressible set."""
+        if self.chain:
+            return [f"hidden layer {l}" for l in range(1, len(self.hidden) + 1)]
+        return ["group " + str(m[0].index) if len(m) == 1 else
+                "groups " + ", ".join(str(g.index) for g in m) for m in self.sets()]
+
+    @functools.cached_property
+    def activation(self) -> Activation | None:
+        """A chain's activation: the given one, the registered one its program equals, or one
+        built from its program (never registered); ``None`` off a chain."""
+        if not self.chain:
+            return None
+        return self.given or chain_activation(self.hidden[0], self.x.dtype)
+
+    def layer_sizes(self) -> list[int]:
+        """``[d_in]`` and every neuron group's width, in program order."""
+        return [int(self.x.shape[-1])] + [g.width for g in self.groups]
+
+    def num_params(self) -> int:
+        return leaf_count(self.params)
+
+    def __str__(self) -> str:
+        return format_table(self)
+
+    # -- what the driver sees -------------------------------------------------------------------
+
+    @functools.cached_property
+    def _plan(self) -> Plan:
+        sets = tuple(
+            SetPlan(index=members[0].index, width=members[0].width,
+                    producers=tuple(Producer(leaf, axis) for g in members
+                                    for leaf, axis in g.producers()),
+                    readers=tuple(Reader(c.leaf, c.axis, c.block, c.value, c.value_axis)
+                                  for g in members for c in g.consumers),
+                    members=tuple(g.index - 1 for g in members))
+            for members in self.sets())
+        chain = None
+        if self.chain:
+            chain = ChainPlan(self.activation, tuple(
+                LayerLeaves(g.kernel, g.bias, g.out_in) for g in self.groups))
+        return Plan(fn=self.fn, treedef=jax.tree_util.tree_structure(self.params), x=self.x,
+                    signature=self.signature, sets=sets, layouts=self.layouts,
+                    width_of=tuple(g.width for g in self.groups),
+                    d_out=self.groups[-1].width if self.groups else 0, chain=chain)
+
+    def plan(self) -> Plan:
+        """The static :class:`~jaxcompress.driver.Plan` of this network."""
+        return self._plan
+
+    def lower(self, params: Any = None) -> Params:
+        """A chain in the params convention (of ``params``, shaped like :attr:`params` up to
+        widths; default :attr:`params`)."""
+        if not self.chain:
+            raise ValueError("lower: the network is not a chain of dense layers:\n  "
+                             + "\n  ".join(self.why_not))
+        return self.plan().chain.lower(jax.tree_util.tree_leaves(
+            self.params if params is None else params))
+
+    def compressor(self, method, *, domain=None) -> Callable[[Any], tuple[Any, CompressInfo]]:
+        """A pure function ``params -> (small_params, info)`` of this network's structure,
+        checked once here, for ``jax.vmap`` over a stack of teachers or ``jax.jit``.
+
+        Example: ``jax.vmap(net.compressor(jc.collocation(3)))(stacked_params)``.
+        """
+        where = "compressor"
+        domain = _checked(self, method, domain, where, placement=None)
+        plan, treedef = self.plan(), jax.tree_util.tree_structure(self.params)
+        if isinstance(method, BestOf) and not _same_widths(plan, method.methods, domain):
+            raise ValueError(f"{where}: best_of under a pure function needs candidates of equal "
+                             "widths (the choice is made per teacher, inside the program); give "
+                             "them the same order or widths=")
+
+        def compress_params(params):
+            small, info = _run(plan, method, jax.tree_util.tree_leaves(params), domain, None)
+            return jax.tree_util.tree_unflatten(treedef, small), info
+
+        return compress_params
+
+    # -- front end: a params list ---------------------------------------------------------------
+
+    @classmethod
+    def from_params(cls, params: Params, activation) -> Network:
+        """A params list ``[{"kernel": (in, out), "bias": (out,)}, ...]`` as a network: the
+        chain's groups built directly from the shapes (no tracing), cached by the sizes, the
+        activation and the dtype."""
+        act = get_activation(activation)
+        sizes = tuple((int(layer["kernel"].shape[-2]), int(layer["kernel"].shape[-1]))
+                      for layer in params)
+        dtype = jnp.result_type(params[0]["kernel"])
+        groups, layouts, paths = _chain_groups(sizes, _leaf_order(len(params)))
+        return cls(fn=apply_fn(act), params=list(params),
+                   x=jax.ShapeDtypeStruct((1, sizes[0][0]), dtype), paths=paths, groups=groups,
+                   unknown=(), hidden=groups[:-1], why_not=(), layouts=layouts, kind="params",
+                   given=act)
+
+
+@functools.cache
+def apply_fn(act: Activation) -> Callable:
+    """``fn(params, x)`` of a params list (one function object per activation: a stable part
+    of the plan, so repeated compressions share their compilation)."""
+    def fn(params, x):
+        return apply(params, x, activation=act)
+    fn.__qualname__ = fn.__name__ = f"apply[{act.name}]"
+    return fn
+
+
+@functools.cache
+def _leaf_order(n_layers: int) -> tuple[tuple[int, int], ...]:
+    """``(kernel leaf, bias leaf)`` of each layer of a params list in flatten order."""
+    example = [{"kernel": 0, "bias": 0} for _ in range(n_layers)]
+    paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(example)[0]]
+    return tuple((paths.index(f"[{l}]['kernel']"), paths.index(f"[{l}]['bias']"))
+                 for l in range(n_layers))
+
+
+@functools.cache
+def _chain_groups(sizes: tuple[tuple[int, int], ...], order):
+    """The groups, layouts and paths of a params list of layer shapes ``sizes``."""
+    n = len(sizes)
+    groups = []
+    for l, ((_, width), (kernel, bias)) in enumerate(zip(sizes, order, strict=True)):
+        consumers = [] if l == n - 1 else [Consumer(order[l + 1][0], 0, 0, -1, 1, 0, "")]
+        groups.append(Group(index=l + 1, width=width, kernel=kernel, kernel_axis=1, bias=bias,
+                            source="input" if l == 0 else l, consumers=consumers,
+                            consumed_node=1 if l < n - 1 else None))
+    groups[-1].pin("reaches the output", "")
+    layouts = tuple((order[l + 1][0], 0, ((l, sizes[l][1]),)) for l in range(n - 1))
+    paths = [""] * (2 * n)
+    for l, (kernel, bias) in enumerate(order):
+        paths[kernel], paths[bias] = f"[{l}]['kernel']", f"[{l}]['bias']"
+    return tuple(groups), layouts, tuple(paths)
+
+
+# ------------------------------------------------------------------------------------------------
+# Front end: any JAX function
+# ------------------------------------------------------------------------------------------------
+
+
+def trace(fn: Callable[[Any, jax.Array], jax.Array], params: Any, x: jax.Array) -> Network:
+    """Trace ``fn(params, x)`` and find its neuron groups (see :mod:`jaxcompress.graph`).
+
+    Args:
+      fn: ``fn(params, x) -> y``, any JAX function of a parameter pytree and inputs.
+      params: the parameter pytree (its leaves are traced as inputs, never as constants).
+      x: example inputs ``(n, d_in)`` (only the shape and dtype are used).
+
+    Returns:
+      A :class:`Network`; ``print(net)`` shows every group, its producers and consumers
+      (paths in ``params``), its activation and whether it is compressible or pinned and why.
+
+    Example:
+      >>> params = jc.init_mlp(jax.random.PRNGKey(0), [2, 16, 16, 1])
+      >>> net = jc.trace(lambda p, x: jc.apply(p, x, activation="tanh"), params,
+      ...                jnp.zeros((4, 2)))
+      >>> [g.width for g in net.compressible]
+      [16, 16]
+    """
+    shape = jax.ShapeDtypeStruct(np.shape(x), jnp.result_type(x))
+    if len(shape.shape) != 2:
+        raise ValueError(f"trace: x must be example inputs of shape (n, d_in), got shape "
+                         f"{shape.shape}")
+    pairs, _ = jax.tree_util.tree_flatten_with_path(params)
+    if not pairs:
+        raise ValueError("trace: params has no array leaves; expected the parameter pytree")
+    prog = trace_program(fn, params, shape, analytic_call=analytic_call)
+    leaf_shapes = [tuple(np.shape(leaf)) for _, leaf in pairs]
+    n = len(leaf_shapes)
+    a = Analysis(leaf_shapes)
+    a.vals = {i: Val("param", leaf=i) for i in range(n)}
+    a.vals[n] = Val("input")
+    interpret(list(prog.eqns), a)
+    out_vals = [a.val(o) for o in prog.outs]
+    lines = {o: e.line for e in prog.eqns for o in e.outs}
+    for o, v in zip(prog.outs, out_vals, strict=True):
+        a.pin([v], "reaches the output", lines.get(o, "output") if isinstance(o, int)
+              else "output")
+    paths = tuple(jax.tree_util.keystr(p) for p, _ in pairs)
+    pin_shared(a, paths)
+    close_sets(a)
+    hidden, why = chain_of(a.groups, out_vals)
+    layouts = tuple((leaf, ax, blocks) for (leaf, ax), blocks in a.layouts.items())
+    return Network(fn=fn, params=params, x=shape, paths=paths, groups=tuple(a.groups),
+                   unknown=tuple(a.unknown), hidden=tuple(hidden), why_not=tuple(why),
+                   layouts=layouts, signature=prog.signature())
+
+
+# ------------------------------------------------------------------------------------------------
+# The compressed network
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Compressed(SizedNetwork):
+    """A compressed network: ``small.params`` (your pytree, same structure, smaller leaves),
+    ``small(x)``, and a network again (compress, certify, measure or save it).
+
+    Attributes:
+      params: the compressed parameters.
+      network: the :class:`Network` that was compressed (its function and structure).
+      info: the :class:`~jaxcompress.CompressInfo` of the compression.
+      polymorphic: whether ``network.fn`` runs on the smaller ``params`` (its program traced at
+        the new widths has the same equations); else ``why`` says what it raised, and
+        ``small(x)`` evaluates the compressed chain.
+      why: what ``fn`` raised on the smaller parameters (``""`` when it ran).
+    """
+
+    params: Any
+    network: Network
+    info: CompressInfo | None = None
+    polymorphic: bool = True
+    why: str = ""
+
+    @property
+    def fn(self) -> Callable:
+        return self.network.fn
+
+    @property
+    def activation(self) -> str:
+        """The chain's activation name (``"traced"`` off a chain)."""
+        act = self.network.activation
+        return act.name if act is not None else "traced"
+
+    @property
+    def lowered(self) -> Params | None:
+        """The compressed chain in the params convention (``None`` off a chain)."""
+        if not self.network.chain:
+            return None
+        return self.network.plan().chain.lower(jax.tree_util.tree_leaves(self.params))
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        """The compressed function."""
+        return self.apply(self.params, x)
+
+    def apply(self, params: Any, x: jax.Array) -> jax.Array:
+        """The compressed function of its parameters (``params`` shaped like :attr:`params`):
+        what :func:`jaxcompress.polish` trains."""
+        if self.polymorphic:
+            return self.fn(params, x)
+        chain = self.network.plan().chain
+        return apply(chain.lower(jax.tree_util.tree_leaves(params)), x,
+                     activation=chain.activation)
+
+    def replace(self, params: Any) -> Compressed:
+        """The same compressed network with other parameters (e.g. polished ones)."""
+        return dataclasses.replace(self, params=params)
+
+    def layer_sizes(self) -> list[int]:
+        """``[d_in]`` and every neuron group's width after compression, in program order."""
+        leaves = jax.tree_util.tree_leaves(self.params)
+        return [int(self.network.x.shape[-1])] + [
+            int(np.shape(leaves[g.kernel])[g.kernel_axis]) for g in self.network.groups]
+
+    def num_params(self) -> int:
+        return leaf_count(self.params)
+
+    @property
+    def module(self) -> Any:
+        """The module of the new sizes: only for a network from :func:`jaxcompress.trace_module`
+        (its :class:`~jaxcompress.CompressedModule`); a function from :func:`trace` has none."""
+        raise AttributeError("module: this network was traced from a function (jc.trace), which "
+                             "has no module to rebuild; use fn(small.params, x) or small(x), or "
+                             "trace the module itself with jc.trace_module(model, x)")
+
+    def as_network(self) -> Network:
+        """The compressed network as a :class:`Network` (to compress, certify or measure it
+        again): a params list stays one; ``fn`` traced at the new widths, or the compressed
+        chain when ``fn`` does not run on them."""
+        net = self.network
+        if net.kind == "params":
+            return Network.from_params(self.params, net.given)
+        if self.polymorphic:
+            return trace(net.fn, self.params, jax.ShapeDtypeStruct(net.x.shape, net.x.dtype))
+        return Network.from_params(self.lowered, net.activation)
+
+
+# ------------------------------------------------------------------------------------------------
+# Compressing a network
+# ------------------------------------------------------------------------------------------------
+
+
+def _checked(net: Network, method, domain, where: str, placement) -> Any:
+    """The eager checks of a compression (at trace time, before anything compiles); returns
+    the domain (default: the unit ball)."""
+    if not isinstance(method, (Method, BestOf)):
+        raise TypeError(f"{where}: a network needs a method (e.g. jc.collocation(k)), got "
+                        f"{type(method).__name__} {method!r:.60}")
+    if not net.compressible:
+        raise ValueError(f"{where}: the network has no compressible group:\n" + str(net))
+    dtype = net.x.dtype
+    domain = Ball(net.x.shape[-1], 1.0) if domain is None else domain
+    check_domain(domain, net.x.shape[-1], where, dtype)
+    methods = method.methods if isinstance(method, BestOf) else (method,)
+    if net.kind == "traced":
+        refuse_kinks(net.compressible, methods, where, dtype)
+    check_method(method, net.plan(), domain, where,
+                 devices=1 if placement is None else placement.devices,
+                 set_names=net.set_names())
+    return domain
+
+
+def _same_widths(plan: Plan, methods, domain) -> bool:
+    return len({resolve_widths(m, plan.sizes, domain) for m in methods}) == 1
+
+
+def _run(plan: Plan, method, leaves, domain, placement):
+    """The driver, traced inline (for an outer ``jit`` / ``vmap``)."""
+    if isinstance(method, BestOf):
+        return best([run(plan, m, leaves, domain, placement) for m in method.methods], method)
+    return run(plan, method, leaves, domain, placement)
+
+
+def compress_network(net: Network, method, domain=None, placement: Placement | None = None,
+                     where: str = "compress") -> tuple[list, CompressInfo]:
+    """The compressed leaves of ``net`` and the record: checked eagerly, then the one driver in
+    one ``jax.jit`` (a best-of whose candidates' widths differ picks on the host)."""
+    domain = _checked(net, method, domain, where, placement)
+    plan = net.plan()
+    if isinstance(method, BestOf) and not _same_widths(plan, method.methods, domain):
+        results = [run_jit(net.leaves, m, domain, plan=plan, placement=placement)
+                   for m in method.methods]
+        est = [float(info.error_estimate) for _, info in results]
+        choice = int(np.argmin([e if np.isfinite(e) else np.inf for e in est]))
+        small, info = results[choice]
+        return small, dataclasses.replace(
+            info, method=method.describe(), choice=jnp.asarray(choice, jnp.int32),
+            candidates=tuple(m.describe() for m in method.methods))
+    return run_jit(net.leaves, method, domain, plan=plan, placement=placement)
+
+
+def compressed(net: Network, leaves, info) -> Compressed:
+    """The :class:`Compressed` of ``net`` at the compressed ``leaves``. Whether ``fn`` runs on
+    them is decided at trace time: its program at the new shapes (abstract, so this works under
+    ``jax.jit``) must have the traced equations."""
+    params = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(net.params), leaves)
+    if net.kind == "params":
+        return Compressed(params, net, info)
+    try:
+        prog = trace_program(net.fn, params, net.x)
+    except Exception as e:  # noqa: BLE001 - the user's code refusing smaller leaves
+        why = f"{type(e).__name__}: {str(e).splitlines()[0]:.200}"
+    else:
+        if prog.signature() == net.signature:
+            return Compressed(params, net, info)
+        why = "its program at the new widths has other equations than the traced one"
+    if not net.chain:
+        raise ValueError(f"compress: fn(params, x) does not run on the compressed parameters "
+                         f"({why}), so fn is not shape-polymorphic in its parameters; make the "
+                         "widths follow the parameter shapes (e.g. x @ kernel, not a hard-coded "
+                         "size)")
+    return Compressed(params, net, info, False, why)

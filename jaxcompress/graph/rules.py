@@ -1,0 +1,393 @@
+"""Per-primitive rules of the trace (the ``jax/experimental/jet.py`` registry pattern).
+
+:data:`RULES` maps a primitive's name to a rule ``(analysis, eqn, operand values) -> output
+values``; :func:`register_rule` adds one. Families are registered by helpers
+(:func:`_defelementwise`, :func:`_pinning`) as ``jet.py``'s ``deflinear`` does. A rule answers
+only through the analysis's narrow API (:mod:`jaxcompress.graph.analysis`): a new group, a
+consumer, a pin with its reason and line, a tie, the activation program. A primitive without a
+rule pins every group it touches and is named in the table, never guessed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from jaxcompress.graph.analysis import Analysis
+from jaxcompress.graph.values import OTHER, Val
+from jaxcompress.program import Eqn
+
+__all__ = ["ENTIRE", "NON_ANALYTIC", "RULES", "TYING", "Rule", "interpret", "register_rule"]
+
+
+Rule = Callable[[Analysis, Eqn, list], list]
+
+#: The registry: primitive name -> rule ``(analysis, eqn, operand values) -> output values``.
+RULES: dict[str, Rule] = {}
+
+
+def register_rule(primitive: str, rule: Rule) -> None:
+    """Register (or replace) the rule of the primitive named ``primitive``.
+
+    A rule is a pure function of the :class:`~jaxcompress.graph.analysis.Analysis` (through its
+    narrow API), the equation and its operands' :class:`~jaxcompress.graph.values.Val` records,
+    returning one :class:`Val` per output. A primitive without a rule pins what it touches.
+    """
+    if not isinstance(primitive, str) or not callable(rule):
+        raise TypeError(f"register_rule: expected a primitive name and a function, got "
+                        f"{primitive!r}, {type(rule).__name__}")
+    RULES[primitive] = rule
+
+#: Elementwise primitives that are not analytic everywhere (kinks, jumps, comparisons).
+NON_ANALYTIC = frozenset({"max", "min", "abs", "sign", "select_n", "ne", "eq", "lt", "le", "gt",
+                          "ge", "floor", "ceil", "round", "clamp", "and", "or", "not", "is_finite",
+                          "rem"})
+
+#: Elementwise primitives that are entire functions (a composition of them is entire).
+ENTIRE = frozenset({"sin", "cos", "exp", "exp2", "mul", "add", "sub", "neg", "integer_pow",
+                    "erf", "erfc", "sinh", "cosh", "square", "convert_element_type", "copy",
+                    "copy_p"})
+
+
+def _const_eval(eqn: Eqn, vals: list[Val]) -> list[Val]:
+    res = eqn.primitive.bind(*[v.value for v in vals], **eqn.params)
+    res = res if eqn.primitive.multiple_results else [res]
+    return [Val("const", value=np.asarray(r)) for r in res]
+
+
+def _scalar(value) -> np.ndarray | None:
+    """A constant that is one number (any shape, all entries equal), else ``None``."""
+    arr = np.asarray(value)
+    if arr.size == 0:
+        return None
+    first = arr.reshape(-1)[0]
+    return np.asarray(first) if np.all(arr == first) else None
+
+
+def _operand(a: Analysis, eqn: Eqn, ref: Val, v: Val):
+    """A non-hidden operand of an elementwise op on the hidden value ``ref``: its program
+    operand, or the reason it pins ``ref``'s groups."""
+    if v.kind == "const":
+        s = _scalar(v.value)
+        # (a per-neuron constant would have to be sliced inside the program)
+        return ("c", s) if s is not None else ("a non-scalar constant (not one function of "
+                                               "each neuron)")
+    if v.kind == "param":
+        shape = a.leaf_shapes[v.leaf]
+        g = ref.single()
+        if (len(shape) == 1 and (v.laxis or 0) == ref.axis and g is not None
+                and shape[0] == a.groups[g].width):
+            return ("p", v.leaf)
+        if int(np.prod(shape)) == 1:
+            return ("s", v.leaf)                     # one shared scalar parameter
+        return "a parameter that is not one number per neuron"
+    return ("the input" if v.kind == "input" else "a value the analysis does not follow "
+            "(another branch of the program, e.g. a residual stream scaled by a parameter)")
+
+
+def _elementwise(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
+    """Elementwise primitives: constants fold; on hidden values with one block structure the
+    op is a function of each neuron (extending a single group's activation program); a
+    parameter added to ``x K`` is its bias, any other per-neuron parameter a scale."""
+    if all(v.kind == "const" for v in vals):
+        return _const_eval(eqn, vals)
+    hidden = [v for v in vals if v.kind == "hidden"]
+    if not hidden:
+        return [_factorised(a, eqn, vals)] + [OTHER] * (len(eqn.outs) - 1)
+    ref = hidden[0]
+    if any(h.axis != ref.axis or h.blocks != ref.blocks for h in hidden[1:]):
+        _tie(a, eqn, ref, hidden)
+    if any(h.axis != ref.axis or a.sets_of(h.blocks) != a.sets_of(ref.blocks)
+           for h in hidden[1:]):
+        groups = sorted({g for h in hidden for g in h.groups})
+        for g in groups:
+            others = ", ".join(str(h + 1) for h in groups if h != g) or "itself, elsewhere"
+            a.pin_group(g, f"`{eqn.name}` with group {others} (residual / skip)", eqn.line)
+        return [OTHER] * len(eqn.outs)
+    operands = []
+    for v in vals:
+        if v.kind == "hidden":
+            operands.append(("n", v.node))
+            continue
+        op = _operand(a, eqn, ref, v)
+        if isinstance(op, str):
+            a.pin([ref], f"`{eqn.name}` of its activation with {op}", eqn.line)
+            return [OTHER] * len(eqn.outs)
+        operands.append(op)
+    g = ref.single()
+    tied = any(h.blocks != ref.blocks for h in hidden[1:])
+    params = [r for kind, r in operands if kind == "p"]
+    if (g is not None and eqn.name == "add" and ref.pre and len(params) == 1 and len(hidden) == 1
+            and a.groups[g].bias is None and not a.groups[g].program):
+        a.set_bias(g, params[0])
+        return [dataclasses.replace(ref, pre=True)]
+    for leaf in params:
+        a.add_scale(g, leaf)
+    if eqn.name in NON_ANALYTIC and not eqn.benign:
+        for h in ref.groups:
+            a.add_kink(h, eqn.name, eqn.line)
+    node = None
+    if g is not None and not tied and all(v.node is not None for v in hidden):
+        # a parameter operand ("p": per neuron, or one shared number) is shown by its path;
+        # a program with one is not lowered to a registered activation
+        node = a.extend_activation(g, eqn, [("p", r) if kind == "s" else (kind, r)
+                                             for kind, r in operands])
+    return [dataclasses.replace(ref, pre=False, node=node)] * len(eqn.outs)
+
+
+def _factorised(a: Analysis, eqn: Eqn, vals: list[Val]) -> Val:
+    """``g * v`` of a 2-D leaf ``v`` and a 1-D leaf ``g`` broadcast along one of ``v``'s axes
+    (jaxpi's random weight factorisation): a kernel whose rows along the other axis are
+    linear in ``v`` (``C (g * v) = g * (C v)``); anything else computed from parameters is
+    ``"other"`` (a ``dot_general`` with it pins its data, naming why)."""
+    if eqn.name != "mul" or len(vals) != 2 or any(v.kind != "param" for v in vals):
+        return OTHER
+    dims = [len(a.leaf_shapes[v.leaf]) for v in vals]
+    if sorted(dims) != [1, 2]:
+        return OTHER
+    v, g = (vals[0], vals[1]) if dims[0] == 2 else (vals[1], vals[0])
+    if v.scale is not None or v.laxis is not None or g.laxis is None or len(eqn.out_shapes[0]) != 2:
+        return OTHER
+    axis = (1 - g.laxis) if v.flip else g.laxis
+    return dataclasses.replace(v, scale=(g.leaf, axis))
+
+
+#: Elementwise primitives that tie the neurons of two groups into one set (a gate ``h * U``).
+TYING = frozenset({"mul"})
+
+
+def _tie(a: Analysis, eqn: Eqn, ref: Val, hidden: Sequence[Val]) -> None:
+    """``h * U`` of two groups of equal widths on one axis (a gate): neuron ``i`` of the
+    product is a function of neuron ``i`` of each, so the groups are tied into one set, kept
+    and dropped together. Only products tie: a sum of two groups is a residual stream or a
+    skip, whose set would span every layer it runs through (pinned instead, see
+    :func:`_elementwise`)."""
+    if eqn.name not in TYING:
+        return
+    sizes = [s for _, s in ref.blocks]
+    for h in hidden[1:]:
+        if h.axis != ref.axis or [s for _, s in h.blocks] != sizes or any(
+                (g < 0) != (r < 0) for (g, _), (r, _) in zip(h.blocks, ref.blocks, strict=True)):
+            return
+    for h in hidden[1:]:
+        for (g, _), (r, _) in zip(h.blocks, ref.blocks, strict=True):
+            if g >= 0:
+                a.tie(g, r)
+
+
+def _unit_free(shape) -> list[int]:
+    return [i for i, s in enumerate(shape) if s != 1]
+
+
+def _view(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
+    """``reshape`` / ``broadcast_in_dim`` / ``transpose`` / ``squeeze`` / ``expand_dims``:
+    parameter views (a 1-D leaf broadcast along an axis, a transposed kernel) are followed; a
+    hidden value is followed through a transpose and through views that only add or remove
+    unit axes, and pinned by any other."""
+    v = vals[0]
+    if all(w.kind == "const" for w in vals):
+        return _const_eval(eqn, vals)
+    old, new = eqn.in_shapes[0], eqn.out_shapes[0]
+    if v.kind == "param":
+        return [_param_view(a, eqn, v, old, new) if v.scale is None else OTHER]
+    if v.kind != "hidden":
+        return [v] if v.kind == "input" and tuple(old) == tuple(new) else [OTHER]
+    if eqn.name == "transpose":
+        return [dataclasses.replace(v, axis=list(eqn.params["permutation"]).index(v.axis))]
+    free_old, free_new = _unit_free(old), _unit_free(new)
+    if [old[i] for i in free_old] == [new[i] for i in free_new] and v.axis in free_old:
+        return [dataclasses.replace(v, axis=free_new[free_old.index(v.axis)])]
+    a.pin(vals, f"reshaped by `{eqn.name}`", eqn.line)
+    return [OTHER]
+
+
+def _param_view(a: Analysis, eqn: Eqn, v: Val, old, new) -> Val:
+    """A view of a parameter leaf: a transposed 2-D kernel, or a 1-D leaf whose entries run
+    along one axis (``laxis``) of the viewed value."""
+    shape = a.leaf_shapes[v.leaf]
+    if len(shape) == 2 and eqn.name == "transpose" and v.laxis is None:
+        return dataclasses.replace(v, flip=not v.flip) if tuple(
+            eqn.params["permutation"]) == (1, 0) else OTHER
+    if len(shape) != 1:
+        return OTHER
+    cur = 0 if v.laxis is None else v.laxis
+    if eqn.name == "transpose":
+        return dataclasses.replace(v, laxis=list(eqn.params["permutation"]).index(cur))
+    if eqn.name == "broadcast_in_dim":
+        dims = tuple(eqn.params["broadcast_dimensions"])
+        ok = old[cur] == shape[0] and new[dims[cur]] == shape[0]
+        return dataclasses.replace(v, laxis=dims[cur]) if ok else OTHER
+    free_old, free_new = _unit_free(old), _unit_free(new)
+    if [old[i] for i in free_old] == [new[i] for i in free_new] and cur in free_old:
+        return dataclasses.replace(v, laxis=free_new[free_old.index(cur)])
+    if shape[0] == 1 and int(np.prod(new)) == 1:   # one entry: it runs along the last axis
+        return dataclasses.replace(v, laxis=len(new) - 1)
+    return OTHER
+
+
+def _same(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
+    """``convert_element_type`` / ``copy``: parameters and the input pass through, hidden
+    values get the op in their activation program."""
+    v = vals[0]
+    if v.kind in ("param", "input"):
+        return [v]
+    return _elementwise(a, eqn, vals)
+
+
+def _kernel_side(a: Analysis, vals: list[Val]) -> int | None:
+    """Which operand of a ``dot_general`` is a 2-D parameter kernel (0 or 1), if exactly one."""
+    sides = [i for i, v in enumerate(vals)
+             if v.kind == "param" and len(a.leaf_shapes[v.leaf]) == 2]
+    return sides[0] if len(sides) == 1 else None
+
+
+def _dot_general(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
+    """``h K`` (or ``K h`` under ``vmap``): a new group whose kernel is the 2-D parameter ``K``;
+    the data operand's groups, when it contracts their neuron axis, are consumed by ``K``'s
+    rows (one block of rows per group after a ``concatenate``)."""
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    side = _kernel_side(a, vals)
+    if all(v.kind == "const" for v in vals):
+        return _const_eval(eqn, vals)
+    if side is None and not (lb or rb) and len(lc) == 1 and all(v.kind == "hidden"
+                                                             for v in vals):
+        return _latent(a, eqn, vals)
+    if side is None or lb or rb or len(lc) != 1:
+        what = ("a batch dimension" if lb or rb else
+                "a constant matrix" if any(v.kind == "const" for v in vals) else
+                "a kernel computed from parameters that is not leaf * per-output scale (e.g. "
+                "v / ||v||, W + low-rank: no leaf is linear in its rows)"
+                if any(v.kind == "other" for v in vals) else
+                "operands other than (value, parameter kernel)")
+        a.pin(vals, f"`dot_general` with {what}", eqn.line)
+        return [OTHER]
+    kern, data = vals[side], vals[1 - side]
+    kc, dc = (lc[0], rc[0]) if side == 0 else (rc[0], lc[0])
+    leaf_axis = (1 - kc) if kern.flip else kc
+    free = 1 - leaf_axis
+    data_ndim = len(eqn.in_shapes[1 - side])
+    if data.kind == "hidden":
+        if data.axis != dc:
+            a.pin([data], "`dot_general` contracts an axis other than its neurons", eqn.line)
+        elif kern.scale is not None and kern.scale[1] == leaf_axis:
+            a.pin([data], "its kernel is v * (a scale per row): no leaf is linear in its "
+                      "rows", eqn.line)
+        else:
+            a.consume(eqn, data, eqn.ins[1 - side], kern.leaf, leaf_axis, dc)
+    source = ("input" if data.kind == "input" else
+              data.single() + 1 if data.kind == "hidden" and data.single() is not None
+              else "other")
+    width = int(a.leaf_shapes[kern.leaf][free])
+    g = a.new_group(width=width, kernel=kern.leaf, kernel_axis=free, source=source)
+    if data.kind == "const" or (data.kind == "hidden" and data.groups and all(
+            a.groups[h].constant for h in data.groups)):
+        # its features would be taken on the domain of x, on which it does not depend
+        a.mark_constant(g, eqn.line)
+    if kern.scale is not None and kern.scale[1] == free:
+        a.add_scale(g, kern.scale[0])     # g: one per neuron, sliced with them
+    elif kern.scale is not None:
+        a.pin_group(g, "its kernel is v * (a scale per input): kept whole", eqn.line)
+    axis = 0 if side == 0 else data_ndim - 1
+    return [Val("hidden", axis=axis, blocks=((g, width),), pre=True, node=0)]
+
+
+def _latent(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
+    """``t . b`` of two hidden values contracted along their neurons (DeepONet's
+    ``trunk(x) . branch(u)``): when one operand ``b`` is ``h K + c`` of one group (no
+    activation), ``t``'s neurons are read linearly through ``b``'s producers, ``K`` along its
+    output axis and ``c``: ``t^T b = t^T (K^T h + c)``, and ``t = t[S] C`` gives
+    ``K <- K C^T``, ``c <- C c`` (both rows of the latent axis re-weighted). ``b``'s group is
+    then those rows, not a group of its own (pinned, named)."""
+    (lc, rc), _ = eqn.params["dimension_numbers"]
+    dims = (lc[0], rc[0])
+    for side in (1, 0):
+        t, b = vals[1 - side], vals[side]
+        gb = b.single()
+        # (a per-neuron scale g of b's group, as in g * v, is not linear in the latent rows)
+        if (gb is None or not b.pre or a.groups[gb].program or a.groups[gb].scales
+                or t.axis != dims[1 - side]
+                or b.axis != dims[side] or a.sets_of(t.blocks) == a.sets_of(b.blocks)):
+            continue
+        grp = a.groups[gb]
+        if sum(s for _, s in t.blocks) != grp.width:
+            continue
+        a.consume(eqn, t, eqn.ins[1 - side], grp.kernel, grp.kernel_axis, t.axis)
+        if grp.bias is not None:
+            a.consume(eqn, t, eqn.ins[1 - side], grp.bias, 0, t.axis)
+        a.pin_group(gb, f"its neurons are the latent rows read by group(s) "
+                f"{', '.join(str(g + 1) for g in t.groups)} (re-weighted there)", eqn.line)
+        return [OTHER]
+    a.pin(vals, "`dot_general` of two hidden values (neither is x K + b of one group)",
+              eqn.line)
+    return [OTHER]
+
+
+def _concatenate(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
+    """Hidden values joined along their neuron axis: the blocks in order (a non-hidden operand,
+    e.g. the input of a skip connection, is a block of no group)."""
+    if all(v.kind == "const" for v in vals):
+        return _const_eval(eqn, vals)
+    dim = eqn.params["dimension"]
+    if not any(v.kind == "hidden" for v in vals):
+        return [OTHER]
+    if any(v.kind == "hidden" and v.axis != dim for v in vals):
+        a.pin(vals, "concatenated along an axis other than its neurons", eqn.line)
+        return [OTHER]
+    blocks: list[tuple[int, int]] = []
+    for v, shape in zip(vals, eqn.in_shapes, strict=True):
+        blocks += list(v.blocks) if v.kind == "hidden" else [(-1, int(shape[dim]))]
+    return [Val("hidden", axis=dim, blocks=tuple(blocks))]
+
+
+def _pinning(reason: str) -> Rule:
+    def rule(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
+        a.pin(vals, reason.format(name=eqn.name), eqn.line)
+        return [OTHER] * len(eqn.outs)
+    return rule
+
+
+def _defelementwise(*names: str) -> None:
+    for n in names:
+        RULES[n] = _elementwise
+
+
+_defelementwise("tanh", "logistic", "sin", "cos", "tan", "exp", "exp2", "log", "log1p", "expm1",
+                "erf", "erfc", "erf_inv", "sqrt", "rsqrt", "cbrt", "neg", "integer_pow", "square",
+                "sinh", "cosh", "asinh", "atan", "atanh", "asin", "acos", "acosh", "add", "sub",
+                "mul", "div", "pow", "atan2", "logaddexp", *sorted(NON_ANALYTIC))
+for _n in ("reshape", "broadcast_in_dim", "transpose", "squeeze", "expand_dims"):
+    RULES[_n] = _view
+RULES["convert_element_type"] = _same
+RULES["copy"] = _same
+RULES["copy_p"] = _same
+RULES["dot_general"] = _dot_general
+RULES["concatenate"] = _concatenate
+for _n in ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin",
+           "cumsum", "reduce_and", "reduce_or"):
+    RULES[_n] = _pinning("feeds a reduction `{name}`")
+for _n in ("slice", "dynamic_slice", "gather", "dynamic_update_slice", "scatter", "scatter-add",
+           "split", "pad", "rev"):
+    RULES[_n] = _pinning("is sliced or indexed by `{name}`")
+
+
+def interpret(flat: list[Eqn], a: Analysis) -> None:
+    """Run every equation's rule; an unknown primitive pins what it touches and is recorded."""
+    for eqn in flat:
+        for o in eqn.ins:
+            if isinstance(o, int) and o < len(a.leaf_shapes):
+                a.uses[o] = a.uses.get(o, 0) + 1
+        vals = [a.val(o) for o in eqn.ins]
+        rule = RULES.get(eqn.name)
+        if rule is None:
+            a.unknown.append((eqn.name, eqn.line))
+            if all(v.kind == "const" for v in vals) and vals:
+                outs = _const_eval(eqn, vals)
+            else:
+                a.pin(vals, f"feeds `{eqn.name}`, a primitive without a rule", eqn.line)
+                outs = [OTHER] * len(eqn.outs)
+        else:
+            outs = rule(a, eqn, vals)
+        for o, v in zip(eqn.outs, outs, strict=True):
+            a.vals[o] = v

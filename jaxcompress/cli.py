@@ -116,15 +116,24 @@ def _check_output_path(path: str) -> None:
 
 
 def _load_model(path: str, activation: str | None):
+    """``(params, activation, metadata)`` of a network file: a params list, or a saved traced
+    network or module that is a chain of dense layers (its stored chain)."""
     import jaxcompress as jc
+    from jaxcompress.io import LoadedNetwork, resolve_activation
 
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such file: {path!r}")
     if path.endswith(".npz"):
         return jc.load_npz(path, activation=activation)
-    from jaxcompress.io import resolve_activation
-
     model = jc.load(path)
+    if isinstance(model, LoadedNetwork):
+        if model.chain is None:
+            raise ValueError(f"{path!r} is a saved traced network that is not a chain of dense "
+                             "layers with a registered activation; the command line compresses "
+                             "and certifies chains (use jc.compress on the network in Python)")
+        params, act = model.chain
+        resolve_activation(act, activation, repr(path))
+        return jc.LoadedModel(params, act, dict(model.metadata))
     resolve_activation(model.activation, activation, repr(path))
     return model
 

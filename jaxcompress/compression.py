@@ -26,8 +26,14 @@ from jaxcompress import sharding
 from jaxcompress._checks import check_compute_dtype, check_info_matches, finite_number
 from jaxcompress.activations import get_activation
 from jaxcompress.domains import Ball, check_domain, check_radius
-from jaxcompress.driver import check_memory, check_method, memory_estimate, resolve_widths
-from jaxcompress.graph import Network, compress_network, compressed
+from jaxcompress.driver import (
+    check_memory,
+    check_method,
+    memory_estimate,
+    resolve_widths,
+    trim_leaves,
+)
+from jaxcompress.graph import Compressed, Network, compress_network, compressed
 from jaxcompress.io import LoadedModel, LoadedNetwork
 from jaxcompress.layer import CompressInfo, LayerInfo, compress_layer
 from jaxcompress.methods import BestOf, Method, derivative_matching
@@ -235,8 +241,13 @@ def _compress_network(obj, method, *, activation, domain, order, radius):
     return result, info
 
 
-def trim(params: Params, info: CompressInfo | None = None, *, atol: float = 0.0) -> Params:
+def trim(params: Params | Compressed, info: CompressInfo | None = None, *,
+         atol: float = 0.0) -> Params | Compressed:
     """Drop hidden neurons whose outgoing weights are all zero (host side, not jit-able).
+
+    A params list gives a params list; a :class:`~jaxcompress.Compressed` a ``Compressed``
+    (every compressible set's neurons whose reading rows are all zero dropped from its producers
+    and readers).
 
     Such neurons are the surplus ones past the numerical rank (their incoming weights are kept by
     :func:`compress` so widths stay static). The function computed is unchanged; widths shrink.
@@ -250,6 +261,11 @@ def trim(params: Params, info: CompressInfo | None = None, *, atol: float = 0.0)
     with nothing of the function left).
     """
     del info
+    if isinstance(params, Compressed):   # any network: every compressible set, its readers
+        leaves, _ = trim_leaves(params.network.plan(), jax.tree_util.tree_leaves(params.params),
+                                _atol(atol, "trim"))
+        return params.replace(jax.tree_util.tree_unflatten(
+            jax.tree_util.tree_structure(params.params), leaves))
     params, masks = _trim_masks(params, atol, "trim")
     out = [dict(layer) for layer in params]
     for l, keep in enumerate(masks, start=1):
@@ -276,8 +292,15 @@ def trim_info(info: CompressInfo, params: Params, *, atol: float = 0.0) -> Compr
     >>> [(layer.width_out, int(layer.rank)) for layer in small_info.layers]
     [(2, 2)]
     """
-    params, masks = _trim_masks(params, atol, "trim_info")
-    check_info_matches(info, layer_sizes(params), None, "trim_info")
+    if isinstance(params, Compressed):
+        _, masks = trim_leaves(params.network.plan(), jax.tree_util.tree_leaves(params.params),
+                               _atol(atol, "trim_info"))
+        if len(masks) != len(info.layers):
+            raise ValueError(f"trim_info: info has {len(info.layers)} records; the network has "
+                             f"{len(masks)} compressible sets (info belongs to another network)")
+    else:
+        params, masks = _trim_masks(params, atol, "trim_info")
+        check_info_matches(info, layer_sizes(params), None, "trim_info")
     layers = []
     for li, keep in zip(info.layers, masks, strict=True):
         width = int(keep.sum())
@@ -287,11 +310,15 @@ def trim_info(info: CompressInfo, params: Params, *, atol: float = 0.0) -> Compr
     return dataclasses.replace(info, layers=tuple(layers))
 
 
-def _trim_masks(params: Params, atol, where: str) -> tuple[Params, list[np.ndarray]]:
-    """The params as NumPy arrays and, per hidden layer, which neurons :func:`trim` keeps."""
+def _atol(atol, where: str) -> float:
     if not finite_number(atol) or float(atol) < 0:
         raise ValueError(f"{where}: atol must be one finite number >= 0, got {atol!r}")
-    atol = float(atol)
+    return float(atol)
+
+
+def _trim_masks(params: Params, atol, where: str) -> tuple[Params, list[np.ndarray]]:
+    """The params as NumPy arrays and, per hidden layer, which neurons :func:`trim` keeps."""
+    atol = _atol(atol, where)
     params = [{k: np.asarray(v) for k, v in layer.items()} for layer in
               validate_params(params, where=where)]
     if params[0]["kernel"].ndim != 2:

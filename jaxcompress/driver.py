@@ -52,7 +52,7 @@ from jaxcompress.taylor import memory_limit, num_monomials
 
 __all__ = ["COMPILE_BYTES", "ChainPlan", "LayerLeaves", "Plan", "Producer", "Reader", "SetPlan",
            "best", "check_memory", "check_method", "expand", "features", "memory_estimate",
-           "resolve_widths", "run", "run_jit", "skipped_sets", "truncate"]
+           "resolve_widths", "run", "run_jit", "skipped_sets", "trim_leaves", "truncate"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -395,6 +395,7 @@ def truncate(feats: LayerFeatures, ids, order: int) -> tuple[LayerFeatures, Any]
     """Derivative features at a lower ``order``: the rows of the monomials of degree
     ``<= order`` (they come first, by degree, in each consumed tensor's block)."""
     d_k = num_monomials(feats.coord_dim, order)
+    ids = None if ids is None else np.asarray(ids)
     if ids is None:
         rows = np.arange(d_k * (feats.z.shape[0] // feats.num_features))
     else:
@@ -555,6 +556,41 @@ def expand(plan: Plan, small: Sequence, infos: Sequence[LayerInfo]) -> list:
                              f"{axis}; its layout accounts for {off}")
         out[leaf] = parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=axis)
     return out
+
+
+def trim_leaves(plan: Plan, leaves: Sequence, atol: float = 0.0) -> tuple[list, list]:
+    """Drop every neuron of every set whose reading rows are all at most ``atol`` (zero by
+    default: the neurons past the numerical rank); ``(leaves, masks)``, one boolean mask of the
+    kept neurons per set (host side)."""
+    out = [np.asarray(v) for v in leaves]
+    widths = {m: np.shape(out[s.producers[0].leaf])[s.producers[0].axis]
+              for s in plan.sets for m in s.members}
+    masks, keep_of = [], {}
+    for s in plan.sets:
+        width = widths[s.members[0]]
+        keep = np.zeros(width, bool)
+        for r in s.readers:
+            off = _offset(plan, widths, r.leaf, r.axis, r.block)
+            rows = np.moveaxis(np.take(out[r.leaf], np.arange(off, off + width), axis=r.axis),
+                               r.axis, 0).reshape(width, -1)
+            keep |= np.any(np.abs(rows) > atol, axis=1)
+        if not keep.any():
+            keep[0] = True  # keep one neuron so the network stays well-formed
+        masks.append(keep)
+        for m in s.members:
+            keep_of[m] = keep
+        for p in s.producers:
+            out[p.leaf] = np.compress(keep, out[p.leaf], axis=p.axis)
+    for leaf, axis, blocks in plan.layouts:
+        parts, off = [], 0
+        for g, _ in blocks:
+            size = widths.get(g, None) if g >= 0 else None
+            size = dict(blocks)[g] if size is None else size
+            part = np.take(out[leaf], np.arange(off, off + size), axis=axis)
+            parts.append(np.compress(keep_of[g], part, axis=axis) if g in keep_of else part)
+            off += size
+        out[leaf] = np.concatenate(parts, axis=axis)
+    return [jax.device_put(v) for v in out], masks
 
 
 def _scatter(value, axis: int, idx, width: int):

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import numpy as np
 from jax.sharding import Mesh
 
 from jaxcompress import sharding
@@ -124,9 +125,20 @@ def shard(net, mesh: Mesh, axis: str = sharding.NEURONS):
                         "result or a file: compress it, or shard its network as_network())")
     inner = net.network if isinstance(net, ModuleNetwork) else net
     plan = inner.plan()
+    n_dev = mesh.shape[axis] if isinstance(mesh, Mesh) and axis in mesh.axis_names else 1
+    bad = [(name, s.width) for name, s in zip(inner.set_names(), plan.sets, strict=True)
+           if s.width % n_dev]
+    if bad:
+        names = ", ".join(f"{n} (width {w})" for n, w in bad)
+        raise ValueError(f"shard: the compressible sets' widths must be divisible by the {n_dev} "
+                         f"devices of axis {axis!r}; {names} are not")
+    # a kernel that reads one set and produces another is split along its rows when they divide
+    # evenly (a concatenated input's rows may not), else along its columns
+    leaves = inner.leaves
     split = {p.leaf: p.axis for s in plan.sets for p in s.producers}
-    split.update({r.leaf: r.axis for s in plan.sets for r in s.readers})
-    leaves = sharding.place_leaves(inner.leaves, split, mesh, axis)
+    split.update({r.leaf: r.axis for s in plan.sets for r in s.readers
+                  if np.shape(leaves[r.leaf])[r.axis] % n_dev == 0 or r.leaf not in split})
+    leaves = sharding.place_leaves(leaves, split, mesh, axis)
     placed = dataclasses.replace(inner, params=jax.tree_util.tree_unflatten(
         jax.tree_util.tree_structure(inner.params), leaves))
     return dataclasses.replace(net, network=placed) if isinstance(net, ModuleNetwork) else placed

@@ -1,6 +1,6 @@
 """A JAX program as a flat list of equations: the jaxpr of ``fn(params, x)`` with its calls
 inlined, and an evaluator for it (what :mod:`jaxcompress.graph` analyses and
-:mod:`jaxcompress.graph_compress` runs).
+:mod:`jaxcompress.driver` runs for features).
 
 Every parameter leaf and the input are inputs of the program, numbered ``0 .. n - 1`` (the leaves
 in flatten order) and ``n`` (``x``); every equation's results get the next numbers, so two

@@ -124,27 +124,40 @@ class _Candidates:
         self.net, self.plan, self.leaves = net, net.plan(), net.leaves
         self.selector, self.domain = selector, domain
         self.k_feat, self.feats = -1, None
+        self.seen: dict = {}
 
     def _features(self, k: int):
+        """The teacher's features at order ``>= k`` and each row's tensor (static)."""
         if k > self.k_feat:
             self.k_feat = max(k, self.k_feat + 4, 4)  # few recompilations as the order grows
-            self.feats = _features_jit(self.leaves, self.domain,
-                                       DerivativeFeatures(order=self.k_feat), plan=self.plan)
+            got = _features_jit(self.leaves, self.domain,
+                                DerivativeFeatures(order=self.k_feat), plan=self.plan)
+            self.feats = ({i: f for i, (f, _) in got.items()},
+                          tuple(None if ids is None else tuple(np.asarray(ids).tolist())
+                                for _, (_, ids) in sorted(got.items())))
         return self.feats
+
+    def _run(self, orders: dict[int, int], padded: bool):
+        key = (tuple(sorted(orders.items())), padded)
+        if key not in self.seen:   # the searches revisit candidates
+            self.seen[key] = self._compute(orders, padded)
+        return self.seen[key]
+
+    def _compute(self, orders: dict[int, int], padded: bool):
+        feats, ids = self._features(max(orders.values()))
+        full = tuple(orders.get(i, 0) for i in range(len(self.plan.sets)))
+        method = derivative_matching(full, selector=self.selector)
+        return _candidate_jit(self.leaves, method, self.domain, feats, plan=self.plan,
+                              ids=ids, only=tuple(sorted(orders)), padded=padded)
 
     def compress(self, orders: dict[int, int]) -> tuple[list, CompressInfo]:
         """The network with the sets ``orders`` (0-based position -> order) compressed, the
         others whole."""
-        feats = self._features(max(orders.values()))
-        full = tuple(orders.get(i, 0) for i in range(len(self.plan.sets)))
-        method = derivative_matching(full, selector=self.selector)
-        cached = {i: truncate(*feats[i], k) for i, k in orders.items()}
-        return run(self.plan, method, self.leaves, self.domain, teacher_features=cached,
-                   only=sorted(orders))
+        return self._run(orders, False)
 
     def padded(self, orders: dict[int, int]) -> list:
-        small, info = self.compress(orders)
-        return expand(self.plan, small, info.layers)
+        """The same at the teacher's shapes (:func:`jaxcompress.driver.expand`)."""
+        return self._run(orders, True)[0]
 
     def assemble(self, orders: Sequence[int]) -> tuple[list, CompressInfo]:
         """The whole network compressed at per-set ``orders``."""
@@ -154,6 +167,17 @@ class _Candidates:
 @functools.partial(jax.jit, static_argnames=("plan",))
 def _features_jit(leaves, domain, fmap, *, plan):
     return features(plan, fmap, leaves, domain)
+
+
+@functools.partial(jax.jit, static_argnames=("plan", "ids", "only", "padded"))
+def _candidate_jit(leaves, method, domain, feats, *, plan, ids, only, padded):
+    """One candidate: the driver on the cached features truncated to the method's orders (at
+    the teacher's shapes if ``padded``): one compilation per candidate."""
+    orders = method.features.orders(len(plan.sets))
+    cached = {i: truncate(feats[i], None if ids[i] is None else np.asarray(ids[i]), orders[i])
+              for i in only}
+    small, info = run(plan, method, leaves, domain, teacher_features=cached, only=only)
+    return (expand(plan, small, info.layers) if padded else small), info
 
 
 @dataclasses.dataclass(frozen=True)

@@ -43,7 +43,7 @@ from jaxcompress.certificates import paper
 from jaxcompress.certificates.a_priori import ours_at_orders, paper_at_orders
 from jaxcompress.certificates.prepared import Prepared
 from jaxcompress.certificates.records import APosterioriLayer, APosterioriNetwork
-from jaxcompress.compression import CompressInfo
+from jaxcompress.layer import CompressInfo
 from jaxcompress.mlp import validate_params
 from jaxcompress.taylor import monomials
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from jaxcompress._checks import check_positive_int
 from jaxcompress.activations import Activation
@@ -12,14 +13,16 @@ from jaxcompress.certificates.a_posteriori import a_posteriori
 from jaxcompress.certificates.a_priori import ours_a_priori, paper_a_priori
 from jaxcompress.certificates.prepared import Prepared
 from jaxcompress.certificates.report import Certificate, LayerCertificate
-from jaxcompress.compression import CompressInfo
+from jaxcompress.graph import Compressed
+from jaxcompress.layer import CompressInfo
 from jaxcompress.mlp import Params, num_params
+from jaxcompress.networks import as_network, is_network
 
 
 def certify(
-    params: Params,
+    params: Any,
     *,
-    activation: str | Activation,
+    activation: str | Activation | None = None,
     domain,
     eps: float,
     rho0: float | Sequence[float] | None = None,
@@ -65,9 +68,12 @@ def certify(
     :math:`\varepsilon / ((L - 1) \bar\Lambda)` of the budget (Eqs. 72 and 62).
 
     Args:
-      params: the network (list of ``{"kernel", "bias"}``).
-      activation: a registered activation with a :class:`BoundRule` (sigmoid, tanh, softplus,
-        silu, gelu, gelu_tanh, sin, identity).
+      params: the network: a list of ``{"kernel", "bias"}`` (with ``activation=``), or any
+        network (:func:`~jaxcompress.trace`, :func:`~jaxcompress.trace_module`, a compressed
+        result, a loaded file) that is a chain of dense layers with one activation; anything
+        else is refused, naming which group breaks the chain and why.
+      activation: for a params list: a registered activation with a :class:`BoundRule`
+        (sigmoid, tanh, softplus, silu, gelu, gelu_tanh, sin, identity).
       domain: a :class:`jaxcompress.Ball` (any centre: it is the expansion point, as in
         :func:`jaxcompress.compress`), a :class:`jaxcompress.Box` (certified on its
         circumscribed ball) or a radius (ball at the origin).
@@ -76,7 +82,8 @@ def certify(
         default: per layer, the grid radius that minimises ``k*``.
       delta: the maxvol tolerance (``|C_ij| <= 1 + delta``) our a priori bound assumes.
       compressed, info: a backward-order compression of ``params`` (the untrimmed output of
-        :func:`jaxcompress.compress` on the same domain, any selector and feature kind).
+        :func:`jaxcompress.compress` on the same domain, any selector and feature kind): a
+        params list or a :class:`~jaxcompress.Compressed` (then ``info`` defaults to its own).
       n_samples, seed: sample size and NumPy seed of the Appendix G diagnostics.
       k_max: largest order considered.
       extra_orders: the a posteriori bound of ours computes the error's Taylor coefficients
@@ -88,6 +95,20 @@ def certify(
       JSON-ready.
     """
     check_positive_int(n_samples, "certify", "n_samples")
+    if is_network(params):
+        net = as_network(params, activation=activation, where="certify")
+        if not net.chain:
+            raise ValueError("certify: the certificate is the paper's, for a chain of dense "
+                             "layers with one analytic activation; this network is not one:\n  "
+                             + "\n  ".join(net.why_not))
+        params, activation = net.lower(), net.activation
+    elif activation is None:
+        raise TypeError("certify: activation= is required for a params list (a registered "
+                        "name such as 'tanh'); a network from jc.trace carries its own")
+    if isinstance(compressed, Compressed):
+        info = compressed.info if info is None else info
+        compressed = compressed.as_network().lower() if not compressed.network.chain else (
+            compressed.lowered)
     prep = Prepared(params, activation, domain, rho0=rho0, n_samples=n_samples, seed=seed)
     return certify_prepared(prep, eps=eps, delta=delta, compressed=compressed, info=info,
                             k_max=k_max, extra_orders=extra_orders)

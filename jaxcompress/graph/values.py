@@ -103,7 +103,7 @@ class Group:
       kinks: ``(primitive, source line)`` of the non-analytic primitives of the activation.
       tied: the 1-based indices of every group of its **tied set** (itself included) when
         elementwise products tie it to other groups (a gate ``h * U``), else ``()``; a tied
-        set is compressed jointly (:mod:`jaxcompress.graph_compress`).
+        set is compressed jointly (:mod:`jaxcompress.graph`, :mod:`jaxcompress.driver`).
       constant: whether it does not depend on ``x`` (pinned: nothing to match on the domain).
     """
 

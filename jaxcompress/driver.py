@@ -473,7 +473,7 @@ def _step(plan, method, s, feats, ids, leaves, widths, width, target, placement)
 def run(plan: Plan, method: Method, leaves: Sequence, domain,
         placement: Placement | None = None, *,
         teacher_features: dict[int, tuple[LayerFeatures, Any]] | None = None,
-        only: Sequence[int] | None = None) -> tuple[list, CompressInfo]:
+        only: Sequence[int] | None = None, skip: bool = True) -> tuple[list, CompressInfo]:
     """One method on the network ``leaves`` (pure; traced inside :func:`run_jit`): the one
     layer loop of the library (see the module docstring).
 
@@ -484,12 +484,15 @@ def run(plan: Plan, method: Method, leaves: Sequence, domain,
         computed earlier (the tolerance search truncates one pass at its largest order);
         default: computed here.
       only: compress only these sets (0-based positions); the others are kept whole.
+      skip: apply the skip rule (a set that keeps all its neurons computes nothing); ``False``
+        computes every set of ``only`` (the tolerance search's masked candidates, whose widths
+        are an upper bound).
     """
     dtype = jnp.result_type(*[v for v in leaves if jnp.issubdtype(jnp.result_type(v),
                                                                     jnp.floating)])
     fmap, sizes = method.features, plan.sizes
     widths = resolve_widths(method, sizes, domain)
-    skipped = skipped_sets(method, sizes, domain, widths)
+    skipped = skipped_sets(method, sizes, domain, widths) if skip else (False,) * len(widths)
     if only is not None:
         skipped = tuple(skip or i not in only for i, skip in enumerate(skipped))
         widths = tuple(w if i in only else d for i, (w, d) in

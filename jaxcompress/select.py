@@ -735,6 +735,11 @@ class Selector(abc.ABC):
     #: Whether :meth:`distributed_select` keeps the neurons one device keeps (up to rounding and
     #: exact ties) whatever the number of devices; ``False`` for the default tournament.
     device_independent: bool = False
+    #: Whether the choice is a greedy prefix that ignores the next layer's kernel: the first
+    #: ``w`` columns chosen for ``m >= w`` are those chosen for ``w``, and rows of zeros change
+    #: nothing (pivoted QR, greedy Gram-Schmidt). The tolerance search then evaluates every
+    #: candidate order in one compiled program (lower orders as masked rows).
+    prefix_stable: bool = False
 
     @property
     @abc.abstractmethod
@@ -821,6 +826,7 @@ class PivotedQR(Selector):
     rtol: float | None = None
     name: ClassVar[str] = "pivoted_qr"
     device_independent: ClassVar[bool] = True
+    prefix_stable: ClassVar[bool] = True
 
     def __post_init__(self):
         _check_rtol(self.rtol, "PivotedQR")
@@ -849,6 +855,7 @@ class GreedyGS(Selector):
     rtol: float | None = None
     name: ClassVar[str] = "greedy_gs"
     device_independent: ClassVar[bool] = True
+    prefix_stable: ClassVar[bool] = True
 
     def __post_init__(self):
         _check_rtol(self.rtol, "GreedyGS")

@@ -1,13 +1,19 @@
-"""The feature benchmark runs end to end (``--quick``) and writes its JSON and PNG."""
+"""The feature benchmark runs end to end (``--quick``) and writes its JSON and PNG (``-m slow``: its
+first step, the three feature backends agreeing, is tests/test_features.py's
+``test_backends_agree`` in the default run, and its JSON and plot writers are the other
+benchmarks' (tests/test_figures.py))."""
 
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_bench_features_quick(tmp_path):
     proc = subprocess.run(
         [sys.executable, "benchmarks/bench_features.py", "--quick", "--out", str(tmp_path)],

@@ -171,8 +171,8 @@ def test_orders_monotone_in_eps(activation):
 
 
 def test_measured_mode_fig2_network():
-    # the Fig 2 network [2, 1024 x 4, 2] with the width reduced for test speed
-    params = jc.init_mlp(jax.random.PRNGKey(0), [2, 16, 16, 16, 16, 2])
+    # a Fig 2-like network ([2, 1024 x 4, 2]) with its width and depth reduced for test speed
+    params = jc.init_mlp(jax.random.PRNGKey(0), [2, 16, 16, 16, 2])
     domain, eps, key = jc.Ball(2, 1.0), 1e-5, jax.random.PRNGKey(5)
     kw = {"n_samples": 2048, "local_search_steps": 50}
     res = jc.compress_to_tolerance(params, jc.Measured(key=key, **kw), activation="sigmoid",

@@ -23,9 +23,10 @@ HTML comments right before a block (invisible on GitHub and in the docs) adjust 
 * ``<!-- test: skip: REASON -->`` never runs it (a call's shape, not a program).
 
 **Shell blocks.** Every ```` ```bash ```` block of the same pages (but the README's opening
-install commands) runs as shown in a fresh folder, after the page's Python blocks above it (which
-make the files it reads): each line must be a ``jaxcompress`` command that exits with status 0,
-and a file it writes with ``-o`` must load. A block of other commands is marked ``skip``.
+install commands) runs as shown in a fresh folder, after the Python blocks above it that make the
+files it reads (those of its own section, or of the page when its section has none): each line
+must be a ``jaxcompress`` command that exits with status 0, and a file it writes with ``-o``
+must load. A block of other commands is marked ``skip``.
 
 **Doctests.** The ``>>>`` examples in the docstrings of every ``jaxcompress`` module run with
 ``ELLIPSIS`` and ``NORMALIZE_WHITESPACE``; ``jax``, ``jnp``, ``np`` and ``jc`` are predefined
@@ -295,13 +296,15 @@ def _shell_params():
 @pytest.mark.parametrize("block", _shell_params())
 def test_shell_block(block: Block, tmp_path, monkeypatch) -> None:
     """Every shell block of the README and the docs runs as shown, in a fresh folder, after the
-    page's Python blocks above it (which make the files it reads, as a reader would): each line
+    Python blocks above it that make the files it reads (its section's, else the page's): each line
     is a ``jaxcompress`` command that exits with status 0, and every file it writes with ``-o``
     loads with :func:`jaxcompress.load`. A block of other commands (installs, benchmarks) is
     marked ``<!-- test: skip: REASON -->``."""
     monkeypatch.chdir(tmp_path)
-    for b in code_blocks(block.path):
-        if b.line < block.line and not (b.skip or b.slow):
+    above = [b for b in code_blocks(block.path) if b.line < block.line]
+    own = [b for b in above if b.section == block.section]
+    for b in own or above:   # its own section's Python blocks make its files, else the page's
+        if not (b.skip or b.slow):
             # as in a reader's fresh process: float64 only where the block switches it on (a
             # float32 teacher is what exposed the command line's trimmed record)
             with jax.enable_x64("jax_enable_x64" in b.setup + b.code):

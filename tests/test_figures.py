@@ -6,13 +6,14 @@ mostly single-threaded XLA compilation, so on two cores running them side by sid
 the wall time.
 
 The default run starts five: Fig 1 (with two rank thresholds), Fig 3, Fig 4, the accelerator
-suite's CPU steps and the method comparison on four of its methods without the Fig 2 network.
+suite's CPU steps and the method comparison on two of its methods (the paper's and the best
+data-free one) without the Fig 2 network.
 Four more are slow twins (``-m slow``), each with a fast one:
 
 * ``fig2_deep`` shares the error-sweep loop, parser and writer of ``fig1_single_layer``
   (``_common.run_error_sweep``); the Fig 2 network itself is compressed in
   ``tests/test_compress.py::test_fig2_network_float64``;
-* ``compare_methods`` on all twelve methods and the Fig 2 network: the four-method run below
+* ``compare_methods`` on all twelve methods and the Fig 2 network: the two-method run below
   (same script, same code path), and every feature map, selector and layer order the twelve
   combine in ``tests/test_methods.py::test_every_method_runs_under_jit``;
 * ``width_independence``:
@@ -38,8 +39,7 @@ RUNS = {
     "fig4_runtime": ("fig4_runtime", []),
     "compare_methods": ("compare_methods", []),
     "compare_methods_four": ("compare_methods", [
-        "--methods", *(FOUR_METHODS := ["derivative", "collocation+omp/fwd", "data",
-                                        "random+lstsq"]), "--no-fig2"]),
+        "--methods", *(FOUR_METHODS := ["derivative", "collocation+omp/fwd"]), "--no-fig2"]),
     "width_independence": ("width_independence", []),
     # the suite's own steps; the scripts it starts are the ones above
     "accelerator_suite": ("accelerator_suite", ["--steps", "correctness,roofline"]),

@@ -183,6 +183,10 @@ def test_a_users_feature_map_and_selector_work_on_every_network():
     tsmall, tinfo = jc.compress(jc.trace(_skip, _skip_params(), X), method, domain=BALL)
     assert jc.layer_sizes(tsmall) == [2, 6, 6, 1] and [li.num_rows for li in tinfo.layers] == [
         40, 40]
+    # the method checks run on every network (they were the chain's only)
+    with pytest.raises(ValueError, match=r"data has shape \(5, 3\); expected \(N, 2\)"):
+        jc.compress(jc.trace(_skip, _skip_params(), X), jc.data_matching(np.zeros((5, 3)),
+                                                                         order=2), domain=BALL)
 
 
 def test_a_compressed_result_is_a_network_again(tmp_path):

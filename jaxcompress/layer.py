@@ -135,7 +135,8 @@ class CompressInfo:
 
     Attributes:
       layers: the per-layer records.
-      activation, layer_order: as used.
+      activation: the activation's name, as used.
+      layer_order: ``"backward"`` or ``"forward"``, as used.
       features, selector: the feature map's and selector's names (``"a|b"`` for a best-of).
       coordinates: ``"input"``, ``"bottleneck"`` or ``"parameterization"``.
       method: a description of the method.

@@ -189,13 +189,13 @@ class CompressInfo:
             lines.append(
                 f"{li.layer:>5} {li.order:>3} {li.num_features:>6} "
                 f"{f'{li.width_in} -> {li.width_out}':>13} "
-                f"{'whole' if li.skipped else _span(li.rank, 'd'):>9} "
+                f"{'whole' if li.skipped else format_span(li.rank, 'd'):>9} "
                 f"{float(np.max(li.residual)):>10.2e} {float(np.max(li.max_coef)):>8.3f}"
             )
         if self.error_estimate is not None:
             est = np.asarray(self.error_estimate)
             batch = f" ({est.size} teachers)" if est.ndim else ""
-            lines.append(f"error estimate {_span(est, '.2e')}{batch}: max |F - F~| on "
+            lines.append(f"error estimate {format_span(est, '.2e')}{batch}: max |F - F~| on "
                          f"{ERROR_POINTS} Sobol points of the domain (a lower bound on the sup "
                          "error)")
         if self.choice is not None:
@@ -233,8 +233,9 @@ class CompressInfo:
                    candidates=tuple(d.get("candidates", ())))
 
 
-def _span(values, fmt: str) -> str:
-    """``v`` or ``lo..hi`` (a batch's range) of an array, formatted with ``fmt``."""
+def format_span(values, fmt: str = ".3e") -> str:
+    """``v`` or ``lo..hi`` (a batch's range: a record under ``jax.vmap``) of an array, formatted
+    with ``fmt``."""
     arr = np.asarray(values)
     lo, hi = arr.min(), arr.max()
     cast = int if fmt == "d" else float

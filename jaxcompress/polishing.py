@@ -33,6 +33,7 @@ from jaxcompress.activations import get_activation
 from jaxcompress.domains import check_domain
 from jaxcompress.evaluate import error_estimate, error_points
 from jaxcompress.graph import Compressed
+from jaxcompress.layer import format_span
 from jaxcompress.mlp import Params, apply, layer_sizes, validate_params
 from jaxcompress.networks import as_network, is_network
 
@@ -62,16 +63,6 @@ def default_optimizer(batch: int | None = None, steps: int = DEFAULT_STEPS):
     if batch is None:
         return optax.lbfgs(memory_size=LBFGS_MEMORY)
     return optax.adam(optax.cosine_decay_schedule(1e-3, steps, alpha=1e-3))
-
-
-def _span(values, fmt: str = ".3e") -> str:
-    """``v``, or ``lo..hi`` over a vmapped stack."""
-    arr = np.asarray(values)
-    lo, hi = arr.min(), arr.max()
-    cast = int if fmt == "d" else float
-    if lo == hi:
-        return format(cast(lo), fmt)
-    return f"{format(cast(lo), fmt)}..{format(cast(hi), fmt)}"
 
 
 @functools.partial(
@@ -129,8 +120,9 @@ class PolishHistory:
         secs = "" if self.seconds is None else f", {self.seconds:.1f} s"
         return (f"PolishHistory({self.steps} steps{stack}, {self.optimizer} optimizer, "
                 f"{self.n_points} points, {batch}, {self.dtype or 'student dtype'}{secs}: "
-                f"loss {_span(first)} -> {_span(last)}, best step {_span(self.best_step, 'd')}, "
-                f"error estimate {_span(self.error_before)} -> {_span(self.error_after)})")
+                f"loss {format_span(first)} -> {format_span(last)}, best step "
+                f"{format_span(self.best_step, 'd')}, error estimate "
+                f"{format_span(self.error_before)} -> {format_span(self.error_after)})")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary (host side; one network, not a vmapped stack)."""

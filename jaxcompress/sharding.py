@@ -107,12 +107,7 @@ def shard(params, mesh: Mesh, axis: str = NEURONS) -> list[dict[str, jax.Array]]
     if params[0]["kernel"].ndim != 2:
         raise ValueError(f"{where}: expected one network (2-D kernels); shard a stack's members "
                          "separately")
-    if not isinstance(mesh, Mesh):
-        raise TypeError(f"{where}: mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}")
-    if axis not in mesh.axis_names:
-        raise ValueError(f"{where}: the mesh has axes {mesh.axis_names}; no axis {axis!r}")
-    mesh = auto_mesh(mesh)
-    n_dev = mesh.shape[axis]
+    mesh, n_dev = _mesh_axis(mesh, axis, where)
     widths = [int(p["kernel"].shape[1]) for p in params[:-1]]
     bad = [(l, w) for l, w in enumerate(widths, start=1) if w % n_dev]
     if bad:
@@ -131,17 +126,22 @@ def shard(params, mesh: Mesh, axis: str = NEURONS) -> list[dict[str, jax.Array]]
     return out
 
 
-def place_leaves(leaves, split: dict[int, int], mesh: Mesh, axis: str = NEURONS) -> list:
-    """Every leaf as a global :class:`jax.Array`: leaf ``i`` in ``split`` divided along its axis
-    ``split[i]`` over the mesh axis ``axis``, the others replicated (what :func:`shard` does to a
-    params list, for the leaves of any network's neuron groups)."""
-    where = "shard"
+def _mesh_axis(mesh, axis: str, where: str) -> tuple[Mesh, int]:
+    """The mesh (with automatic axis types) and the number of devices along ``axis``, checked."""
     if not isinstance(mesh, Mesh):
         raise TypeError(f"{where}: mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}")
     if axis not in mesh.axis_names:
         raise ValueError(f"{where}: the mesh has axes {mesh.axis_names}; no axis {axis!r}")
     mesh = auto_mesh(mesh)
-    n_dev = mesh.shape[axis]
+    return mesh, mesh.shape[axis]
+
+
+def place_leaves(leaves, split: dict[int, int], mesh: Mesh, axis: str = NEURONS) -> list:
+    """Every leaf as a global :class:`jax.Array`: leaf ``i`` in ``split`` divided along its axis
+    ``split[i]`` over the mesh axis ``axis``, the others replicated (what :func:`shard` does to a
+    params list, for the leaves of any network's neuron groups)."""
+    where = "shard"
+    mesh, n_dev = _mesh_axis(mesh, axis, where)
     bad = sorted({(i, np.shape(leaves[i])[ax]) for i, ax in split.items()
                   if np.shape(leaves[i])[ax] % n_dev})
     if bad:

@@ -48,23 +48,22 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import importlib.util
+import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 
 from jaxcompress.evaluate import error_points
 from jaxcompress.graph import Compressed, Network, trace
 from jaxcompress.mlp import SizedNetwork
 
-try:
-    import equinox as eqx
-except ImportError:  # equinox is an optional extra: pip install jaxcompress[equinox]
-    eqx = None
+if TYPE_CHECKING:
+    import flax.linen as nn
+    from flax import nnx
 
 __all__ = ["CompressedModule", "ModuleNetwork", "trace_module"]
 
@@ -176,15 +175,26 @@ class CompressedModule(Compressed):
         return model
 
 
+def _loaded(name: str, cls: str) -> type | None:
+    """``name.cls`` if the library ``name`` is imported already (a module of that library can
+    only exist once it is: importing Flax and Equinox here would cost every user of the library
+    a second at start-up, the command line included)."""
+    module = sys.modules.get(name)
+    return None if module is None else getattr(module, cls, None)
+
+
 def _kind(model: Any, variables: Any, where: str) -> str:
-    if isinstance(model, nnx.Module):
+    nnx_module, linen_module = _loaded("flax.nnx", "Module"), _loaded("flax.linen", "Module")
+    eqx_module = _loaded("equinox", "Module")
+    if nnx_module is not None and isinstance(model, nnx_module):
         kind = "nnx"
-    elif isinstance(model, nn.Module):
+    elif linen_module is not None and isinstance(model, linen_module):
         kind = "linen"
-    elif eqx is not None and isinstance(model, eqx.Module):
+    elif eqx_module is not None and isinstance(model, eqx_module):
         kind = "equinox"
     else:
-        extra = "" if eqx is not None else " (Equinox is not installed: pip install equinox)"
+        extra = ("" if importlib.util.find_spec("equinox") is not None
+                 else " (Equinox is not installed: pip install equinox)")
         raise TypeError(f"{where}: model must be a flax.nnx.Module, a flax.linen.Module or an "
                         f"equinox.Module{extra}, got {type(model).__name__}; for any other "
                         "function use jc.trace(fn, params, x)")
@@ -253,6 +263,8 @@ def trace_module(model: Any, x: jax.Array, *, variables: Any = None) -> ModuleNe
         raise ValueError(f"{where}: x must be example inputs of shape (n, d_in), got shape "
                          f"{shape.shape}")
     if kind == "nnx":
+        from flax import nnx
+
         graphdef, params, rest = nnx.split(model, nnx.Param, ...)
         parts: tuple = (graphdef, rest)
 
@@ -264,6 +276,8 @@ def trace_module(model: Any, x: jax.Array, *, variables: Any = None) -> ModuleNe
         def call_with(p):
             return functools.partial(model.apply, p)
     else:
+        import equinox as eqx
+
         params, static = eqx.partition(model, eqx.is_array)
         parts = (static,)
 
@@ -285,6 +299,8 @@ def trace_module(model: Any, x: jax.Array, *, variables: Any = None) -> ModuleNe
 
 
 def _nnx_rebuild(graphdef, params, rest) -> nnx.Module:
+    from flax import nnx
+
     model = nnx.merge(graphdef, params, rest)
     for _, node in nnx.iter_graph(model):
         if isinstance(node, nnx.Linear):
@@ -400,6 +416,8 @@ def _eqx_nodes(tree, cls) -> list:
 
 
 def _eqx_rebuild(params, static):
+    import equinox as eqx
+
     model = eqx.combine(params, static)
     linears = _eqx_nodes(model, eqx.nn.Linear)
     if linears:

@@ -42,8 +42,8 @@ from jaxcompress.modules import CompressedModule, ModuleNetwork
 from jaxcompress.networks import as_network, is_network, network_placement
 
 __all__ = ["CompressInfo", "LayerInfo", "as_network", "check_memory", "check_method",
-           "compress", "compress_layer", "memory_estimate", "resolve_widths", "trim",
-           "trim_info"]
+           "compress", "compress_layer", "memory_estimate", "resolve_widths", "same_kind",
+           "trim", "trim_info"]
 
 
 #: Method factories by name (for the message of ``compress(params, "collocation", ...)``).
@@ -231,14 +231,22 @@ def _compress_network(obj, method, *, activation, domain, order, radius):
         for m in method.methods if isinstance(method, BestOf) else (method,):
             sharding.check_selector(m.selector, where)
     small, info = compress_network(net, method, domain, placement, where)
-    if isinstance(obj, LoadedNetwork):      # its stored chain: a params list back
-        return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(net.params), small), info
+    return same_kind(obj, net, small, info, domain), info
+
+
+def same_kind(obj, net: Network, small, info: CompressInfo | None, domain=None):
+    """The leaves ``small`` of ``net`` (``obj``'s network) as the kind of thing ``obj`` is: a
+    params list for a params list or a loaded file (its stored chain), a
+    :class:`~jaxcompress.CompressedModule` for a module, else a
+    :class:`~jaxcompress.Compressed`."""
+    if not is_network(obj) or isinstance(obj, (LoadedModel, LoadedNetwork)):
+        return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(net.params), small)
     result = compressed(net, small, info)
     source = obj.as_network() if isinstance(obj, CompressedModule) else obj
     if isinstance(source, ModuleNetwork):
         domain = Ball(net.x.shape[-1], 1.0) if domain is None else domain
-        return CompressedModule.of(result, source, domain), info
-    return result, info
+        return CompressedModule.of(result, source, domain)
+    return result
 
 
 def trim(params: Params | Compressed, info: CompressInfo | None = None, *,

@@ -51,8 +51,9 @@ from jaxcompress.select import default_rtol, lstsq_coefficients
 from jaxcompress.taylor import memory_limit, num_monomials
 
 __all__ = ["COMPILE_BYTES", "ChainPlan", "LayerLeaves", "Plan", "Producer", "Reader", "SetPlan",
-           "best", "check_memory", "check_method", "expand", "features", "memory_estimate",
-           "resolve_widths", "run", "run_jit", "skipped_sets", "trim_leaves", "truncate"]
+           "best", "check_memory", "check_method", "expand", "features", "memory_estimate", "place",
+           "resolve_widths", "restrict", "run", "run_jit", "set_widths", "skipped_sets",
+           "trim_leaves", "truncate"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -174,6 +175,24 @@ class Plan:
     @property
     def activation_name(self) -> str:
         return self.chain.activation.name if self.chain is not None else "traced"
+
+    def at_widths(self, widths: Sequence[int]) -> Plan:
+        """The same network with set ``i`` ``widths[i]`` neurons wide (a compressed candidate's
+        plan: the program is traced again at the new shapes when it runs, and must have the same
+        equations)."""
+        widths = tuple(int(w) for w in widths)
+        if len(widths) != len(self.sets):
+            raise ValueError(f"at_widths: {len(widths)} widths for {len(self.sets)} sets")
+        width_of = list(self.width_of)
+        for s, w in zip(self.sets, widths, strict=True):
+            for m in s.members:
+                width_of[m] = w
+        sets = tuple(dataclasses.replace(s, width=w)
+                     for s, w in zip(self.sets, widths, strict=True))
+        layouts = tuple((leaf, axis, tuple((g, width_of[g] if g >= 0 else size)
+                                           for g, size in blocks))
+                        for leaf, axis, blocks in self.layouts)
+        return dataclasses.replace(self, sets=sets, layouts=layouts, width_of=tuple(width_of))
 
     def layout(self, leaf: int, axis: int) -> tuple[tuple[int, int], ...]:
         for lf, ax, blocks in self.layouts:
@@ -533,32 +552,46 @@ def expand(plan: Plan, small: Sequence, infos: Sequence[LayerInfo]) -> list:
     """The compressed ``small`` at the teacher's shapes: every kept neuron back at its index,
     the others zero in their producers and in the rows that read them, so they contribute
     nothing (the same function; one compilation of a measurement serves every candidate)."""
+    return place(plan, small, [None if info.skipped else info.kept for info in infos])
+
+
+def place(plan: Plan, small: Sequence, kept: Sequence) -> list:
+    """``small`` (set ``i`` ``len(kept[i])`` wide; ``None``: the set at its full width) at the
+    plan's widths: neuron ``j`` of set ``i`` at index ``kept[i][j]``, zeros elsewhere in the
+    producers and in the rows that read them (:func:`expand` for a compression's kept indices;
+    the search for the smallest network pads its candidates with it). Traceable; on NumPy
+    leaves it stays on the host (no dispatch per leaf)."""
     out = list(small)
-    kept = {}
-    for s, info in zip(plan.sets, infos, strict=True):
-        if info.skipped:
+    xp = np if all(isinstance(v, np.ndarray) for v in out) else jnp
+    where = {}
+    for s, idx in zip(plan.sets, kept, strict=True):
+        if idx is None:
             continue
         for member in s.members:
-            kept[member] = (jnp.asarray(info.kept), plan.width_of[member])
+            where[member] = (xp.asarray(idx), plan.width_of[member])
         for p in s.producers:
-            out[p.leaf] = _scatter(out[p.leaf], p.axis, *kept[s.members[0]])
+            out[p.leaf] = _scatter(out[p.leaf], p.axis, *where[s.members[0]])
     for leaf, axis, blocks in plan.layouts:
         parts, off = [], 0
         for g, size in blocks:
-            if g in kept:
-                idx, width = kept[g]
+            if g in where:
+                idx, width = where[g]
                 cur = int(idx.shape[0])
-                part = jax.lax.slice_in_dim(out[leaf], off, off + cur, axis=axis)
-                parts.append(_scatter(part, axis, idx, width))
+                parts.append(_scatter(_slice(out[leaf], axis, off, off + cur), axis, idx, width))
                 off += cur
             else:
-                parts.append(jax.lax.slice_in_dim(out[leaf], off, off + size, axis=axis))
+                parts.append(_slice(out[leaf], axis, off, off + size))
                 off += size
         if off != out[leaf].shape[axis]:
             raise ValueError(f"expand: leaf {leaf} has {out[leaf].shape[axis]} rows along axis "
                              f"{axis}; its layout accounts for {off}")
-        out[leaf] = parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=axis)
+        out[leaf] = parts[0] if len(parts) == 1 else xp.concatenate(parts, axis=axis)
     return out
+
+
+def _slice(value, axis: int, lo: int, hi: int):
+    """``value[lo:hi]`` along ``axis`` (a NumPy or JAX array)."""
+    return value[(slice(None),) * (axis % value.ndim) + (slice(lo, hi),)]
 
 
 def trim_leaves(plan: Plan, leaves: Sequence, atol: float = 0.0) -> tuple[list, list]:
@@ -566,9 +599,8 @@ def trim_leaves(plan: Plan, leaves: Sequence, atol: float = 0.0) -> tuple[list, 
     default: the neurons past the numerical rank); ``(leaves, masks)``, one boolean mask of the
     kept neurons per set (host side)."""
     out = [np.asarray(v) for v in leaves]
-    widths = {m: np.shape(out[s.producers[0].leaf])[s.producers[0].axis]
-              for s in plan.sets for m in s.members}
-    masks, keep_of = [], {}
+    widths = _widths_of(plan, out)
+    masks = []
     for s in plan.sets:
         width = widths[s.members[0]]
         keep = np.zeros(width, bool)
@@ -580,6 +612,31 @@ def trim_leaves(plan: Plan, leaves: Sequence, atol: float = 0.0) -> tuple[list, 
         if not keep.any():
             keep[0] = True  # keep one neuron so the network stays well-formed
         masks.append(keep)
+    return restrict(plan, out, masks), masks
+
+
+def _widths_of(plan: Plan, leaves: Sequence) -> dict[int, int]:
+    """Every compressible group's width in ``leaves`` (read off its first producer)."""
+    return {m: w for s, w in zip(plan.sets, set_widths(plan, leaves), strict=True)
+            for m in s.members}
+
+
+def set_widths(plan: Plan, leaves: Sequence) -> tuple[int, ...]:
+    """The width of every set in ``leaves`` (the network's leaves at any widths), read off its
+    first producer."""
+    return tuple(int(np.shape(leaves[s.producers[0].leaf])[s.producers[0].axis])
+                 for s in plan.sets)
+
+
+def restrict(plan: Plan, leaves: Sequence, masks: Sequence) -> list:
+    """The neurons of set ``i`` where ``masks[i]`` (a boolean array over its current neurons)
+    is true, the others dropped from their producers and from the rows that read them (host
+    side; the inverse of :func:`place`)."""
+    out = [np.asarray(v) for v in leaves]
+    widths = _widths_of(plan, out)
+    keep_of = {}
+    for s, keep in zip(plan.sets, masks, strict=True):
+        keep = np.asarray(keep, bool)
         for m in s.members:
             keep_of[m] = keep
         for p in s.producers:
@@ -593,14 +650,20 @@ def trim_leaves(plan: Plan, leaves: Sequence, atol: float = 0.0) -> tuple[list, 
             parts.append(np.compress(keep_of[g], part, axis=axis) if g in keep_of else part)
             off += size
         out[leaf] = np.concatenate(parts, axis=axis)
-    return [jax.device_put(v) for v in out], masks
+    return [jax.device_put(v) for v in out]
 
 
 def _scatter(value, axis: int, idx, width: int):
-    """``value`` (``len(idx)`` along ``axis``) placed at ``idx`` of a zero array ``width`` long."""
+    """``value`` (``len(idx)`` along ``axis``) placed at ``idx`` of a zero array ``width`` long
+    (NumPy in, NumPy out)."""
     shape = list(value.shape)
     shape[axis] = width
-    return jnp.zeros(shape, value.dtype).at[(slice(None),) * axis + (idx,)].set(value)
+    index = (slice(None),) * (axis % value.ndim) + (idx,)
+    if isinstance(value, np.ndarray):
+        out = np.zeros(shape, value.dtype)
+        out[index] = value
+        return out
+    return jnp.zeros(shape, value.dtype).at[index].set(value)
 
 
 def _estimate(plan: Plan, teacher, small, domain, placement) -> jax.Array:

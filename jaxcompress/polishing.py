@@ -31,13 +31,15 @@ import optax.tree_utils as otu
 from jaxcompress._checks import check_info_matches, check_key
 from jaxcompress.activations import get_activation
 from jaxcompress.domains import check_domain
+from jaxcompress.driver import Plan
 from jaxcompress.evaluate import error_estimate, error_points
 from jaxcompress.graph import Compressed
 from jaxcompress.layer import format_span
 from jaxcompress.mlp import Params, apply, layer_sizes, validate_params
 from jaxcompress.networks import as_network, is_network
 
-__all__ = ["DEFAULT_POINTS", "DEFAULT_STEPS", "PolishHistory", "default_optimizer", "polish"]
+__all__ = ["DEFAULT_POINTS", "DEFAULT_STEPS", "PolishHistory", "default_optimizer", "polish",
+           "polish_leaves"]
 
 #: Steps of the default optimizer (with 1000, every width-10 student of the five Table 1 teachers
 #: met the task criterion; benchmarks/README.md, "Data-free polishing").
@@ -213,6 +215,39 @@ class _FnModel:
     def estimate(self, teacher, student, domain):
         """``max |F(x_p) - F~(x_p)|`` on :func:`~jaxcompress.evaluate.error_points` (NaN for an
         invalid domain), as :func:`~jaxcompress.evaluate.error_estimate`."""
+        dtype = jnp.result_type(*jax.tree_util.tree_leaves(student))
+        pts = error_points(domain, dtype=dtype)
+        gap = jnp.max(jnp.abs(self.teacher(teacher, pts).astype(dtype) - self(student, pts)))
+        return jnp.where(domain.valid(), gap, jnp.nan)
+
+
+@dataclasses.dataclass(frozen=True)
+class _PlanModel:
+    """A candidate of the search for the smallest network (:mod:`jaxcompress.shrink`) and its
+    teacher, as driver plans (static, hashable: every candidate of one shape structure, and
+    every teacher of one plan, share one compilation). With ``masked``, the student is a pair
+    ``(leaves, mask)`` and computes with ``leaves * mask``: a narrower network padded to a
+    fixed shape, its padding neither computing nor learning (the mask is outside the
+    gradient)."""
+
+    plan: Plan
+    teacher_plan: Plan
+    masked: bool = False
+
+    def _leaves(self, student):
+        if not self.masked:
+            return student
+        leaves, mask = student
+        return [a * jax.lax.stop_gradient(m) for a, m in zip(leaves, mask, strict=True)]
+
+    def __call__(self, student, x):
+        return self.plan.apply(self._leaves(student), x)
+
+    def teacher(self, leaves, x):
+        return self.teacher_plan.apply(leaves, x)
+
+    def estimate(self, teacher, student, domain):
+        """``max |F(x_p) - F~(x_p)|`` on :func:`~jaxcompress.evaluate.error_points`."""
         dtype = jnp.result_type(*jax.tree_util.tree_leaves(student))
         pts = error_points(domain, dtype=dtype)
         gap = jnp.max(jnp.abs(self.teacher(teacher, pts).astype(dtype) - self(student, pts)))
@@ -436,6 +471,27 @@ def _polish_traced(student, teacher, *, activation, domain, info, steps, optimiz
                                  steps=steps, optimizer=optimizer, points=points, batch=batch,
                                  key=key, progress=progress, dtype=dtype)
     return student.replace(best), history
+
+
+def polish_leaves(plan: Plan, leaves, teacher_plan: Plan, teacher_leaves, *, domain,
+                  mask=None, steps: int = DEFAULT_STEPS, points=None, optimizer=None,
+                  dtype=None, progress=None):
+    """:func:`polish` of the network ``plan`` at ``leaves`` towards ``teacher_plan`` at
+    ``teacher_leaves`` (checked by the caller): the search for the smallest network polishes its
+    candidates with it. With ``mask`` (one array per leaf, ``0`` where the leaf is padding), the
+    loop runs on ``leaves * mask`` and the padding stays where it is (``leaves`` are returned
+    multiplied by the mask), so candidates of many widths share one compilation.
+
+    Returns ``(leaves, history)``."""
+    model = _PlanModel(plan, teacher_plan, masked=mask is not None)
+    student = list(leaves) if mask is None else (list(leaves), list(mask))
+    n = _check_points(points, int(plan.x.shape[-1]), steps, None, "polish")
+    best, history = _polish_loop(student, list(teacher_leaves), model, domain, n, info=None,
+                                 steps=steps, optimizer=optimizer, points=points, batch=None,
+                                 key=None, progress=progress, dtype=dtype)
+    if mask is not None:
+        best = [a * m for a, m in zip(*best, strict=True)]
+    return best, history
 
 
 def _cast_floats(tree, dtype):

@@ -49,6 +49,7 @@ from jaxcompress.features import (
     derivative_features,
     point_features,
 )
+from jaxcompress.frontier import Frontier, FrontierRow
 from jaxcompress.graph import Compressed, Network, trace
 from jaxcompress.io import LoadedModel, LoadedNetwork, load, load_npz, save, save_npz
 from jaxcompress.measure import error_estimate, sup_error
@@ -77,6 +78,7 @@ from jaxcompress.select import (
     greedy_pivoted_qr,
     select_columns,
 )
+from jaxcompress.shrink import PolishSettings, frontier
 from jaxcompress.taylor import monomials, num_monomials
 from jaxcompress.tolerance import (
     Certified,
@@ -105,6 +107,8 @@ __all__ = [
     "Domain",
     "Exhaustive",
     "FeatureMap",
+    "Frontier",
+    "FrontierRow",
     "GreedyGS",
     "LayerCertificate",
     "LayerFeatures",
@@ -120,6 +124,7 @@ __all__ = [
     "Parameterization",
     "PivotedQR",
     "PolishHistory",
+    "PolishSettings",
     "RandomChoice",
     "Selection",
     "Selector",
@@ -137,6 +142,7 @@ __all__ = [
     "derivative_features",
     "derivative_matching",
     "error_estimate",
+    "frontier",
     "get_activation",
     "get_bound_rule",
     "greedy_pivoted_qr",

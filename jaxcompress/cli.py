@@ -8,6 +8,11 @@ prints a before/after table (widths, parameters, measured sup error, time).
 table (k, width, parameters, reduction, sup error, seconds) and writes a PNG of error vs width.
 Everything is generated in-process; nothing is downloaded.
 
+``jaxcompress shrink IN -o OUT --eps TOL [--metric sup|rel_l2] [--polish]`` searches for the
+smallest network within the budget (:func:`jaxcompress.compress_to_tolerance` with
+:class:`jaxcompress.Measured`: orders, then widths one neuron at a time) and writes it, every
+candidate measured (JSON) and the size-against-error plot (PNG).
+
 ``jaxcompress certify PARAMS_FILE --activation sigmoid --radius 1 --eps 1e-3`` prints the
 certificate of :func:`jaxcompress.certify` (the theorem's constants, Assumption 4, the certified
 orders and widths, the Appendix G diagnostics) for a saved network: an ``.npz`` with arrays
@@ -229,6 +234,58 @@ def _compress_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shrink_cmd(args: argparse.Namespace) -> int:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # never lose the bits of a float64 input
+    import jaxcompress as jc
+
+    if not args.eps > 0:
+        raise ValueError(f"shrink: --eps must be positive, got {args.eps}")
+    if args.max_order < 0:
+        raise ValueError(f"shrink: --max-order must be >= 0, got {args.max_order}")
+    _check_output_path(args.output)
+    model = _load_model(args.input, args.activation)
+    params, act = model.params, model.activation
+    d = jc.layer_sizes(params)[0]
+    domain = jc.Ball(d, args.radius)
+    _print_env(str(params[0]["kernel"].dtype))
+    strategy = jc.Measured(method=jc.collocation if args.method == "collocation"
+                           else jc.derivative_matching, metric=args.metric,
+                           polish=args.polish, max_order=args.max_order,
+                           key=jax.random.PRNGKey(args.seed), n_samples=args.samples)
+    t0 = time.perf_counter()
+    res = jc.compress_to_tolerance(params, strategy, activation=act, domain=domain,
+                                   eps=args.eps, progress=lambda line: print(f"# {line}",
+                                                                             flush=True))
+    secs = time.perf_counter() - t0
+    small = res.params
+    n0, n1 = jc.num_params(params), jc.num_params(small)
+    print(f"{'':>10} {'widths':>32} {'parameters':>12} {args.metric:>11} {'sup error':>11}")
+    print(f"{'before':>10} {str(jc.layer_sizes(params)):>32} {n0:>12,} {0.0:>11.3e} "
+          f"{0.0:>11.3e}")
+    print(f"{'after':>10} {str(jc.layer_sizes(small)):>32} {n1:>12,} "
+          f"{res.metric_value:>11.3e} {res.measured_error:>11.3e}")
+    print(f"# {args.method}{', polished' if args.polish else ''}, eps {args.eps:g} "
+          f"({args.metric}), radius {args.radius}, reduction {n0 / n1:.1f}x, {secs:.1f} s; "
+          f"{len(res.frontier.rows)} candidates measured")
+    meta = dict(model.metadata)
+    meta.update({"domain": {"kind": "ball", "dim": d, "radius": args.radius},
+                 "method": res.info.method, "metric": args.metric, "eps": args.eps,
+                 "metric_value": res.metric_value, "measured_sup_error": res.measured_error,
+                 "source": os.path.basename(args.input)})
+    jc.save(args.output, small, activation=act, metadata=meta, info=res.info)
+    stem = os.path.splitext(args.output)[0]
+    json_path = args.json or f"{stem}_frontier.json"
+    with open(json_path, "w") as f:
+        json.dump(res.frontier.to_dict(), f, indent=2)
+    png = args.plot or f"{stem}_frontier.png"
+    res.frontier.plot(png, eps=args.eps, title=f"{os.path.basename(args.input)}: every "
+                      f"candidate of the search ({args.metric}, eps {args.eps:g})")
+    print(f"# wrote {args.output}, {json_path} and {png}")
+    return 0
+
+
 def _winner(info) -> str:
     """``" (won: derivative_matching)"`` for a best-of result, else ``""``."""
     if info.choice is None:
@@ -346,6 +403,34 @@ def main(argv: list[str] | None = None) -> int:
                       help="uniform samples of the sup-error measurement")
     comp.add_argument("--seed", type=int, default=0, help="PRNG seed of the measurement")
     comp.set_defaults(func=_compress_cmd)
+    shr = sub.add_parser(
+        "shrink", help="the smallest network within an error budget (orders, then widths)",
+        formatter_class=fmt,
+        description="Search for the smallest network whose error stays within --eps: the "
+        "method at orders k = 0, 1, ... (polished with --polish) until one meets it, then one "
+        "neuron at a time per hidden layer while it still does (jc.compress_to_tolerance with "
+        "jc.Measured). Writes the network (jaxcompress.save), every candidate measured "
+        "(JSON) and the size-against-error plot (PNG).")
+    shr.add_argument("input", help="a file from jaxcompress.save, or an .npz of the params")
+    shr.add_argument("-o", "--output", required=True, help="where to write the network")
+    shr.add_argument("--eps", type=float, required=True, default=argparse.SUPPRESS,
+                     help="the error budget (required)")
+    shr.add_argument("--metric", choices=("sup", "rel_l2"), default="sup",
+                     help="sup: sup error against the teacher on the ball; rel_l2: relative "
+                     "L2 distance on fixed Sobol points of the ball")
+    shr.add_argument("--polish", action="store_true",
+                     help="distil every candidate towards the teacher (jc.polish) before "
+                     "measuring it: far smaller networks, minutes instead of seconds")
+    shr.add_argument("--method", choices=("collocation", "derivative"), default="collocation")
+    shr.add_argument("--activation", help="activation (required for an .npz without one)")
+    shr.add_argument("--radius", type=float, default=1.0, help="radius of the input ball")
+    shr.add_argument("--max-order", type=int, default=12, help="largest order k tried")
+    shr.add_argument("--samples", type=int, default=4096,
+                     help="uniform samples of the sup-error measurement")
+    shr.add_argument("--seed", type=int, default=0, help="PRNG seed of the measurement")
+    shr.add_argument("--plot", help="the PNG (default: OUTPUT's name + _frontier.png)")
+    shr.add_argument("--json", help="the JSON (default: OUTPUT's name + _frontier.json)")
+    shr.set_defaults(func=_shrink_cmd)
     cert = sub.add_parser(
         "certify", help="print the compression certificate of a saved network",
         formatter_class=fmt,

@@ -33,6 +33,7 @@ from jaxcompress.certificates.report import Certificate
 from jaxcompress.domains import Ball
 from jaxcompress.driver import expand, features, run, truncate
 from jaxcompress.features import DerivativeFeatures
+from jaxcompress.frontier import Frontier
 from jaxcompress.graph import Compressed, Network, compressed
 from jaxcompress.layer import CompressInfo
 from jaxcompress.measure import network_sup_error
@@ -40,6 +41,8 @@ from jaxcompress.methods import derivative_matching
 from jaxcompress.mlp import Params, layer_sizes, param_count
 from jaxcompress.networks import as_network
 from jaxcompress.select import MaxVol, Selector, as_selector
+from jaxcompress.shrink import Bench, as_family, as_polish, check_metric, default_family
+from jaxcompress.shrink import search as shrink_search
 from jaxcompress.taylor import monomials, num_monomials
 
 __all__ = ["Certified", "Measured", "ToleranceResult", "ToleranceStrategy",
@@ -64,7 +67,12 @@ class ToleranceResult:
         (``k_ours``), the certificate whose a priori orders started the search; measured:
         ``"measured"``.
       compressed: for a traced network, the :class:`~jaxcompress.Compressed` (``params`` is
-        then its parameter pytree); ``None`` for a params list.
+        then its parameter pytree); ``None`` for a params list (except after a search by
+        another metric or with polishing, which always gives it).
+      metric, metric_value: the metric the search met ``eps`` by and its value (``"sup"`` and
+        ``measured_error`` unless :class:`Measured` was given another metric).
+      frontier: every candidate the search measured (a :class:`~jaxcompress.Frontier`; for a
+        search by another metric or with polishing), e.g. ``result.frontier.plot(path)``.
     """
 
     params: Params
@@ -76,6 +84,14 @@ class ToleranceResult:
     history: tuple[str, ...] = ()
     orders_source: str = "measured"
     compressed: Compressed | None = None
+    metric: str = "sup"
+    metric_value: float | None = None
+    frontier: Frontier | None = None
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        """The width of every compressible set (a chain's hidden widths)."""
+        return tuple(int(li.width_out) for li in self.info.layers)
 
     def __iter__(self):  # ``params, orders, report = compress_to_tolerance(...)[:3]`` style
         return iter((self.params, self.orders, self.report))
@@ -86,6 +102,7 @@ class _Problem:
     """One search: the teacher, the budget, and how steps are reported and measured."""
 
     net: Network
+    obj: Any
     domain: Any
     eps: float
     radius: float
@@ -375,22 +392,48 @@ class Certified(ToleranceStrategy):
 
 @dataclasses.dataclass(frozen=True)
 class Measured(ToleranceStrategy):
-    """Orders by measurement (:func:`jaxcompress.sup_error`); nothing is guaranteed beyond it.
+    """The smallest network by measurement; nothing is guaranteed beyond it.
 
-    The smallest uniform order ``k_u`` whose measured sup error (samples plus projected local
-    search) is ``<= eps`` bounds the search; then, deepest layer first, each layer alone gets
-    the smallest order ``<= k_u`` meeting ``eps / L``; orders are raised (largest single-layer
-    error first) until the whole network meets ``eps`` and finally lowered, deepest first, while
-    it still does. Every order is ``<= k_u``, so no width exceeds the uniform one.
+    **By the sup error, derivative matching's orders** (the default: no ``method``,
+    ``metric="sup"``, no polishing): the smallest uniform order ``k_u`` whose measured sup error
+    (:func:`jaxcompress.sup_error`: samples plus projected local search) is ``<= eps`` bounds
+    the search; then, deepest layer first, each layer alone gets the smallest order ``<= k_u``
+    meeting ``eps / L``; orders are raised (largest single-layer error first) until the whole
+    network meets ``eps`` and finally lowered, deepest first, while it still does. Every order
+    is ``<= k_u``, so no width exceeds the uniform one.
+
+    **By any metric, any method, with polishing** (ours; given ``method``, another ``metric``
+    or ``polish``): the method at orders ``k = 0, 1, ...`` (each compression polished if asked)
+    until one meets ``metric <= eps``; then, with ``shrink``, one neuron at a time per set
+    (widths between the ``D_k`` steps), re-compressed, re-polished and re-measured, while the
+    metric stays within ``eps`` (:mod:`jaxcompress.shrink`). The result carries every candidate
+    measured (``result.frontier``).
 
     Args:
       selector: a deterministic selector object or name (default
         :class:`~jaxcompress.PivotedQR`; a random one is refused: the search compares many
-        compressions).
+        compressions); the selector of the default derivative matching.
+      method: a method factory called with an order (``jc.collocation``,
+        ``jc.derivative_matching``, ``lambda k: jc.data_matching(x, order=k)``) or a method
+        value (one start, then the width search). Default: derivative matching with
+        ``selector``; with ``polish``, ``jc.collocation`` (the better start measured on the
+        Table 1 teachers, benchmarks/README.md "How small can it get?").
+      metric: ``"sup"`` (default), ``"rel_l2"`` (relative L2 distance to the teacher on fixed
+        Sobol points of the domain) or a callable ``metric(f) -> float`` of the candidate as a
+        batched function ``f(x)`` (your task's error on held-out data; lower is better).
+      polish: ``False`` (default), ``True`` (:class:`~jaxcompress.PolishSettings` defaults) or
+        settings: every candidate is distilled towards the teacher on the domain
+        (:func:`jaxcompress.polish`) before it is measured.
+      shrink: after the orders, search widths per set one neuron at a time (default ``True``;
+        the search by any metric only).
       max_order, key, n_samples, local_search_steps: see :class:`ToleranceStrategy`.
     """
 
     selector: Selector | str = "pivoted_qr"
+    method: Any = None
+    metric: Any = "sup"
+    polish: Any = False
+    shrink: bool = True
     name: ClassVar[str] = "measured"
 
     def __post_init__(self):
@@ -400,8 +443,23 @@ class Measured(ToleranceStrategy):
             raise ValueError("Measured: the random selector is not supported (the search "
                              "compares many compressions; use a deterministic selector)")
         object.__setattr__(self, "selector", as_selector(sel, "Measured"))
+        check_metric(self.metric, "Measured")
+        object.__setattr__(self, "polish", as_polish(self.polish, "Measured"))
+        if self.method is not None:
+            as_family(self.method, "Measured")
+        if not isinstance(self.shrink, bool):
+            raise TypeError(f"Measured: shrink must be a bool, got {self.shrink!r}")
+
+    @property
+    def by_orders(self) -> bool:
+        """Whether this is the search over derivative matching's per-layer orders by the sup
+        error (no method, metric or polishing given)."""
+        return self.method is None and isinstance(self.metric, str) and \
+            self.metric == "sup" and self.polish is None
 
     def search(self, problem: _Problem) -> ToleranceResult:
+        if not self.by_orders:
+            return self._search_any(problem)
         steps = _Candidates(problem.net, self.selector, problem.domain)
         n_hidden, eps = problem.n_hidden, problem.eps
 
@@ -412,7 +470,9 @@ class Measured(ToleranceStrategy):
             lambda k: steps.padded({l: k for l in range(n_hidden)}), problem.measure,
             eps, self.max_order, problem.emit)
         if k_u is None:
-            raise problem.fail(order_advice(errs, eps))
+            raise problem.fail(order_advice(errs, eps) + "; or search with polishing, "
+                               "which keeps far smaller networks: jc.Measured(method="
+                               "jc.collocation, polish=True)")
         orders, single = _per_layer_orders(problem, err_of, k_u)
         total = err_of({l: orders[l - 1] for l in range(1, n_hidden + 1)})
         while total > eps:
@@ -434,6 +494,37 @@ class Measured(ToleranceStrategy):
         problem.emit(f"final orders {list(orders)} (uniform would be {k_u}): measured "
                      f"{result.measured_error:.3e}")
         return dataclasses.replace(result, history=tuple(problem.history))
+
+
+    def _search_any(self, problem: _Problem) -> ToleranceResult:
+        """The search by any metric, any method, with polishing (:func:`shrink.search`)."""
+        where = "compress_to_tolerance"
+        if problem.domain.parameter_map is not None:
+            raise problem.fail("the search by a metric or with polishing needs a jc.Ball or "
+                               "jc.Box domain")
+        family = (default_family(self.polish, self.selector) if self.method is None
+                  else as_family(self.method, where))
+        bench = Bench(problem.obj, problem.net, problem.domain, self.metric,
+                      key=self.measurement_key, emit=problem.emit, n_samples=self.n_samples,
+                      local_search_steps=self.local_search_steps)
+        found = shrink_search(bench, family, problem.eps, max_order=self.max_order,
+                              polish=self.polish, widths=self.shrink, fail=problem.fail)
+        cand = found.best
+        sup = bench.sup(cand.leaves)
+        what = cand.method.describe() + (", polished" if self.polish is not None else "") + (
+            ", widths searched" if self.shrink else "")
+        info = dataclasses.replace(cand.info, method=what,
+                                   error_estimate=bench.estimate(cand.leaves))
+        cand = dataclasses.replace(cand, info=info)
+        result = bench.result(cand)
+        small = (result if isinstance(result, Compressed)
+                 else compressed(problem.net, list(cand.leaves), info))
+        params = result if isinstance(result, list) else result.params
+        return ToleranceResult(
+            params=params, orders=(cand.order,) * len(cand.widths), report=None,
+            measured_error=sup, info=info, mode=self.name, history=tuple(problem.history),
+            orders_source="measured", compressed=small, metric=bench.name,
+            metric_value=found.error, frontier=found.frontier)
 
 
 def _result(problem: _Problem, small: list, info: CompressInfo, orders, report, mode: str,
@@ -562,7 +653,7 @@ def compress_to_tolerance(
                                        n_samples=strategy.n_samples,
                                        local_search_steps=strategy.local_search_steps))
 
-    problem = _Problem(net=net, domain=domain, eps=float(eps), radius=radius,
+    problem = _Problem(net=net, obj=params, domain=domain, eps=float(eps), radius=radius,
                        emit=_emitter(progress, history), history=history, measure=measure)
     return strategy.search(problem)
 

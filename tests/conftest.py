@@ -54,7 +54,8 @@ def user_broadcasting():
 #: 2026-12-02), started first: with one worker per core and a file per work unit
 #: (``--dist loadfile --no-loadscope-reorder``), a long file left to the end keeps one core busy
 #: while the other idles. The other files follow in their collection order.
-HEAVY_FILES = ("test_docs.py", "test_figures.py", "test_derivatives.py", "test_sharding.py",
+HEAVY_FILES = ("test_docs.py", "test_figures.py", "test_derivatives.py", "test_shrink.py",
+               "test_sharding.py",
                "test_zoo_benchmark.py", "test_one_representation.py", "test_compress.py",
                "test_certify.py", "test_methods.py", "test_graph.py", "test_graph_general.py",
                "test_activations.py")

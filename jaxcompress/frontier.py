@@ -1,0 +1,292 @@
+"""The size-accuracy frontier of a network's compressions: records, table and plot.
+
+A :class:`Frontier` holds one :class:`FrontierRow` per candidate network that
+:func:`jaxcompress.frontier` (or the search of :func:`jaxcompress.compress_to_tolerance` with
+:class:`jaxcompress.Measured`) compressed, polished and measured: its widths, its parameter
+count, its error by the chosen metric, and (where measured) its sup and relative L2 distance
+to the teacher, the gain from polishing, its throughput and the seconds it took. The frontier
+answers "how small can it get?": :meth:`Frontier.pareto` keeps the candidates no other
+candidate beats on both size and error, :meth:`Frontier.smallest` returns the smallest network
+within a budget, :meth:`Frontier.plot` draws parameters against error (ours, not the paper's).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Frontier", "FrontierRow"]
+
+
+@dataclasses.dataclass(frozen=True)
+class FrontierRow:
+    """One candidate of a :class:`Frontier`.
+
+    Attributes:
+      method: the method's description (:meth:`jaxcompress.Method.describe`).
+      order: the Taylor order ``k`` of the method (``None`` when it has none to report).
+      widths: the width of every compressible set (a chain's hidden widths), after trimming.
+      num_params: the network's parameter count (every parameter leaf).
+      error: its error by the frontier's metric (after polishing when polished).
+      error_before: the same before polishing (``None``: not polished).
+      sup: :func:`jaxcompress.sup_error` against the teacher (``None``: not measured).
+      rel_l2: ``||F - F~|| / ||F||`` on fixed Sobol points of the domain (``None``: not
+        measured).
+      points_per_s: jitted throughput on a batch (``None``: not measured).
+      seconds: compression plus polishing plus measurement, wall clock.
+      stage: where it came from: ``"candidate"`` (:func:`jaxcompress.frontier`), ``"order"``
+        (the search's sweep over orders) or ``"shrink"`` (its width search).
+      network: the candidate as the kind of network the teacher is (a params list, a
+        :class:`~jaxcompress.Compressed`, a :class:`~jaxcompress.CompressedModule`); built on
+        first access.
+    """
+
+    method: str
+    order: int | None
+    widths: tuple[int, ...]
+    num_params: int
+    error: float
+    error_before: float | None = None
+    sup: float | None = None
+    rel_l2: float | None = None
+    points_per_s: float | None = None
+    seconds: float = 0.0
+    stage: str = "candidate"
+    build: Callable[[], Any] | None = dataclasses.field(default=None, repr=False, compare=False)
+
+    @property
+    def polished(self) -> bool:
+        return self.error_before is not None
+
+    @property
+    def polish_gain(self) -> float | None:
+        """``error_before / error`` (how much polishing helped; ``None`` when not polished)."""
+        if self.error_before is None:
+            return None
+        return self.error_before / self.error if self.error > 0 else math.inf
+
+    @property
+    def network(self) -> Any:
+        if self.build is None:
+            raise ValueError("FrontierRow.network: this row was read back from a file; it has "
+                             "only the numbers")
+        return self.build()
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+               if f.name != "build"}
+        out["widths"] = list(self.widths)
+        out["polish_gain"] = self.polish_gain
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Frontier:
+    """Candidate networks of one teacher by size and error.
+
+    Attributes:
+      rows: the candidates, in the order they were measured.
+      metric: the metric's name (``"sup"``, ``"rel_l2"`` or the callable's name).
+      teacher_params: the teacher's parameter count.
+      teacher_error: the teacher's own value of the metric (``0`` for ``"sup"`` and
+        ``"rel_l2"``, which compare against it).
+      teacher_points_per_s: the teacher's throughput, same batch and run as the rows'.
+      domain: the domain's description.
+      history: what was done, one line per step.
+    """
+
+    rows: tuple[FrontierRow, ...]
+    metric: str
+    teacher_params: int
+    teacher_error: float
+    teacher_points_per_s: float | None = None
+    domain: str = ""
+    history: tuple[str, ...] = ()
+
+    def pareto(self) -> tuple[FrontierRow, ...]:
+        """The rows no other row beats on both counts (no row has at most as many parameters
+        and at most the error, one of them strictly less), by parameter count."""
+        rows = sorted((r for r in self.rows if math.isfinite(r.error)),
+                      key=lambda r: (r.num_params, r.error))
+        front, best = [], math.inf
+        for r in rows:
+            if r.error < best:
+                front.append(r)
+                best = r.error
+        return tuple(front)
+
+    def smallest(self, eps: float) -> Any:
+        """The network of the smallest row with ``error <= eps`` (fewest parameters; the smaller
+        error on ties), as the kind of network the teacher is."""
+        return self.smallest_row(eps).network
+
+    def smallest_row(self, eps: float) -> FrontierRow:
+        """The row :meth:`smallest` returns the network of."""
+        ok = [r for r in self.rows if r.error <= eps]
+        if not ok:
+            best = min(self.rows, key=lambda r: r.error, default=None)
+            seen = "" if best is None else (f"; the best is {best.error:.3e} with "
+                                            f"{best.num_params:,} parameters (widths "
+                                            f"{list(best.widths)})")
+            raise ValueError(f"Frontier.smallest: no candidate has {self.metric} <= {eps:g}"
+                             f"{seen}; add larger orders or widths, or polish")
+        return min(ok, key=lambda r: (r.num_params, r.error))
+
+    def table(self) -> str:
+        """A text table of the rows (``*``: on the Pareto front)."""
+        front = {id(r) for r in self.pareto()}
+        polished = any(r.polished for r in self.rows)
+        head = ["", "method", "k", "widths", "params", self.metric]
+        if polished:
+            head += ["before polish"]
+        # the distances and the speed where some row has them (the search measures only its
+        # metric)
+        extra = [(name, field) for name, field in (("sup", "sup"), ("rel L2", "rel_l2"))
+                 if field != self.metric and any(getattr(r, field) is not None
+                                                 for r in self.rows)]
+        speed = any(r.points_per_s is not None for r in self.rows)
+        head += [name for name, _ in extra] + (["points/s"] if speed else []) + ["seconds"]
+        lines = [head]
+        for r in sorted(self.rows, key=lambda r: (r.num_params, r.error)):
+            row = ["*" if id(r) in front else "", _short(r.method),
+                   "-" if r.order is None else str(r.order),
+                   str(list(r.widths)), f"{r.num_params:,}", _num(r.error)]
+            if polished:
+                row += [_num(r.error_before)]
+            row += [_num(getattr(r, field)) for _, field in extra]
+            if speed:
+                row += ["-" if r.points_per_s is None else f"{r.points_per_s:.3g}"]
+            row += [f"{r.seconds:.1f}"]
+            lines.append(row)
+        widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+        text = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+                for line in lines]
+        speed = ("" if self.teacher_points_per_s is None
+                 else f", {self.teacher_points_per_s:.3g} points/s")
+        return "\n".join([f"teacher: {self.teacher_params:,} parameters, {self.metric} "
+                          f"{_num(self.teacher_error)}{speed}; domain {self.domain}", *text,
+                          "* on the Pareto front (no candidate both smaller and better)"])
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (the networks are left out)."""
+        return {"metric": self.metric, "teacher_params": self.teacher_params,
+                "teacher_error": self.teacher_error,
+                "teacher_points_per_s": self.teacher_points_per_s, "domain": self.domain,
+                "rows": [r.to_dict() for r in self.rows],
+                "pareto": [self.rows.index(r) for r in self.pareto()],
+                "history": list(self.history)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Frontier:
+        """A frontier read back from :meth:`to_dict` (its rows have no networks)."""
+        names = {f.name for f in dataclasses.fields(FrontierRow)} - {"build"}
+        rows = tuple(FrontierRow(**{**{k: v for k, v in r.items() if k in names},
+                                    "widths": tuple(r["widths"])}) for r in d["rows"])
+        return cls(rows=rows, metric=d["metric"], teacher_params=d["teacher_params"],
+                   teacher_error=d["teacher_error"],
+                   teacher_points_per_s=d.get("teacher_points_per_s"),
+                   domain=d.get("domain", ""), history=tuple(d.get("history", ())))
+
+    def plot(self, path: str | Path, *, eps: float | None = None,
+             scratch: Sequence[tuple[int, float]] | None = None,
+             title: str | None = None) -> Path:
+        """Parameters against error, log-log (:meth:`draw`), written to a PNG; returns its
+        path."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        path = Path(path)
+        fig, ax = plt.subplots(figsize=(7.0, 4.6), dpi=130)
+        self.draw(ax, eps=eps, scratch=scratch, title=title)
+        fig.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path)
+        plt.close(fig)
+        return path
+
+    def draw(self, ax, *, eps: float | None = None,
+             scratch: Sequence[tuple[int, float]] | None = None,
+             title: str | None = None, legend: bool = True) -> None:
+        """Draw the frontier on a matplotlib axis: every row (a polished one with its start
+        before polishing, joined by a thin line), the Pareto front as a staircase, the
+        teacher's size (and its own error, for a task metric) as lines, ``eps`` dashed with the
+        smallest row within it starred, and optional ``scratch`` points ``(num_params,
+        error)`` of networks trained from scratch. Log-log; zeros are drawn a decade below the
+        smallest positive value."""
+        floor = _floor(self, scratch)
+        methods = list(dict.fromkeys(_short(r.method) for r in self.rows))
+        colors = {m: f"C{i % 10}" for i, m in enumerate(methods)}
+        for m in methods:
+            rows = [r for r in self.rows if _short(r.method) == m]
+            ax.scatter([r.num_params for r in rows], [max(r.error, floor) for r in rows],
+                       s=22, color=colors[m], label=m, zorder=3)
+            for r in rows:
+                if r.polished and math.isfinite(r.error_before):
+                    ax.plot([r.num_params] * 2, [max(r.error_before, floor), max(r.error, floor)],
+                            color=colors[m], lw=0.6, alpha=0.5, zorder=2)
+                    ax.scatter([r.num_params], [max(r.error_before, floor)], s=16,
+                               facecolors="none", edgecolors=colors[m], lw=0.8, zorder=2)
+        if any(r.polished for r in self.rows):
+            ax.scatter([], [], s=16, facecolors="none", edgecolors="0.4",
+                       label="before polishing")
+        front = self.pareto()
+        if front:
+            ax.step([r.num_params for r in front], [max(r.error, floor) for r in front],
+                    where="post", color="k", lw=1.2, label="Pareto front", zorder=4)
+        if scratch:
+            ax.scatter([p for p, _ in scratch], [max(e, floor) for _, e in scratch], marker="x",
+                       s=36, color="0.25", label="trained from scratch", zorder=5)
+        ax.axvline(self.teacher_params, color="0.5", lw=1, ls=":",
+                   label=f"teacher ({self.teacher_params:,} params)")
+        if self.teacher_error > 0:
+            ax.axhline(self.teacher_error, color="0.5", lw=1, ls="-.",
+                       label=f"teacher's {self.metric}")
+        if eps is not None:
+            ax.axhline(eps, color="C3", lw=1, ls="--", label=f"eps = {eps:.3g}")
+            ok = [r for r in self.rows if r.error <= eps]
+            if ok:
+                best = min(ok, key=lambda r: (r.num_params, r.error))
+                ax.scatter([best.num_params], [max(best.error, floor)], marker="*", s=160,
+                           color="C3", edgecolors="k", lw=0.6, zorder=6,
+                           label=f"smallest within eps: {best.num_params:,} params, widths "
+                                 f"{list(best.widths)}")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("parameters")
+        ax.set_ylabel(self.metric)
+        ax.set_title(title or f"size against {self.metric} ({self.domain})", fontsize=10)
+        ax.grid(True, which="both", lw=0.3, alpha=0.5)
+        if legend:
+            ax.legend(fontsize=7, loc="best")
+
+
+def _floor(front: Frontier, scratch) -> float:
+    """The smallest positive value shown (zeros are drawn there on the log axis)."""
+    vals = [v for r in front.rows for v in (r.error, r.error_before)
+            if v is not None and math.isfinite(v) and v > 0]
+    vals += [e for _, e in scratch or () if e > 0]
+    vals += [front.teacher_error] if front.teacher_error > 0 else []
+    return min(vals) / 10 if vals else 1e-16
+
+
+def _num(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.3e}" if np.isfinite(v) else str(v)
+
+
+def _short(method: str) -> str:
+    """A method's description without its order (one label per method family)."""
+    short = re.sub(r"order=(\([^)]*\)|[^,()]*)(, )?", "", method).replace("()", "")
+    return re.sub(r"^(\w+)\(features=\1(, |(?=\)))", r"\1(", short).replace("()", "")

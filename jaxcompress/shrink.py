@@ -1,0 +1,675 @@
+r"""How small can it get: candidates compressed, polished and measured by any metric.
+
+Ours, not the paper's. The paper compresses to the widths :math:`D_k = \binom{m + k}{m}` of an
+order :math:`k` and measures the sup distance to the teacher; a user wants the smallest network
+that still does *their* job. This module measures candidates the way the user asks:
+
+* a **metric**: ``"sup"`` (:func:`jaxcompress.sup_error` against the teacher: samples plus
+  projected gradient ascent), ``"rel_l2"`` (:math:`\|F - \tilde F\|_2 / \|F\|_2` over
+  :data:`REL_L2_POINTS` fixed Sobol points of the domain, none of them a polishing point), or
+  a callable ``metric(f) -> float`` that receives the candidate as a batched function ``f(x)``
+  (MSE against the user's held-out data, a PDE residual, minus a PSNR): lower is better;
+* **polishing** (:func:`jaxcompress.polish`: distillation towards the teacher on Sobol points,
+  the widths unchanged), with :class:`PolishSettings`.
+
+:func:`frontier` measures a grid of candidates (methods times orders or widths) and returns a
+:class:`~jaxcompress.Frontier`. The search of :func:`jaxcompress.compress_to_tolerance` with
+:class:`jaxcompress.Measured` ``(metric=..., polish=...)`` (:func:`search`) goes further:
+
+1. **orders**: the method at :math:`k = 0, 1, \ldots` (polished if asked) until one meets
+   ``metric <= eps``;
+2. **widths between the** :math:`D_k` **steps, per set**: from that network, one neuron at a
+   time, the set whose neuron saves the most parameters first: the current network is
+   compressed by the same method with that set one narrower (the others kept, re-fitted in
+   forward order), polished from there (:attr:`PolishSettings.shrink_steps`) and measured;
+   the first that meets ``eps`` is kept and the next step starts from it; a set that just
+   failed is tried after the others; the search stops when no set can lose a neuron.
+
+Every polished candidate is padded to its widths rounded up to powers of two (those the width
+search starts from, for the whole width search; :func:`jaxcompress.driver.place`: its missing
+neurons zero in their producers and in the rows that read them) and polished with a mask that
+keeps the padding at zero, so the whole width search, and the order it starts from, compile one
+polishing loop and one measurement (with ``shrink_steps == steps``, the defaults).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxcompress._checks import check_key, check_positive_int, describe
+from jaxcompress.compression import same_kind
+from jaxcompress.domains import Domain, check_domain
+from jaxcompress.driver import Plan, place, restrict, run, set_widths, trim_leaves
+from jaxcompress.evaluate import error_points
+from jaxcompress.frontier import Frontier, FrontierRow
+from jaxcompress.graph import Network, compress_network
+from jaxcompress.layer import CompressInfo
+from jaxcompress.measure import network_sup_error
+from jaxcompress.methods import BestOf, Method, collocation, derivative_matching
+from jaxcompress.mlp import leaf_count
+from jaxcompress.networks import as_network
+from jaxcompress.polishing import DEFAULT_POINTS, DEFAULT_STEPS, polish_leaves
+
+__all__ = ["REL_L2_POINTS", "SHRINK_STEPS", "PolishSettings", "frontier", "search"]
+
+#: Polishing steps after each step of the width search (it starts from a polished network one
+#: neuron wider, so it needs fewer than a fresh compression).
+SHRINK_STEPS = 1000
+#: Fixed Sobol points of the domain for ``metric="rel_l2"`` (from the error estimate's stretch
+#: of the sequence, so none of them is a polishing point).
+REL_L2_POINTS = 4096
+#: Default orders of :func:`frontier`.
+FRONTIER_ORDERS = (1, 2, 3, 4, 5, 6)
+
+
+@dataclasses.dataclass(frozen=True)
+class PolishSettings:
+    """How the search for the smallest network and :func:`frontier` polish their candidates
+    (:func:`jaxcompress.polish`; ``polish=True`` means these defaults).
+
+    Args:
+      steps: optimizer steps for a compression of the teacher (default
+        :data:`~jaxcompress.polishing.DEFAULT_STEPS`).
+      shrink_steps: optimizer steps after each step of the width search, which starts from the
+        polished network one neuron wider (default :data:`SHRINK_STEPS`).
+      points: the fixed Sobol points of the domain the objective averages over.
+      optimizer: an optax ``GradientTransformation`` (default: :func:`jaxcompress.polish`'s,
+        L-BFGS).
+      dtype: the dtype the loop computes in (e.g. ``jnp.float64`` for a float32 network; see
+        :func:`jaxcompress.polish`).
+    """
+
+    steps: int = DEFAULT_STEPS
+    shrink_steps: int = SHRINK_STEPS
+    points: int = DEFAULT_POINTS
+    optimizer: optax.GradientTransformation | None = None
+    dtype: Any = None
+
+    def __post_init__(self):
+        where = "PolishSettings"
+        check_positive_int(self.steps, where, "steps")
+        check_positive_int(self.shrink_steps, where, "shrink_steps")
+        check_positive_int(self.points, where, "points")
+        if self.optimizer is not None and not isinstance(self.optimizer,
+                                                         optax.GradientTransformation):
+            raise TypeError(f"{where}: optimizer must be an optax GradientTransformation, got "
+                            f"{describe(self.optimizer)}")
+
+
+def as_polish(polish, where: str) -> PolishSettings | None:
+    """``polish=`` as settings: ``False``/``None`` none, ``True`` the defaults."""
+    if polish is None or polish is False:
+        return None
+    if polish is True:
+        return PolishSettings()
+    if isinstance(polish, PolishSettings):
+        return polish
+    raise TypeError(f"{where}: polish must be a bool or jc.PolishSettings(...), got "
+                    f"{describe(polish)}")
+
+
+# ------------------------------------------------------------------------------------------------
+# Metrics
+# ------------------------------------------------------------------------------------------------
+
+
+@functools.partial(jax.jit, static_argnames=("plan",))
+def _apply(leaves, x, *, plan: Plan):
+    return plan.apply(leaves, x)
+
+
+@functools.partial(jax.jit, static_argnames=("plan", "n"))
+def _rel_l2(teacher, leaves, domain, *, plan: Plan, n: int):
+    x = error_points(domain, n, plan.x.dtype)
+    f = plan.apply(teacher, x)
+    gap = f - plan.apply(leaves, x)
+    return jnp.sqrt(jnp.sum(gap * gap) / jnp.sum(f * f))
+
+
+@functools.partial(jax.jit, static_argnames=("plan",))
+def _estimate(teacher, leaves, domain, *, plan: Plan):
+    x = error_points(domain, dtype=plan.x.dtype)
+    return jnp.max(jnp.abs(plan.apply(teacher, x) - plan.apply(leaves, x)))
+
+
+def metric_name(metric) -> str:
+    """How tables and messages name a metric."""
+    if isinstance(metric, str):
+        return metric
+    return getattr(metric, "__name__", type(metric).__name__)
+
+
+def check_metric(metric, where: str):
+    if isinstance(metric, str):
+        if metric not in ("sup", "rel_l2"):
+            raise ValueError(f"{where}: metric must be 'sup', 'rel_l2' or a callable "
+                             f"metric(f) -> float, got {metric!r}")
+        return metric
+    if not callable(metric):
+        raise TypeError(f"{where}: metric must be 'sup', 'rel_l2' or a callable metric(f) -> "
+                        f"float (f the candidate as a batched function f(x)), got "
+                        f"{describe(metric)}")
+    return metric
+
+
+# ------------------------------------------------------------------------------------------------
+# Candidates
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """A candidate network: its leaves at its own widths, its record (``kept``: indices into the
+    teacher's neurons) and the method that made it."""
+
+    leaves: list
+    widths: tuple[int, ...]
+    info: CompressInfo
+    method: Method
+    order: int | None
+
+
+@functools.partial(jax.jit, static_argnames=("plan", "only"))
+def _shrink_step(leaves, method, domain, *, plan: Plan, only: tuple[int, ...]):
+    """The one driver on a candidate (``plan`` at its widths), only the sets ``only``
+    compressed."""
+    return run(plan, method, leaves, domain, only=only)
+
+
+class Bench:
+    """One teacher, its domain and a metric: compress, polish and measure candidates.
+
+    ``emit(line)`` reports each step. Candidates at any widths are measured through the
+    teacher's plan (its program traced at their shapes), so one compilation serves every
+    candidate of one shape.
+    """
+
+    def __init__(self, obj, net: Network, domain, metric, *, key, emit, n_samples: int = 4096,
+                 local_search_steps: int = 100):
+        self.obj, self.net, self.domain = obj, net, domain
+        self.plan, self.teacher = net.plan(), list(net.leaves)
+        self.metric, self.name = metric, metric_name(metric)
+        self.key, self.emit = key, emit
+        self.n_samples, self.local_search_steps = n_samples, local_search_steps
+        self.widths = tuple(s.width for s in self.plan.sets)
+
+    # -- measuring ----------------------------------------------------------------------------
+
+    def function(self, leaves) -> Callable[[jax.Array], jax.Array]:
+        """The network at ``leaves`` as a batched function ``f(x)`` (jitted)."""
+        return functools.partial(_apply, list(leaves), plan=self.plan)
+
+    def measure(self, leaves) -> float:
+        """The metric of the network at ``leaves`` (NaN counts as ``inf``: never within a
+        budget)."""
+        if self.metric == "sup":
+            value = self.sup(leaves)
+        elif self.metric == "rel_l2":
+            value = self.rel_l2(leaves)
+        else:
+            value = self.metric(self.function(leaves))
+            try:
+                value = float(value)
+            except (TypeError, ValueError):
+                raise TypeError(f"metric {self.name} must return one number, got "
+                                f"{describe(value)}") from None
+        return value if not math.isnan(value) else math.inf
+
+    def teacher_error(self) -> float:
+        if self.metric in ("sup", "rel_l2"):
+            return 0.0
+        return self.measure(self.teacher)
+
+    def sup(self, leaves) -> float:
+        return float(network_sup_error(self.plan, self.teacher, list(leaves), self.domain,
+                                       self.key, n_samples=self.n_samples,
+                                       local_search_steps=self.local_search_steps))
+
+    def estimate(self, leaves) -> jax.Array:
+        """``max |F - F~|`` on the error estimate's fixed Sobol points
+        (:func:`jaxcompress.evaluate.error_points`)."""
+        return _estimate(self.teacher, list(leaves), self.domain, plan=self.plan)
+
+    def rel_l2(self, leaves) -> float:
+        return float(_rel_l2(self.teacher, list(leaves), self.domain, plan=self.plan,
+                             n=REL_L2_POINTS))
+
+    def throughput(self, leaves, batch: int, repeats: int = 5) -> float:
+        """Points per second of the jitted network on ``batch`` points (median of
+        ``repeats`` after a warm-up call)."""
+        x = self.domain.sobol(batch, dtype=self.plan.x.dtype)
+        f = self.function(leaves)
+        jax.block_until_ready(f(x))
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            jax.block_until_ready(f(x))
+            times.append(time.perf_counter() - t0)
+        return batch / statistics.median(times)
+
+    # -- compressing --------------------------------------------------------------------------
+
+    def compress(self, method: Method, order: int | None, where: str) -> Candidate:
+        """The teacher compressed by ``method``, its rank-deficient neurons dropped."""
+        small, info = compress_network(self.net, method, self.domain, where=where)
+        return self._trimmed(small, info, method, order)
+
+    def _trimmed(self, leaves, info: CompressInfo, method: Method, order) -> Candidate:
+        widths = set_widths(self.plan, leaves)
+        leaves, masks = trim_leaves(self.plan.at_widths(widths), leaves)
+        layers = tuple(dataclasses.replace(
+            li, kept=np.asarray(li.kept)[m], width_out=int(m.sum()),
+            rank=np.minimum(np.asarray(li.rank), int(m.sum())).astype(np.int32))
+            for li, m in zip(info.layers, masks, strict=True))
+        return Candidate(leaves, tuple(int(m.sum()) for m in masks),
+                         dataclasses.replace(info, layers=layers), method, order)
+
+    def shrink(self, cand: Candidate, s: int) -> Candidate:
+        """``cand`` with set ``s`` one neuron narrower: ``cand`` compressed by its own method,
+        only that set (kept neurons and record composed with ``cand``'s)."""
+        widths = list(cand.widths)
+        widths[s] -= 1
+        method = cand.method.with_widths(widths)
+        small, step = _shrink_step(cand.leaves, method, self.domain,
+                                   plan=self.plan.at_widths(cand.widths), only=(s,))
+        layers = list(cand.info.layers)
+        layers[s] = dataclasses.replace(
+            step.layers[s], kept=np.asarray(layers[s].kept)[np.asarray(step.layers[s].kept)])
+        info = dataclasses.replace(cand.info, layers=tuple(layers))
+        return self._trimmed(small, info, cand.method, cand.order)
+
+    # -- polishing ----------------------------------------------------------------------------
+
+    def polish(self, leaves, settings: PolishSettings, steps: int, *, space=None) -> list:
+        """``leaves`` polished towards the teacher for ``steps`` steps; with ``space`` (a
+        :class:`_Space`) padded to its widths and masked (one compilation for the search)."""
+        if space is None:
+            out, _ = polish_leaves(self.plan, leaves, self.plan, self.teacher,
+                                   domain=self.domain, steps=steps, points=settings.points,
+                                   optimizer=settings.optimizer, dtype=settings.dtype)
+            return out
+        padded, mask = space.pad(leaves)
+        out, _ = polish_leaves(self.plan, padded, self.plan, self.teacher, domain=self.domain,
+                               mask=mask, steps=steps, points=settings.points,
+                               optimizer=settings.optimizer, dtype=settings.dtype)
+        return out
+
+    # -- results ------------------------------------------------------------------------------
+
+    def row(self, cand: Candidate, *, error: float, error_before: float | None, seconds: float,
+            stage: str, extra: bool = False, batch: int | None = None) -> FrontierRow:
+        """The frontier row of ``cand`` (with ``extra``: its sup and relative L2 distance to
+        the teacher and its throughput on ``batch`` points too)."""
+        sup = rel = speed = None
+        if extra:
+            sup = error if self.metric == "sup" else self.sup(cand.leaves)
+            rel = error if self.metric == "rel_l2" else self.rel_l2(cand.leaves)
+            speed = None if batch is None else self.throughput(cand.leaves, batch)
+        return FrontierRow(
+            method=cand.method.describe(), order=cand.order, widths=cand.widths,
+            num_params=leaf_count(cand.leaves), error=error, error_before=error_before,
+            sup=sup, rel_l2=rel, points_per_s=speed, seconds=seconds, stage=stage,
+            build=functools.partial(self.result, cand))
+
+    def result(self, cand: Candidate) -> Any:
+        """``cand`` as the kind of network the teacher is."""
+        return same_kind(self.obj, self.net, list(cand.leaves), cand.info, self.domain)
+
+    def frontier(self, rows, history, batch: int | None) -> Frontier:
+        speed = None if batch is None else self.throughput(self.teacher, batch)
+        return Frontier(rows=tuple(rows), metric=self.name,
+                        teacher_params=leaf_count(self.teacher),
+                        teacher_error=self.teacher_error(), teacher_points_per_s=speed,
+                        domain=repr(self.domain), history=tuple(history))
+
+
+class _Space:
+    """Candidates padded to the widths ``widths`` (their neurons first, zeros after) with
+    masks: many widths, one shape."""
+
+    def __init__(self, plan: Plan, widths: Sequence[int]):
+        self.plan = plan.at_widths(widths)
+        self.widths = tuple(widths)
+
+    def pad(self, leaves) -> tuple[list, list]:
+        leaves = [np.asarray(v) for v in leaves]      # on the host: no dispatch per leaf
+        kept = [np.arange(w) for w in set_widths(self.plan, leaves)]
+        ones = [np.ones_like(v) for v in leaves]
+        return place(self.plan, leaves, kept), place(self.plan, ones, kept)
+
+    def unpad(self, leaves, widths: Sequence[int]) -> list:
+        return restrict(self.plan, leaves, [np.arange(W) < w for W, w in
+                                            zip(self.widths, widths, strict=True)])
+
+
+def _bucket(widths: Sequence[int], full: Sequence[int]) -> tuple[int, ...]:
+    """The padded widths a candidate is polished and measured at: each width rounded up to a
+    power of two (at most the teacher's), so that candidates of nearby widths, and the width
+    search with the order it starts from, share one compilation."""
+    return tuple(min(f, 1 << max(0, w - 1).bit_length()) for w, f in zip(widths, full,
+                                                                          strict=True))
+
+
+def _saving(plan: Plan, cand: Candidate, s: int) -> int:
+    """Parameters dropped with one neuron of set ``s``."""
+    masks = [np.ones(w, bool) for w in cand.widths]
+    masks[s][-1] = False
+    return leaf_count(cand.leaves) - leaf_count(restrict(plan.at_widths(cand.widths),
+                                                        cand.leaves, masks))
+
+
+# ------------------------------------------------------------------------------------------------
+# The search for the smallest network
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchResult:
+    """What :func:`search` found: the smallest candidate meeting the budget, its error, and
+    every candidate measured on the way (a :class:`~jaxcompress.Frontier`)."""
+
+    best: Candidate
+    error: float
+    frontier: Frontier
+
+
+def search(bench: Bench, family, eps: float, *, max_order: int, polish: PolishSettings | None,
+           widths: bool, fail: Callable[[str], Exception]) -> SearchResult:
+    """The smallest network with ``metric <= eps`` (see the module docstring): orders, then
+    widths per set. ``family(k)`` is the method at order ``k``; ``fail(message)`` the error
+    raised when no order meets ``eps``."""
+    rows: list[FrontierRow] = []
+    history: list[str] = []
+
+    def emit(line: str) -> None:
+        history.append(line)
+        bench.emit(line)
+
+    teacher = bench.teacher_error()
+    if teacher > eps:
+        raise fail(f"the teacher itself has {bench.name} {teacher:.4g} > eps = {eps:g}; no "
+                   "compression of it can do better by measurement")
+    start, error = _orders(bench, family, eps, max_order, polish, rows, emit, fail)
+    if widths:
+        start, error = _widths(bench, start, error, eps, polish, rows, emit)
+    emit(f"smallest: widths {list(start.widths)}, {leaf_count(start.leaves):,} parameters, "
+         f"{bench.name} {error:.4g} (eps {eps:g}; the teacher has "
+         f"{leaf_count(bench.teacher):,})")
+    return SearchResult(start, error, bench.frontier(rows, history, None))
+
+
+def _orders(bench: Bench, family, eps, max_order, polish, rows, emit, fail):
+    """Phase 1: the smallest order whose candidate (polished if asked) meets ``eps``."""
+    errors = []
+    for k in range(max_order + 1):
+        t0 = time.perf_counter()
+        method = family(k)
+        cand = bench.compress(method, k, "compress_to_tolerance")
+        before = bench.measure(cand.leaves)
+        error = before
+        if polish is not None:
+            space = _Space(bench.plan, _bucket(cand.widths, bench.widths))
+            polished = bench.polish(cand.leaves, polish, polish.steps, space=space)
+            error = bench.measure(polished)
+            cand = dataclasses.replace(cand, leaves=space.unpad(polished, cand.widths))
+        errors.append(error)
+        rows.append(bench.row(cand, error=error, error_before=before if polish else None,
+                              seconds=time.perf_counter() - t0, stage="order"))
+        polished = f" -> polished {error:.4g}" if polish is not None else ""
+        emit(f"order k = {k}: widths {list(cand.widths)}, {leaf_count(cand.leaves):,} params, "
+             f"{bench.name} {before:.4g}{polished} ({time.perf_counter() - t0:.1f} s)")
+        if error <= eps:
+            return cand, error
+        if cand.widths == bench.widths:
+            break   # nothing left to compress: larger orders give the same network
+    best = int(np.argmin(errors))
+    advice = []
+    if polish is None:
+        advice.append("polish=True (distil each candidate towards the teacher)")
+    if method.features.name == "taylor":
+        advice.append("method=jc.collocation (matching values on the domain, not derivatives "
+                      "at its centre)")
+    raise fail(f"no order <= {len(errors) - 1} reaches {bench.name} <= {eps:g}; the best is "
+               f"{errors[best]:.4g} at k = {best}"
+               + (f"; try {' or '.join(advice)}" if advice else "; raise max_order or eps"))
+
+
+def _widths(bench: Bench, cand: Candidate, error: float, eps, polish, rows, emit):
+    """Phase 2: one neuron at a time, per set, while the metric stays within ``eps``."""
+    space = _Space(bench.plan, _bucket(cand.widths, bench.widths))
+    failed: set[int] = set()
+    while True:
+        sets = [s for s, w in enumerate(cand.widths) if w > 1]
+        sets.sort(key=lambda s: (s in failed, -_saving(bench.plan, cand, s), -s))
+        for s in sets:
+            t0 = time.perf_counter()
+            trial = bench.shrink(cand, s)
+            padded, _ = space.pad(trial.leaves)
+            before = bench.measure(padded)
+            after = before
+            if polish is not None:
+                polished = bench.polish(trial.leaves, polish, polish.shrink_steps, space=space)
+                after = bench.measure(polished)
+                trial = dataclasses.replace(trial, leaves=space.unpad(polished, trial.widths))
+            ok = after <= eps
+            rows.append(bench.row(trial, error=after, error_before=before if polish else None,
+                                  seconds=time.perf_counter() - t0, stage="shrink"))
+            polished_note = f" -> polished {after:.4g}" if polish is not None else ""
+            emit(f"set {s + 1} -> widths {list(trial.widths)}, {leaf_count(trial.leaves):,} "
+                 f"params: {bench.name} {before:.4g}{polished_note} "
+                 f"{'kept' if ok else 'over eps'} ({time.perf_counter() - t0:.1f} s)")
+            if ok:
+                cand, error = trial, after
+                failed.discard(s)
+                break
+            failed.add(s)
+        else:
+            return cand, error
+
+
+# ------------------------------------------------------------------------------------------------
+# The frontier
+# ------------------------------------------------------------------------------------------------
+
+
+def _factories(methods) -> list:
+    """``methods`` as a list of method factories or method values."""
+    if methods is None:
+        return [derivative_matching, collocation]
+    if isinstance(methods, (Method, BestOf)) or callable(methods):
+        return [methods]
+    return list(methods)
+
+
+def _order_for(factory, sizes, domain, width: int, max_order: int = 60) -> int:
+    """The smallest order whose method has at least ``width`` features in every set."""
+    for k in range(max_order + 1):
+        if min(factory(k).features.num_features(sizes, domain)) >= width:
+            return k
+    return max_order
+
+
+def _candidates(factories, orders, widths, plan: Plan, domain, where: str):
+    """``(method, order)`` of every candidate of :func:`frontier`."""
+    out = []
+    for f in factories:
+        if isinstance(f, (Method, BestOf)):
+            out.append((f, None))
+            continue
+        for k in orders:
+            m = f(k)
+            if not isinstance(m, Method):
+                raise TypeError(f"{where}: a method factory must return a jc.Method for an "
+                                f"order k, got {describe(m)} from {describe(f)}")
+            out.append((m, k))
+        for w in widths or ():
+            w = (w,) * len(plan.sets) if isinstance(w, (int, np.integer)) else tuple(w)
+            k = _order_for(f, plan.sizes, domain, max(w))
+            out.append((f(k).with_widths(w), k))
+    return out
+
+
+def frontier(
+    net: Any,
+    methods=None,
+    *,
+    domain,
+    orders: Sequence[int] | None = None,
+    widths: Sequence[int | Sequence[int]] | None = None,
+    polish: bool | PolishSettings = False,
+    metric: str | Callable = "sup",
+    activation=None,
+    key: jax.Array | None = None,
+    batch: int | None = 16384,
+    n_samples: int = 4096,
+    progress=None,
+) -> Frontier:
+    r"""Compress ``net`` by every method at every order (or width), polish if asked, and
+    measure each result: the size-accuracy frontier of the network (ours, not the paper's).
+
+    >>> teacher = jc.init_mlp(jax.random.PRNGKey(0), [2, 32, 32, 1])
+    >>> front = jc.frontier(teacher, jc.collocation, activation="tanh", domain=jc.Ball(2, 1.0),
+    ...                     orders=[1, 2, 3], batch=None)
+    >>> [row.widths for row in front.pareto()]
+    [(3, 3), (6, 6), (10, 10)]
+    >>> jc.layer_sizes(front.smallest(1e-2))
+    [2, 6, 6, 1]
+
+    Args:
+      net: any network (a params list with ``activation=``, :func:`~jaxcompress.trace`,
+        :func:`~jaxcompress.trace_module`, a compressed result, a loaded file).
+      methods: a method factory called at each order (``jc.collocation``,
+        ``jc.derivative_matching``, ``lambda k: jc.data_matching(x, order=k)``), a method
+        value, or a list of them (default: ``[jc.derivative_matching, jc.collocation]``).
+      domain: a :class:`~jaxcompress.Ball` or :class:`~jaxcompress.Box` (where polishing
+        draws its points and the errors are measured).
+      orders: the orders ``k`` each factory is called at (default ``1..6``).
+      widths: further candidates by width: an int (every set) or one width per set; each
+        factory is called at the smallest order with that many features
+        (``Method.with_widths``).
+      polish: ``False``, ``True`` (:class:`PolishSettings` defaults) or settings: each
+        candidate is polished (:func:`jaxcompress.polish`) and its error before polishing
+        kept beside the error after.
+      metric: ``"sup"``, ``"rel_l2"`` or ``metric(f) -> float`` of the candidate as a batched
+        function (lower is better; see :mod:`jaxcompress.shrink`).
+      activation: for a params list.
+      key: the sup measurement's PRNG key (default ``PRNGKey(0)``).
+      batch: the batch of the throughput measurement (``None``: not measured).
+      n_samples: the sup measurement's uniform samples.
+      progress: ``None``, ``True`` (a line per candidate to stderr) or a callable receiving
+        each line.
+
+    Returns:
+      A :class:`~jaxcompress.Frontier`: ``print`` it, ``.pareto()``, ``.smallest(eps)``,
+      ``.plot(path)``.
+    """
+    where = "frontier"
+    settings = as_polish(polish, where)
+    metric = check_metric(metric, where)
+    net_obj = net
+    net = as_network(net, activation=activation, where=where)
+    _check_domain(domain, net, where)
+    if key is None:
+        key = jax.random.PRNGKey(0)
+    else:
+        check_key(key, where)
+    if batch is not None:
+        check_positive_int(batch, where, "batch")
+    history: list[str] = []
+    emit = reporter(progress, history, where)
+    bench = Bench(net_obj, net, domain, metric, key=key, emit=emit,
+                  n_samples=check_positive_int(n_samples, where, "n_samples"))
+    cands = _candidates(_factories(methods), FRONTIER_ORDERS if orders is None else orders,
+                        widths, bench.plan, domain, where)
+    rows = []
+    for i, (method, order) in enumerate(cands, start=1):
+        t0 = time.perf_counter()
+        cand = bench.compress(method, order, where)
+        before = bench.measure(cand.leaves)
+        error = before
+        if settings is not None:
+            cand = dataclasses.replace(cand, leaves=bench.polish(cand.leaves, settings,
+                                                                 settings.steps))
+            error = bench.measure(cand.leaves)
+        row = bench.row(cand, error=error, error_before=before if settings else None,
+                        seconds=time.perf_counter() - t0, stage="candidate", extra=True,
+                        batch=batch)
+        rows.append(row)
+        polished = f" -> polished {error:.4g}" if settings is not None else ""
+        emit(f"[{i}/{len(cands)}] {method.describe()}: widths {list(row.widths)}, "
+             f"{row.num_params:,} params, {bench.name} {before:.4g}{polished} "
+             f"({row.seconds:.1f} s)")
+    return bench.frontier(rows, history, batch)
+
+
+def _check_domain(domain, net: Network, where: str) -> None:
+    if not isinstance(domain, Domain) or domain.parameter_map is not None:
+        raise TypeError(f"{where}: domain must be a jc.Ball or jc.Box (polishing draws its "
+                        f"points there and the errors are measured there), got "
+                        f"{describe(domain)}")
+    check_domain(domain, int(net.x.shape[-1]), where, net.x.dtype)
+
+
+def default_family(polish: PolishSettings | None, selector) -> Callable[[int], Method]:
+    """The method family of a search given none: derivative matching (the paper's) when not
+    polishing; collocation when polishing (measured: the better start, benchmarks/README.md,
+    "How small can it get?")."""
+    if polish is not None:
+        return collocation
+    return functools.partial(_derivative, selector=selector)
+
+
+def _derivative(k: int, *, selector) -> Method:
+    return derivative_matching(k, selector=selector)
+
+
+def as_family(method, where: str) -> Callable[[int], Method]:
+    """``method=`` of a search as a family ``k -> Method`` (a method value: every order)."""
+    if isinstance(method, Method):
+        return lambda k: method
+    if isinstance(method, BestOf) or not callable(method):
+        raise TypeError(f"{where}: method must be a method factory (e.g. jc.collocation, called "
+                        f"with an order k) or a jc.Method, got {describe(method)}")
+
+    def family(k: int) -> Method:
+        m = method(k)
+        if not isinstance(m, Method):
+            raise TypeError(f"{where}: the method factory must return a jc.Method for an "
+                            f"order k, got {describe(m)}")
+        return m
+
+    return family
+
+
+def reporter(progress, history: list[str], where: str) -> Callable[[str], None]:
+    """``emit(line)``: record a step and report it as ``progress`` asks (``None``: quiet,
+    ``True``: stderr, a callable: called with each line)."""
+    if progress is True:
+        def report(line):
+            print(f"[{where}] {line}", file=sys.stderr, flush=True)
+    elif callable(progress):
+        report = progress
+    elif progress in (None, False):
+        report = None
+    else:
+        raise TypeError(f"{where}: progress must be None, True or a callable, got "
+                        f"{describe(progress)}")
+
+    def emit(line: str) -> None:
+        history.append(line)
+        if report is not None:
+            report(line)
+
+    return emit

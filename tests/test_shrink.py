@@ -1,0 +1,207 @@
+"""How small can it get (issue 31): the frontier, the search by any metric with polishing,
+the padded candidates it polishes, and the command line.
+
+The search's full measurement (the five Table 1 teachers, the zoo models) is
+``benchmarks/frontier.py``; here small networks, few polishing steps.
+"""
+
+import json
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxcompress as jc
+from jaxcompress import cli
+from jaxcompress.driver import place, restrict, set_widths
+from jaxcompress.polishing import polish_leaves
+from jaxcompress.shrink import _Space
+
+pytestmark = pytest.mark.usefixtures("user_broadcasting")
+
+X = jnp.zeros((4, 2))
+BALL = jc.Ball(2, 1.0)
+FAST = jc.PolishSettings(steps=40, shrink_steps=40, points=256)
+
+
+def _skip(p, x):
+    """Not a chain: the input re-enters the middle layer."""
+    h = jnp.tanh(x @ p[0]["kernel"] + p[0]["bias"])
+    h = jnp.tanh(jnp.concatenate([h, x], -1) @ p[1]["kernel"] + p[1]["bias"])
+    return h @ p[2]["kernel"] + p[2]["bias"]
+
+
+def _skip_params(width=12, seed=1):
+    k = jax.random.split(jax.random.PRNGKey(seed), 3)
+    return [{"kernel": jax.random.normal(k[0], (2, width)), "bias": jnp.full((width,), 0.1)},
+            {"kernel": jax.random.normal(k[1], (width + 2, width)) / 4,
+             "bias": jnp.full((width,), 0.1)},
+            {"kernel": jax.random.normal(k[2], (width, 1)) / 4, "bias": jnp.zeros(1)}]
+
+
+def test_a_padded_candidate_is_the_same_network_and_polishes_as_the_narrower_one():
+    """Padded to wider widths (zeros in its producers and in the rows that read them) a
+    candidate computes the same function and comes back exactly; L-BFGS on it with the padding
+    masked takes the steps it takes on the narrower network itself (the padding neither
+    computes nor learns)."""
+    net = jc.trace(_skip, _skip_params(), X)
+    small, _ = jc.compress(net, jc.collocation(widths=(5, 4), order=2), domain=BALL)
+    leaves, plan = jax.tree_util.tree_leaves(small.params), net.plan()
+    assert set_widths(plan, leaves) == (5, 4)
+    space = _Space(plan, (9, 7))
+    padded, mask = space.pad(leaves)
+    assert set_widths(space.plan, padded) == (9, 7)
+    x = BALL.sobol(64)
+    np.testing.assert_allclose(plan.apply(padded, x), plan.apply(leaves, x), rtol=0, atol=1e-14)
+    for p, m in zip(padded, mask, strict=True):   # mask: one on the candidate, zero on padding
+        assert np.all((np.asarray(m) == 0) | (np.asarray(m) == 1))
+        np.testing.assert_array_equal(np.asarray(p)[np.asarray(m) == 0], 0.0)
+    for a, b in zip(space.unpad(padded, (5, 4)), leaves, strict=True):
+        np.testing.assert_array_equal(a, b)
+    # restrict keeps exactly the chosen neurons, place puts them where it is told
+    chosen = restrict(plan.at_widths((5, 4)), leaves, [np.isin(np.arange(5), [0, 2, 4]),
+                                                       np.isin(np.arange(4), [1, 3])])
+    assert set_widths(plan, chosen) == (3, 2)
+    np.testing.assert_array_equal(chosen[1], np.asarray(leaves[1])[:, [0, 2, 4]])  # kernel 0
+    assert set_widths(space.plan, place(space.plan, chosen, [np.arange(3), np.arange(2)])) == (
+        9, 7)
+
+    direct, _ = polish_leaves(plan, leaves, plan, net.leaves, domain=BALL, steps=6, points=64)
+    masked, _ = polish_leaves(plan, padded, plan, net.leaves, domain=BALL, mask=mask, steps=6,
+                              points=64)
+    for p, m in zip(masked, mask, strict=True):   # the padding stayed zero
+        np.testing.assert_array_equal(np.asarray(p)[np.asarray(m) == 0], 0.0)
+    moved = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(direct, leaves, strict=True))
+    assert moved > 1e-3
+    for a, b in zip(space.unpad(masked, (5, 4)), direct, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-9)
+
+
+def test_frontier_of_a_params_list(tmp_path):
+    teacher = jc.init_mlp(jax.random.PRNGKey(0), [2, 24, 24, 1])
+    lines = []
+    front = jc.frontier(teacher, [jc.collocation, jc.derivative_matching(2)],
+                        activation="tanh", domain=BALL, orders=[1, 3], widths=[4], batch=1024,
+                        progress=lines.append)
+    assert [r.widths for r in front.rows] == [(3, 3), (10, 10), (4, 4), (6, 6)]
+    assert len(lines) == 4 and lines[0].startswith("[1/4] collocation(order=1")
+    assert front.rows[2].order == 2       # widths 4: the smallest order with D_k >= 4
+    for r in front.rows:
+        assert r.num_params == jc.num_params(r.network) and r.error == r.sup
+        assert r.rel_l2 > 0 and r.points_per_s > 0 and not r.polished
+    front_rows = front.pareto()
+    assert [r.num_params for r in front_rows] == sorted(r.num_params for r in front_rows)
+    assert all(a.error > b.error for a, b in zip(front_rows, front_rows[1:], strict=False))
+    best = front.smallest_row(front_rows[1].error)
+    assert best is front_rows[1] and jc.layer_sizes(front.smallest(best.error))[1:-1] == list(
+        best.widths)
+    with pytest.raises(ValueError, match="no candidate has sup <= 1e-12; the best is"):
+        front.smallest(1e-12)
+    text = str(front)
+    assert text.startswith("teacher: 697 parameters") and "rel L2" in text and "* on the Pareto" \
+        in text
+    png = front.plot(tmp_path / "f.png", eps=1e-2, scratch=[(50, 1e-2)])
+    assert png.stat().st_size > 10_000
+    back = jc.Frontier.from_dict(json.loads(json.dumps(front.to_dict())))
+    assert [r.widths for r in back.pareto()] == [r.widths for r in front_rows]
+    with pytest.raises(ValueError, match="read back from a file"):
+        back.rows[0].network   # noqa: B018
+
+
+def test_search_by_a_task_metric_with_polishing_on_a_traced_network():
+    """The search meets the budget by the user's metric, below the first uniform order that
+    does, and returns the user's pytree with the compressed network beside it."""
+    net = jc.trace(_skip, _skip_params(16), X)
+    x_val = BALL.sobol(512, skip=1000)
+    y_val = _skip(net.params, x_val) + 0.01 * jnp.sin(7 * x_val[:, :1])  # the task: noisy
+
+    def task_mse(f):
+        return float(jnp.mean((f(x_val) - y_val) ** 2))
+
+    teacher_mse = task_mse(lambda x: _skip(net.params, x))
+    eps = 1.5 * teacher_mse
+    lines = []
+    res = jc.compress_to_tolerance(net, jc.Measured(metric=task_mse, polish=FAST,
+                                                    method=jc.collocation, max_order=6),
+                                   domain=BALL, eps=eps, progress=lines.append)
+    assert res.metric == "task_mse" and res.metric_value <= eps
+    assert task_mse(res.compressed) == pytest.approx(res.metric_value, rel=1e-6)
+    assert isinstance(res.compressed, jc.Compressed)
+    assert jax.tree_util.tree_structure(res.params) == jax.tree_util.tree_structure(net.params)
+    stages = [r.stage for r in res.frontier.rows]
+    assert stages[0] == "order" and "shrink" in stages
+    uniform = next(r for r in res.frontier.rows if r.stage == "order" and r.error <= eps)
+    assert jc.num_params(res.compressed) < uniform.num_params
+    assert res.widths == tuple(jc.layer_sizes(res.compressed)[1:3])
+    assert all(r.polished for r in res.frontier.rows)
+    assert lines[-1].startswith("smallest: widths") and res.history[-1] == lines[-1]
+    # the record: kept indices of teacher neurons, one per neuron that is left
+    assert [len(li.kept) for li in res.info.layers] == list(res.widths)
+    assert all(int(np.max(li.kept)) < 16 for li in res.info.layers)
+    assert "polished, widths searched" in res.info.method
+    assert res.measured_error == pytest.approx(
+        float(jc.sup_error(net, res.compressed, domain=BALL, key=jax.random.PRNGKey(0),
+                           n_samples=4096)), rel=1e-6)
+
+
+def test_the_default_search_is_unchanged_and_the_new_one_explains_itself():
+    assert jc.Measured().by_orders and not jc.Measured(polish=True).by_orders
+    assert not jc.Measured(metric="rel_l2").by_orders
+    assert jc.Measured(polish=True).polish == jc.PolishSettings()
+    with pytest.raises(ValueError, match="metric must be 'sup', 'rel_l2' or a callable"):
+        jc.Measured(metric="mse")
+    with pytest.raises(TypeError, match="polish must be a bool or jc.PolishSettings"):
+        jc.Measured(polish=100)
+    with pytest.raises(TypeError, match="method must be a method factory"):
+        jc.Measured(method="collocation")
+    with pytest.raises(ValueError, match="shrink_steps must be >= 1"):
+        jc.PolishSettings(shrink_steps=0)
+    teacher = jc.init_mlp(jax.random.PRNGKey(0), [2, 8, 1])
+    with pytest.raises(ValueError, match="the teacher itself has _worst 2 > eps = 1"):
+        jc.compress_to_tolerance(teacher, jc.Measured(metric=_worst), activation="tanh",
+                                 domain=BALL, eps=1.0)
+    with pytest.raises(ValueError, match=r"no order <= 1 reaches sup error 1e-09.*or search "
+                                         r"with polishing.*jc.Measured\(method=jc.collocation, "
+                                         r"polish=True\)"):
+        jc.compress_to_tolerance(teacher, jc.Measured(max_order=1, n_samples=64),
+                                 activation="tanh", domain=BALL, eps=1e-9)
+    with pytest.raises(ValueError, match=r"no order <= 1 reaches sup <= 1e-09.*try polish=True "
+                                         r"\(distil.*or method=jc.collocation"):
+        jc.compress_to_tolerance(teacher, jc.Measured(method=jc.derivative_matching,
+                                                      max_order=1, n_samples=64),
+                                 activation="tanh", domain=BALL, eps=1e-9)
+    with pytest.raises(TypeError, match="must return a jc.Method"):
+        jc.compress_to_tolerance(teacher, jc.Measured(method=lambda k: k), activation="tanh",
+                                 domain=BALL, eps=1.0)
+
+
+def _worst(f):
+    return 2.0
+
+
+def test_the_command_line_shrinks_a_saved_network_by_rel_l2_without_polishing(tmp_path, capsys):
+    """A params list saved to a file, searched by relative L2 without polishing: the orders
+    until one meets the budget, then narrower than that order in some layer."""
+    teacher = jc.init_mlp(jax.random.PRNGKey(3), [2, 12, 12, 1])
+    jc.save(tmp_path / "t.jcz", teacher, activation="tanh")
+    code = cli.main(["shrink", str(tmp_path / "t.jcz"), "-o", str(tmp_path / "s.jcz"),
+                     "--eps", "1e-2", "--metric", "rel_l2", "--max-order", "6"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    small = jc.load(tmp_path / "s.jcz")
+    assert small.metadata["metric"] == "rel_l2" and small.metadata["metric_value"] <= 1e-2
+    assert isinstance(small.params, list)
+    assert "# order k = 0:" in out and "smallest: widths" in out
+    front = json.loads((tmp_path / "s_frontier.json").read_text())
+    assert front["metric"] == "rel_l2" and front["rows"]
+    orders = [r for r in front["rows"] if r["stage"] == "order"]
+    assert orders[-1]["error"] <= 1e-2 < orders[-2]["error"]
+    widths = jc.layer_sizes(small.params)[1:-1]
+    assert sum(widths) < sum(orders[-1]["widths"])
+    assert not any(r["error_before"] is not None for r in front["rows"])   # none polished
+    assert (tmp_path / "s_frontier.png").stat().st_size > 10_000
+    assert math.isclose(small.metadata["metric_value"],
+                        min(r["error"] for r in front["rows"]
+                            if r["num_params"] == jc.num_params(small.params)), rel_tol=1e-12)

@@ -242,3 +242,21 @@ def test_vmap_over_a_stack_of_teachers():
     one, one_info = jax.jit(run)(stack[1])
     np.testing.assert_allclose(small[1][0][1], one[1][0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(info.error_estimate[1], one_info.error_estimate, rtol=1e-4)
+
+
+def test_an_error_in_the_users_fn_names_the_call_and_chains_the_original():
+    """Python control flow on values, or an x of the wrong width: a jaxcompress error that
+    says which call failed, with JAX's own error chained."""
+    params = jc.init_mlp(jax.random.PRNGKey(0), [2, 8, 1])
+
+    def branchy(p, x):
+        return x if x.sum() > 0 else -x
+
+    with pytest.raises(ValueError, match=r"trace: fn\(params, x\) with x of shape \(4, 2\) "
+                                         r"\(float32\) and params of 4 leaves raised "
+                                         r"TracerBoolConversionError") as err:
+        jc.trace(branchy, params, jnp.zeros((4, 2), jnp.float32))
+    assert isinstance(err.value.__cause__, jax.errors.TracerBoolConversionError)
+    with pytest.raises(ValueError, match=r"with x of shape \(4, 3\).*raised ValueError: apply: "
+                                         r"x has shape \(4, 3\)"):
+        jc.trace(lambda p, x: jc.apply(p, x, activation="tanh"), params, jnp.zeros((4, 3)))

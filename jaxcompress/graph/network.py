@@ -275,7 +275,13 @@ def trace(fn: Callable[[Any, jax.Array], jax.Array], params: Any, x: jax.Array) 
     pairs, _ = jax.tree_util.tree_flatten_with_path(params)
     if not pairs:
         raise ValueError("trace: params has no array leaves; expected the parameter pytree")
-    prog = trace_program(fn, params, shape, analytic_call=analytic_call)
+    try:
+        prog = trace_program(fn, params, shape, analytic_call=analytic_call)
+    except Exception as e:  # noqa: BLE001 - the user's code failing: say which call, chain it
+        raise ValueError(
+            f"trace: fn(params, x) with x of shape {shape.shape} ({shape.dtype}) and params of "
+            f"{len(pairs)} leaves raised {type(e).__name__}: {str(e).splitlines()[0]:.300} "
+            "(the original error is chained above)") from e
     leaf_shapes = [tuple(np.shape(leaf)) for _, leaf in pairs]
     n = len(leaf_shapes)
     a = Analysis(leaf_shapes)

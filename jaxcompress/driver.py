@@ -228,7 +228,21 @@ class Plan:
             return apply(self.chain.lower(leaves), x, activation=self.chain.activation,
                          placement=placement)
         self.program(leaves, x)
-        return self.fn(self.params(leaves), x)
+        return flat_output(self.fn(self.params(leaves), x), x)
+
+
+def flat_output(y, x) -> jax.Array:
+    """``fn``'s output as one array ``(..., d_out)``: an output pytree (a tuple or dict of
+    heads: a NeRF's density and colour) flattened, each leaf ``(..., k)`` (or ``(...)``) side
+    by side in the pytree's leaf order, so that features, errors, polishing and the tolerance
+    search see every output; one array passes through unchanged."""
+    if isinstance(y, jax.Array | np.ndarray):
+        return y
+    leaves = jax.tree_util.tree_leaves(y)
+    if not leaves:
+        raise ValueError("fn(params, x) returned no arrays")
+    batch = tuple(np.shape(x)[:-1])
+    return jnp.concatenate([jnp.reshape(v, batch + (-1,)) for v in leaves], axis=-1)
 
 
 # ------------------------------------------------------------------------------------------------

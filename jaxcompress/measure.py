@@ -12,6 +12,7 @@ the compilation).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -23,7 +24,7 @@ from jaxcompress import evaluate
 from jaxcompress._checks import check_key, check_positive_int, describe
 from jaxcompress.activations import get_activation
 from jaxcompress.domains import Domain, check_domain, domain_valid
-from jaxcompress.driver import Plan
+from jaxcompress.driver import Plan, flat_output
 from jaxcompress.evaluate import ERROR_POINTS, error_points, search_sup
 from jaxcompress.graph import Compressed, Network
 from jaxcompress.graph.network import apply_fn
@@ -40,9 +41,9 @@ def _fn_params(obj: Any, activation, where: str, name: str) -> tuple[Callable, A
     a plain callable)."""
     if isinstance(obj, (Network, ModuleNetwork)):
         net = obj.network if isinstance(obj, ModuleNetwork) else obj
-        return net.fn, net.params, int(net.x.shape[-1])
+        return _Flat(net.fn), net.params, int(net.x.shape[-1])
     if isinstance(obj, Compressed):
-        return obj.apply, obj.params, int(obj.network.x.shape[-1])
+        return _Flat(obj.apply), obj.params, int(obj.network.x.shape[-1])
     if isinstance(obj, LoadedNetwork):
         return obj.apply, (), (None if obj.sizes is None else obj.sizes[0])
     if isinstance(obj, LoadedModel):
@@ -54,6 +55,17 @@ def _fn_params(obj: Any, activation, where: str, name: str) -> tuple[Callable, A
         raise TypeError(f"{where}: activation= is required for a params list ({name}); the "
                         "other kinds of network carry their own")
     return apply_fn(get_activation(activation)), params, int(params[0]["kernel"].shape[-2])
+
+
+@dataclasses.dataclass(frozen=True)
+class _Flat:
+    """``fn(params, x)`` with an output pytree (several heads) as one array
+    (:func:`jaxcompress.driver.flat_output`); equal for equal ``fn``: one compilation."""
+
+    fn: Callable
+
+    def __call__(self, params, x):
+        return flat_output(self.fn(params, x), x)
 
 
 def _called(f: Callable) -> Callable:

@@ -31,7 +31,7 @@ import optax.tree_utils as otu
 from jaxcompress._checks import check_info_matches, check_key
 from jaxcompress.activations import get_activation
 from jaxcompress.domains import check_domain
-from jaxcompress.driver import Plan
+from jaxcompress.driver import Plan, flat_output
 from jaxcompress.evaluate import error_estimate, error_points
 from jaxcompress.graph import Compressed
 from jaxcompress.layer import format_span
@@ -207,10 +207,10 @@ class _FnModel:
         self.student_apply, self.teacher_fn = student_apply, teacher_fn
 
     def __call__(self, params, x):
-        return self.student_apply(params, x)
+        return flat_output(self.student_apply(params, x), x)
 
     def teacher(self, params, x):
-        return self.teacher_fn(params, x)
+        return flat_output(self.teacher_fn(params, x), x)
 
     def estimate(self, teacher, student, domain):
         """``max |F(x_p) - F~(x_p)|`` on :func:`~jaxcompress.evaluate.error_points` (NaN for an

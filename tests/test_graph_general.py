@@ -260,3 +260,47 @@ def test_an_error_in_the_users_fn_names_the_call_and_chains_the_original():
     with pytest.raises(ValueError, match=r"with x of shape \(4, 3\).*raised ValueError: apply: "
                                          r"x has shape \(4, 3\)"):
         jc.trace(lambda p, x: jc.apply(p, x, activation="tanh"), params, jnp.zeros((4, 3)))
+
+
+def _two_heads_params(width=16):
+    k = jax.random.split(jax.random.PRNGKey(0), 4)
+    return {"l1": {"w": jax.random.normal(k[0], (2, width)), "b": jnp.zeros(width)},
+            "l2": {"w": jax.random.normal(k[1], (width, width)) / 4, "b": jnp.zeros(width)},
+            "sigma": {"w": jax.random.normal(k[2], (width, 1)) / 4, "b": jnp.zeros(1)},
+            "rgb": {"w": jax.random.normal(k[3], (width, 3)) / 4, "b": jnp.zeros(3)}}
+
+
+def _two_heads(p, x):
+    """A NeRF-like field: a density and a colour, returned as a tuple."""
+    h = jnp.tanh(x @ p["l1"]["w"] + p["l1"]["b"])
+    h = jnp.tanh(h @ p["l2"]["w"] + p["l2"]["b"])
+    return (h @ p["sigma"]["w"] + p["sigma"]["b"],
+            jax.nn.sigmoid(h @ p["rgb"]["w"] + p["rgb"]["b"]))
+
+
+def test_several_outputs_a_tuple_or_a_dict_compress_measure_and_polish():
+    """Every output is matched (flattened side by side for features, errors and polishing) and
+    ``small(x)`` returns the structure ``fn`` returns; at full rank it is the teacher."""
+    params, ball = _two_heads_params(), jc.Ball(2, 1.0)
+
+    def as_dict(p, x):
+        density, rgb = _two_heads(p, x)
+        return {"density": density[..., 0], "rgb": rgb}
+
+    x = ball.sobol(64)
+    for fn in (_two_heads, as_dict):
+        net = jc.trace(fn, params, jnp.zeros((4, 2)))
+        exact, _ = jc.compress(net, jc.collocation(8, widths=(16, 16)), domain=ball)
+        want, got = fn(params, x), exact(x)
+        assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
+        for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want),
+                        strict=True):
+            assert a.shape == b.shape
+            np.testing.assert_allclose(a, b, atol=1e-4)
+    small, _ = jc.compress(net, jc.collocation(3), domain=ball)      # the dict network
+    err = float(jc.sup_error(net, small, domain=ball, key=jax.random.PRNGKey(0), n_samples=256))
+    # the sup error sees both heads: at least the colour head's own gap
+    assert err >= float(jnp.max(jnp.abs(small(x)["rgb"] - as_dict(params, x)["rgb"]))) - 1e-6
+    polished, history = jc.polish(small, net, domain=ball, steps=10, points=256)
+    assert float(history.chunk_loss[-1]) < float(history.chunk_loss[0])   # both heads' MSE
+    assert jax.tree_util.tree_structure(polished(x)) == jax.tree_util.tree_structure(want)

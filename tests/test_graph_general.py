@@ -304,3 +304,27 @@ def test_several_outputs_a_tuple_or_a_dict_compress_measure_and_polish():
     polished, history = jc.polish(small, net, domain=ball, steps=10, points=256)
     assert float(history.chunk_loss[-1]) < float(history.chunk_loss[0])   # both heads' MSE
     assert jax.tree_util.tree_structure(polished(x)) == jax.tree_util.tree_structure(want)
+
+
+def test_a_function_that_mixes_the_examples_of_a_batch_is_refused_with_its_line():
+    """Centring by the batch mean or BatchNorm's batch statistics: never a silent result."""
+    params = jc.init_mlp(jax.random.PRNGKey(0), [2, 8, 1])
+
+    def centred(p, x):
+        x = x - x.mean(0)                          # the batch's statistics
+        return jc.apply(p, x, activation="tanh")
+
+    def batch_norm(p, x):
+        h = x @ p[0]["kernel"] + p[0]["bias"]
+        h = (h - h.mean(0)) / jnp.sqrt(h.var(0) + 1e-5)
+        return jnp.tanh(h) @ p[1]["kernel"] + p[1]["bias"]
+
+    for fn in (centred, batch_norm):
+        with pytest.raises(ValueError, match=r"trace: fn mixes the examples of a batch \(at "
+                                             r".*test_graph_general.py:\d+"):
+            jc.trace(fn, params, jnp.zeros((4, 2)))
+    # statistics of the data set, as constants: each input alone, traced as usual
+    mean = jnp.array([0.1, -0.2])
+    net = jc.trace(lambda p, x: jc.apply(p, x - mean, activation="tanh"), params,
+                   jnp.zeros((4, 2)))
+    assert [g.width for g in net.compressible] == [8]

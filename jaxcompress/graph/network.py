@@ -31,6 +31,7 @@ from jaxcompress.driver import (
     SetPlan,
     best,
     check_method,
+    flat_output,
     resolve_widths,
     run,
     run_jit,
@@ -282,6 +283,7 @@ def trace(fn: Callable[[Any, jax.Array], jax.Array], params: Any, x: jax.Array) 
             f"trace: fn(params, x) with x of shape {shape.shape} ({shape.dtype}) and params of "
             f"{len(pairs)} leaves raised {type(e).__name__}: {str(e).splitlines()[0]:.300} "
             "(the original error is chained above)") from e
+    _check_rowwise(fn, params, shape, prog)
     leaf_shapes = [tuple(np.shape(leaf)) for _, leaf in pairs]
     n = len(leaf_shapes)
     a = Analysis(leaf_shapes)
@@ -301,6 +303,42 @@ def trace(fn: Callable[[Any, jax.Array], jax.Array], params: Any, x: jax.Array) 
     return Network(fn=fn, params=params, x=shape, paths=paths, groups=tuple(a.groups),
                    unknown=tuple(a.unknown), hidden=tuple(hidden), why_not=tuple(why),
                    layouts=layouts, signature=prog.signature())
+
+
+#: Primitives that mix the examples of a batch when they reduce over its axis (0).
+_BATCH_REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
+                     "reduce_or", "argmax", "argmin", "cumsum", "cumprod", "cummax", "cummin",
+                     "sort")
+
+
+def _check_rowwise(fn, params, shape: jax.ShapeDtypeStruct, prog) -> None:
+    """Refuse ``fn`` when its output on one example depends on the others of the batch (a mean
+    over the batch, BatchNorm's batch statistics): compression assumes ``fn`` acts on each
+    input alone. Measured: one example of a small batch moved, the others' outputs must not
+    change (concrete params only; under a transformation the check is skipped)."""
+    n, d = shape.shape
+    leaves = jax.tree_util.tree_leaves(params)
+    if n < 2 or any(isinstance(v, jax.core.Tracer) for v in leaves):
+        return
+    x0 = jnp.asarray(np.linspace(-0.6, 0.7, n * d).reshape(n, d), shape.dtype)
+    x1 = x0.at[0].set(0.3 - 1.5 * x0[0])
+    try:
+        y0, y1 = (flat_output(fn(params, x), x) for x in (x0, x1))
+    except Exception:  # noqa: BLE001 - values the trace could not see: leave it to the others
+        return
+    y0, y1 = np.asarray(y0, np.float64), np.asarray(y1, np.float64)
+    gap = float(np.max(np.abs(y0[1:] - y1[1:]), initial=0.0))
+    if not gap > 1e-4 * (1.0 + float(np.max(np.abs(y0), initial=0.0))):
+        return
+    line = next((e.line for e in prog.eqns if e.name in _BATCH_REDUCTIONS
+                 and 0 in tuple(e.params.get("axes", (e.params.get("dimension", -1),)))),
+                None)
+    where = f" (at {line})" if line else ""
+    raise ValueError(
+        f"trace: fn mixes the examples of a batch{where}: moving one input of a batch of {n} "
+        f"changed the others' outputs by up to {gap:.3g}. Compression assumes fn acts on each "
+        "input alone (its output on x[i] depends on x[i] only); use statistics of the data "
+        "set as constants (BatchNorm in eval mode), not of the batch")
 
 
 # ------------------------------------------------------------------------------------------------

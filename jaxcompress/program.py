@@ -166,12 +166,17 @@ class Program:
         return tuple(e.name for e in self.eqns)
 
 
+def _dtype(v):
+    """A leaf's dtype (a Python scalar leaf, a step counter, traces as its JAX type)."""
+    return v.dtype if hasattr(v, "dtype") else jax.numpy.result_type(v)
+
+
 def trace_program(fn: Callable, params: Any, x, analytic_call: Callable | None = None
                   ) -> Program:
     """The :class:`Program` of ``fn(params, x)`` (``params`` and ``x`` may be abstract; see
     :func:`flatten` for ``analytic_call``)."""
     leaves, treedef = jax.tree_util.tree_flatten(params)
-    specs = [jax.ShapeDtypeStruct(np.shape(v), v.dtype) for v in leaves]
+    specs = [jax.ShapeDtypeStruct(np.shape(v), _dtype(v)) for v in leaves]
     x_spec = jax.ShapeDtypeStruct(np.shape(x), x.dtype)
     closed = jax.make_jaxpr(lambda ls, xx: fn(jax.tree_util.tree_unflatten(treedef, ls), xx))(
         specs, x_spec)

@@ -328,3 +328,23 @@ def test_a_function_that_mixes_the_examples_of_a_batch_is_refused_with_its_line(
     net = jc.trace(lambda p, x: jc.apply(p, x - mean, activation="tanh"), params,
                    jnp.zeros((4, 2)))
     assert [g.width for g in net.compressible] == [8]
+
+
+def test_random_numbers_inside_fn_are_refused_and_a_python_leaf_passes_through():
+    params = jc.init_mlp(jax.random.PRNGKey(0), [2, 8, 8, 1])
+
+    def dropout(p, x):                            # a fixed key: still not one function
+        h = jnp.tanh(x @ p[0]["kernel"] + p[0]["bias"])
+        h = jnp.where(jax.random.bernoulli(jax.random.PRNGKey(1), 0.9, h.shape), h / 0.9, 0.0)
+        return jc.apply(p[1:], h, activation="tanh")
+
+    with pytest.raises(ValueError, match=r"trace: fn draws random numbers \(`random_\w+` at "
+                                         r".*test_graph_general.py:\d+.*model.eval\(\)"):
+        jc.trace(dropout, params, jnp.zeros((4, 2)))
+    # a step counter in the params: traced, never compressed, given back as it was
+    state = {"layers": params, "step": 7}
+    net = jc.trace(lambda q, x: jc.apply(q["layers"], x, activation="tanh"), state,
+                   jnp.zeros((4, 2)))
+    small, _ = jc.compress(net, jc.collocation(2), domain=jc.Ball(2, 1.0))
+    assert small.params["step"] == 7 and type(small.params["step"]) is int
+    assert jc.layer_sizes(small) == [2, 6, 6, 1]

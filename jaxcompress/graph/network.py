@@ -488,6 +488,9 @@ def compressed(net: Network, leaves, info) -> Compressed:
     """The :class:`Compressed` of ``net`` at the compressed ``leaves``. Whether ``fn`` runs on
     them is decided at trace time: its program at the new shapes (abstract, so this works under
     ``jax.jit``) must have the traced equations."""
+    # a leaf that is not an array (a Python step counter) comes back as it was
+    leaves = [old if not hasattr(old, "shape") else new
+              for old, new in zip(jax.tree_util.tree_leaves(net.params), leaves, strict=True)]
     params = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(net.params), leaves)
     if net.kind == "params":
         return Compressed(params, net, info)

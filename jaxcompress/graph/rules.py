@@ -372,9 +372,23 @@ for _n in ("slice", "dynamic_slice", "gather", "dynamic_update_slice", "scatter"
     RULES[_n] = _pinning("is sliced or indexed by `{name}`")
 
 
+#: Primitives of JAX's random number generation: a ``fn`` that draws (dropout, noise) is not
+#: one function of its inputs, so it is refused.
+RANDOM = frozenset({"random_seed", "random_bits", "random_wrap", "random_unwrap",
+                    "random_fold_in", "random_split", "threefry2x32", "rng_bit_generator",
+                    "rng_uniform"})
+
+
 def interpret(flat: list[Eqn], a: Analysis) -> None:
-    """Run every equation's rule; an unknown primitive pins what it touches and is recorded."""
+    """Run every equation's rule; an unknown primitive pins what it touches and is recorded;
+    random number generation is refused with its line."""
     for eqn in flat:
+        if eqn.name in RANDOM:
+            raise ValueError(
+                f"trace: fn draws random numbers (`{eqn.name}` at {eqn.line}): dropout or noise "
+                "inside fn makes it a different function at every key, and compression needs "
+                "one; trace the deterministic function (dropout off: nnx's "
+                "model.eval(), linen's deterministic=True, Equinox's inference=True)")
         for o in eqn.ins:
             if isinstance(o, int) and o < len(a.leaf_shapes):
                 a.uses[o] = a.uses.get(o, 0) + 1

@@ -49,6 +49,7 @@ import copy
 import dataclasses
 import functools
 import importlib.util
+import math
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -272,9 +273,19 @@ def trace_module(model: Any, x: jax.Array, *, variables: Any = None) -> ModuleNe
             return nnx.merge(graphdef, p, rest)
     elif kind == "linen":
         params, parts = variables, ()
+        at_shapes: dict = {}
+        one = None   # set below: whether the module takes one example
 
         def call_with(p):
-            return functools.partial(model.apply, p)
+            # linen checks every parameter's shape against the module's fields: at other
+            # widths (the group-by-group path re-traces fn there) the module of those widths
+            key = tuple(sorted(_shapes(p).items()))
+            if key == tuple(sorted(_shapes(params).items())):
+                return functools.partial(model.apply, p)
+            if key not in at_shapes:
+                with jax.ensure_compile_time_eval():   # its init's shapes, not fn's program
+                    at_shapes[key] = _linen_rebuild(model, params, p, shape, one, where)
+            return functools.partial(at_shapes[key].apply, p)
     else:
         import equinox as eqx
 
@@ -284,6 +295,7 @@ def trace_module(model: Any, x: jax.Array, *, variables: Any = None) -> ModuleNe
         def call_with(p):
             return eqx.combine(p, static)
     per_example = _takes_one_example(call_with(params), shape, kind == "equinox", where)
+    one = per_example  # noqa: F841 - read by the linen call_with above
 
     def fn(p, x):
         call = call_with(p)
@@ -366,9 +378,13 @@ def _linen_rebuild(module: nn.Module, old_vars, new_vars, x: jax.ShapeDtypeStruc
         if bumped.keys() != base.keys() or any(len(bumped[k]) != len(base[k]) for k in base):
             continue          # not a width: it changes the structure (a depth, a flag)
         moved = {(k, a) for k in base for a in range(len(base[k])) if bumped[k][a] != base[k][a]}
-        if not moved or any(bumped[k][a] != base[k][a] + 1 for k, a in moved):
-            continue          # sets no axis directly (e.g. 2 * width): left as it is
-        deltas = {new[k][a] - old[k][a] for k, a in moved}
+        if not moved or any(bumped[k][a] < base[k][a] for k, a in moved):
+            continue          # sets no axis: left as it is
+        # an axis may be a multiple of the field (sin and cos of n features: 2 n); the field
+        # moves by the axis' change over that multiple, the same for every axis it sets
+        deltas = {(new[k][a] - old[k][a]) / (bumped[k][a] - base[k][a]) for k, a in moved}
+        if any(d != int(d) for d in deltas):
+            deltas = {math.nan}
         label = name if pos is None else f"{name}[{pos}]"
         if len(deltas) > 1:
             detail = ", ".join(f"{k} axis {a}: {old[k][a]} -> {new[k][a]}" for k, a in sorted(
@@ -376,7 +392,7 @@ def _linen_rebuild(module: nn.Module, old_vars, new_vars, x: jax.ShapeDtypeStruc
             raise ValueError(f"{where}: the field {label} of {type(module).__name__} sets "
                              f"widths that were compressed differently ({detail}); one value "
                              "cannot hold them. small.params and small(x) still work")
-        values[(name, pos)] = v + deltas.pop()
+        values[(name, pos)] = v + int(deltas.pop())
         explained |= moved
     missing = sorted(changed - explained)
     if missing:

@@ -98,6 +98,39 @@ def test_linen_setup_style():
     _close(new.apply(small.params, PTS), small(PTS))
 
 
+class SetupFourier(nn.Module):
+    """A trainable Fourier matrix built in ``setup`` (sin and cos of ``n_freq`` features): not a
+    chain, so compressed group by group and ``fn`` re-traced at every new width."""
+
+    n_freq: int = 12
+    widths: Sequence[int] = (24, 24)
+
+    def setup(self):
+        self.B = self.param("B", nn.initializers.normal(1.0), (2, self.n_freq), jnp.float32)
+        self.hidden = [nn.Dense(w) for w in self.widths]
+        self.out = nn.Dense(1)
+
+    def __call__(self, x):
+        z = x @ self.B
+        h = jnp.concatenate([jnp.sin(z), jnp.cos(z)], -1)
+        for layer in self.hidden:
+            h = jnp.tanh(layer(h))
+        return self.out(h)
+
+
+def test_linen_setup_module_is_rebuilt_at_every_width_it_is_traced_at():
+    """Was Flax's raw ScopeParamShapeError: the module is rebuilt with the new sizes (the
+    Fourier axis is twice ``n_freq`` wide in the next kernel) before ``fn`` is re-traced."""
+    model = SetupFourier()
+    variables = model.init(jax.random.PRNGKey(4), X)
+    mnet = jc.trace_module(model, X, variables=variables)
+    small, _ = jc.compress(mnet, jc.collocation(3), domain=BALL)
+    new = small.module
+    assert (new.n_freq, tuple(new.widths)) == (10, (10, 10))
+    assert small.params["params"]["hidden_0"]["kernel"].shape == (20, 10)
+    _close(new.apply(small.params, PTS), small(PTS))
+
+
 class Literal(nn.Module):
     @nn.compact
     def __call__(self, x):
@@ -228,10 +261,19 @@ def test_save_load_traced_function(tmp_path):
     assert float(loaded.info.error_estimate) == float(info.error_estimate)
     _close(loaded(PTS), small(PTS))
 
+    # a linen module with its widths in fields is rebuilt at the new widths: fn runs on them
     model = CompactMLP((24, 24, 1))
     small, _ = jc.compress(jc.trace_module(model, X, variables=model.init(
         jax.random.PRNGKey(5), X)), METHOD, domain=BALL)
     jc.save(tmp_path / "b.jcz", small)
     loaded = jc.load(tmp_path / "b.jcz")
+    assert loaded.params_are_inputs
+    _close(loaded(PTS), small(PTS))
+    # one with literal widths cannot be: stored as its compressed program
+    model = Literal()
+    small, _ = jc.compress(jc.trace_module(model, X, variables=model.init(
+        jax.random.PRNGKey(5), X)), METHOD, domain=BALL)
+    jc.save(tmp_path / "c.jcz", small)
+    loaded = jc.load(tmp_path / "c.jcz")
     assert not loaded.params_are_inputs
     _close(loaded(PTS), small(PTS))

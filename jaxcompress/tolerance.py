@@ -15,7 +15,6 @@ from __future__ import annotations
 import abc
 import dataclasses
 import functools
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -41,7 +40,14 @@ from jaxcompress.methods import derivative_matching
 from jaxcompress.mlp import Params, layer_sizes, param_count
 from jaxcompress.networks import as_network
 from jaxcompress.select import MaxVol, Selector, as_selector
-from jaxcompress.shrink import Bench, as_family, as_polish, check_metric, default_family
+from jaxcompress.shrink import (
+    Bench,
+    as_family,
+    as_polish,
+    check_metric,
+    default_family,
+    reporter,
+)
 from jaxcompress.shrink import search as shrink_search
 from jaxcompress.taylor import monomials, num_monomials
 
@@ -654,29 +660,9 @@ def compress_to_tolerance(
                                        local_search_steps=strategy.local_search_steps))
 
     problem = _Problem(net=net, obj=params, domain=domain, eps=float(eps), radius=radius,
-                       emit=_emitter(progress, history), history=history, measure=measure)
+                       emit=reporter(progress, history, "compress_to_tolerance"),
+                       history=history, measure=measure)
     return strategy.search(problem)
-
-
-def _emitter(progress, history: list[str]):
-    """``emit(line)``: record a step of the search and report it as ``progress`` asks."""
-    if progress is True:
-        def report(line):
-            print(f"[compress_to_tolerance] {line}", file=sys.stderr, flush=True)
-    elif callable(progress):
-        report = progress
-    elif progress in (None, False):
-        report = None
-    else:
-        raise TypeError(f"compress_to_tolerance: progress must be None, True or a callable, got "
-                        f"{type(progress).__name__}")
-
-    def emit(line: str) -> None:
-        history.append(line)
-        if report is not None:
-            report(line)
-
-    return emit
 
 
 def smallest_uniform_order(compress_at, measure, eps: float, max_order: int, emit,

@@ -171,7 +171,7 @@ def _search_record(res, teacher_val, teacher_test, x_te, y_te, seconds) -> dict:
             "frontier": res.frontier.to_dict()}
 
 
-def run_table1(args, cfg, log) -> dict:
+def run_table1(args, cfg, log, checkpoint=lambda part: None) -> dict:
     teacher_cfg = T.QUICK if args.quick else T.FULL
     tdir = args.teachers_dir or (args.out / "teachers" if args.quick else T.DEFAULT_CACHE)
     loaded = T.load_or_train_teachers(cfg["seeds"], tdir, cfg=teacher_cfg, log=log)
@@ -220,6 +220,7 @@ def run_table1(args, cfg, log) -> dict:
             log(f"  seed {seed} from scratch at widths {list(widths)}: test {ratio:.3f} x "
                 f"teacher ({rec['scratch']['seconds']:.0f} s)")
         out.append(rec)
+        checkpoint({"seeds": out})
     summary = {}
     for label in ("collocation", "derivative"):
         if label not in out[0]:
@@ -300,7 +301,7 @@ def zoo_sweep(name: str, within) -> dict | None:
     return {"files": files, "best": best, "seconds": seconds}
 
 
-def run_zoo(args, cfg, log) -> dict:
+def run_zoo(args, cfg, log, checkpoint=lambda part: None) -> dict:
     zcfg = dict(zoo.QUICK if args.quick else zoo.FULL)
     dtype = jnp.float32
     polish = settings(cfg["zoo_polish"])
@@ -363,6 +364,7 @@ def run_zoo(args, cfg, log) -> dict:
                 ("" if "scratch" not in rec else
                  f"; from scratch: {zoo._fmt(rec['scratch']['metrics'])}"))
             out[name] = rec
+            checkpoint({"models": out})
     return {"config": {"size": cfg["size"], "polish": dataclasses.asdict(polish) | {
         "dtype": str(polish.dtype)}}, "models": out}
 
@@ -478,10 +480,18 @@ def main(argv=None) -> int:
                   "dtype": args.dtype, "precision": C.PRECISION_NOTE, "quick": args.quick,
                   "config": {k: v for k, v in cfg.items()} | {"parts": args.parts},
                   "checks": {"passed": True}}
+        partial = args.out / f".{NAME}_partial.json"   # what is done so far, if stopped
+
+        def checkpoint(part):
+            def save(value):
+                C.write_json(partial, result | {part: value})
+            return save
+
         if "table1" in args.parts:
-            result["table1"] = run_table1(args, cfg, log)
+            result["table1"] = run_table1(args, cfg, log, checkpoint("table1"))
         if "zoo" in args.parts:
-            result["zoo"] = run_zoo(args, cfg, log)
+            result["zoo"] = run_zoo(args, cfg, log, checkpoint("zoo"))
+        partial.unlink(missing_ok=True)
     C.finish(env, start)
     result["targets"] = targets(result)
     paths = C.save_results(args, env, NAME, result, plot,

@@ -276,11 +276,11 @@ class Bench:
         return Candidate(leaves, tuple(int(m.sum()) for m in masks),
                          dataclasses.replace(info, layers=layers), method, order)
 
-    def shrink(self, cand: Candidate, s: int) -> Candidate:
-        """``cand`` with set ``s`` one neuron narrower: ``cand`` compressed by its own method,
-        only that set (kept neurons and record composed with ``cand``'s)."""
+    def shrink(self, cand: Candidate, s: int, by: int = 1) -> Candidate:
+        """``cand`` with set ``s`` ``by`` neurons narrower: ``cand`` compressed by its own
+        method, only that set (kept neurons and record composed with ``cand``'s)."""
         widths = list(cand.widths)
-        widths[s] -= 1
+        widths[s] -= by
         method = cand.method.with_widths(widths)
         small, step = _shrink_step(cand.leaves, method, self.domain,
                                    plan=self.plan.at_widths(cand.widths), only=(s,))
@@ -447,41 +447,55 @@ def _orders(bench: Bench, family, eps, max_order, polish, rows, emit, fail):
 
 
 def _widths(bench: Bench, cand: Candidate, error: float, eps, polish, rows, emit):
-    """Phase 2: one neuron at a time, per set, while the metric stays within ``eps``."""
+    """Phase 2: neurons removed per set while the metric stays within ``eps``, in steps that
+    double after a success and halve after a failure (down to one neuron: the search ends when
+    no set can lose one)."""
     space = _Space(bench.plan, _bucket(cand.widths, bench.widths))
     failed: set[int] = set()
+    step = [1] * len(cand.widths)
     while True:
         sets = [s for s, w in enumerate(cand.widths) if w > 1]
         sets.sort(key=lambda s: (s in failed, -_saving(bench.plan, cand, s), -s))
+        accepted = False
         for s in sets:
-            t0 = time.perf_counter()
-            trial = bench.shrink(cand, s)
-            padded, _ = space.pad(trial.leaves)
-            before = bench.measure(padded)
-            after = before
-            if polish is not None:
-                polished = bench.polish(trial.leaves, polish, polish.shrink_steps, space=space)
-                after = bench.measure(polished)
-                trial = dataclasses.replace(trial, leaves=space.unpad(polished, trial.widths))
-            ok = after <= eps
-            rows.append(bench.row(trial, error=after, error_before=before if polish else None,
-                                  seconds=time.perf_counter() - t0, stage="shrink"))
-            polished_note = f" -> polished {after:.4g}" if polish is not None else ""
-            emit(f"set {s + 1} -> widths {list(trial.widths)}, {leaf_count(trial.leaves):,} "
-                 f"params: {bench.name} {before:.4g}{polished_note} "
-                 f"{'kept' if ok else 'over eps'} ({time.perf_counter() - t0:.1f} s)")
-            if ok:
-                cand, error = trial, after
-                failed.discard(s)
+            while not accepted:
+                by = min(step[s], cand.widths[s] - 1)
+                trial, ok, after = _try(bench, cand, s, by, eps, polish, space, rows, emit)
+                if ok:
+                    cand, error, accepted = trial, after, True
+                    failed.discard(s)
+                    step[s] = 2 * by
+                elif by > 1:
+                    step[s] = by // 2      # too far: half the step, same set
+                else:
+                    failed.add(s)          # not even one neuron: the next set
+                    break
+            if accepted:
                 break
-            failed.add(s)
-        else:
+        if not accepted:
             return cand, error
 
 
-# ------------------------------------------------------------------------------------------------
-# The frontier
-# ------------------------------------------------------------------------------------------------
+def _try(bench: Bench, cand: Candidate, s: int, by: int, eps, polish, space, rows, emit):
+    """``cand`` with ``by`` neurons fewer in set ``s``, polished if asked and measured:
+    ``(trial, within eps, error)``; its row recorded and reported."""
+    t0 = time.perf_counter()
+    trial = bench.shrink(cand, s, by)
+    padded, _ = space.pad(trial.leaves)
+    before = bench.measure(padded)
+    after = before
+    if polish is not None:
+        polished = bench.polish(trial.leaves, polish, polish.shrink_steps, space=space)
+        after = bench.measure(polished)
+        trial = dataclasses.replace(trial, leaves=space.unpad(polished, trial.widths))
+    ok = after <= eps
+    rows.append(bench.row(trial, error=after, error_before=before if polish else None,
+                          seconds=time.perf_counter() - t0, stage="shrink"))
+    polished_note = f" -> polished {after:.4g}" if polish is not None else ""
+    emit(f"set {s + 1} -{by} -> widths {list(trial.widths)}, {leaf_count(trial.leaves):,} "
+         f"params: {bench.name} {before:.4g}{polished_note} "
+         f"{'kept' if ok else 'over eps'} ({time.perf_counter() - t0:.1f} s)")
+    return trial, ok, after
 
 
 def _factories(methods) -> list:

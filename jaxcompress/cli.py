@@ -10,8 +10,8 @@ Everything is generated in-process; nothing is downloaded.
 
 ``jaxcompress shrink IN -o OUT --eps TOL [--metric sup|rel_l2] [--polish]`` searches for the
 smallest network within the budget (:func:`jaxcompress.compress_to_tolerance` with
-:class:`jaxcompress.Measured`: orders, then widths one neuron at a time) and writes it, every
-candidate measured (JSON) and the size-against-error plot (PNG).
+:class:`jaxcompress.Measured`: orders, then narrower layers while the budget holds) and
+writes it, every candidate measured (JSON) and the size-against-error plot (PNG).
 
 ``jaxcompress certify PARAMS_FILE --activation sigmoid --radius 1 --eps 1e-3`` prints the
 certificate of :func:`jaxcompress.certify` (the theorem's constants, Assumption 4, the certified
@@ -407,8 +407,8 @@ def main(argv: list[str] | None = None) -> int:
         "shrink", help="the smallest network within an error budget (orders, then widths)",
         formatter_class=fmt,
         description="Search for the smallest network whose error stays within --eps: the "
-        "method at orders k = 0, 1, ... (polished with --polish) until one meets it, then one "
-        "neuron at a time per hidden layer while it still does (jc.compress_to_tolerance with "
+        "method at orders k = 0, 1, ... (polished with --polish) until one meets it, then "
+        "narrower hidden layers while it still does (jc.compress_to_tolerance with "
         "jc.Measured). Writes the network (jaxcompress.save), every candidate measured "
         "(JSON) and the size-against-error plot (PNG).")
     shr.add_argument("input", help="a file from jaxcompress.save, or an .npz of the params")

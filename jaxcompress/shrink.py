@@ -18,12 +18,14 @@ that still does *their* job. This module measures candidates the way the user as
 
 1. **orders**: the method at :math:`k = 0, 1, \ldots` (polished if asked) until one meets
    ``metric <= eps``;
-2. **widths between the** :math:`D_k` **steps, per set**: from that network, one neuron at a
-   time, the set whose neuron saves the most parameters first: the current network is
-   compressed by the same method with that set one narrower (the others kept, re-fitted in
-   forward order), polished from there (:attr:`PolishSettings.shrink_steps`) and measured;
-   the first that meets ``eps`` is kept and the next step starts from it; a set that just
-   failed is tried after the others; the search stops when no set can lose a neuron.
+2. **widths between the** :math:`D_k` **steps, per set**: from that network, the set whose
+   neuron saves the most parameters first: the current network is compressed by the same
+   method with that set ``by`` neurons narrower (the others kept, re-fitted in forward order),
+   polished from there (:attr:`PolishSettings.shrink_steps`) and measured; the first that
+   meets ``eps`` is kept and the next step starts from it. A set's step ``by`` starts at one
+   neuron, doubles after a success and halves after a failure (the same set is tried again),
+   so a width falls from 28 to 3 in a handful of steps; a set that failed by one neuron is
+   tried after the others; the search stops when no set can lose one neuron.
 
 Every polished candidate is padded to its widths rounded up to powers of two (those the width
 search starts from, for the whole width search; :func:`jaxcompress.driver.place`: its missing
@@ -83,7 +85,7 @@ class PolishSettings:
       steps: optimizer steps for a compression of the teacher (default
         :data:`~jaxcompress.polishing.DEFAULT_STEPS`).
       shrink_steps: optimizer steps after each step of the width search, which starts from the
-        polished network one neuron wider (default :data:`SHRINK_STEPS`).
+        polished network a few neurons wider (default :data:`SHRINK_STEPS`).
       points: the fixed Sobol points of the domain the objective averages over.
       optimizer: an optax ``GradientTransformation`` (default: :func:`jaxcompress.polish`'s,
         L-BFGS).

@@ -410,10 +410,11 @@ class Measured(ToleranceStrategy):
 
     **By any metric, any method, with polishing** (ours; given ``method``, another ``metric``
     or ``polish``): the method at orders ``k = 0, 1, ...`` (each compression polished if asked)
-    until one meets ``metric <= eps``; then, with ``shrink``, one neuron at a time per set
-    (widths between the ``D_k`` steps), re-compressed, re-polished and re-measured, while the
-    metric stays within ``eps`` (:mod:`jaxcompress.shrink`). The result carries every candidate
-    measured (``result.frontier``).
+    until one meets ``metric <= eps``; then, with ``shrink``, narrower sets (widths between the
+    ``D_k`` steps; steps of neurons that double after a success and halve after a failure),
+    re-compressed, re-polished and re-measured, while the metric stays within ``eps``
+    (:mod:`jaxcompress.shrink`). The result carries every candidate measured
+    (``result.frontier``).
 
     Args:
       selector: a deterministic selector object or name (default
@@ -430,7 +431,7 @@ class Measured(ToleranceStrategy):
       polish: ``False`` (default), ``True`` (:class:`~jaxcompress.PolishSettings` defaults) or
         settings: every candidate is distilled towards the teacher on the domain
         (:func:`jaxcompress.polish`) before it is measured.
-      shrink: after the orders, search widths per set one neuron at a time (default ``True``;
+      shrink: after the orders, search the widths of every set (default ``True``;
         the search by any metric only).
       max_order, key, n_samples, local_search_steps: see :class:`ToleranceStrategy`.
     """

@@ -150,7 +150,7 @@ def _profile(n):
                     suppress_health_check=list(hypothesis.HealthCheck))
 
 
-@_profile(4)
+@_profile(3)
 @given(architectures())
 def test_random_architectures_compress_to_the_teacher_at_their_rank(arch):
     _check_architecture(arch)

@@ -54,6 +54,7 @@ from jaxcompress._checks import check_key, check_positive_int, describe
 from jaxcompress.compression import same_kind
 from jaxcompress.domains import Domain, check_domain
 from jaxcompress.driver import Plan, place, restrict, run, set_widths, trim_leaves
+from jaxcompress.driver import _estimate as driver_estimate
 from jaxcompress.evaluate import error_points
 from jaxcompress.frontier import Frontier, FrontierRow
 from jaxcompress.graph import Network, compress_network
@@ -140,12 +141,6 @@ def _rel_l2(teacher, leaves, domain, *, plan: Plan, n: int):
     return jnp.sqrt(jnp.sum(gap * gap) / jnp.sum(f * f))
 
 
-@functools.partial(jax.jit, static_argnames=("plan",))
-def _estimate(teacher, leaves, domain, *, plan: Plan):
-    x = error_points(domain, dtype=plan.x.dtype)
-    return jnp.max(jnp.abs(plan.apply(teacher, x) - plan.apply(leaves, x)))
-
-
 def metric_name(metric) -> str:
     """How tables and messages name a metric."""
     if isinstance(metric, str):
@@ -229,7 +224,9 @@ class Bench:
                                 f"{describe(value)}") from None
         return value if not math.isnan(value) else math.inf
 
+    @functools.cached_property
     def teacher_error(self) -> float:
+        """The teacher's own value of the metric (measured once)."""
         if self.metric in ("sup", "rel_l2"):
             return 0.0
         return self.measure(self.teacher)
@@ -241,8 +238,8 @@ class Bench:
 
     def estimate(self, leaves) -> jax.Array:
         """``max |F - F~|`` on the error estimate's fixed Sobol points
-        (:func:`jaxcompress.evaluate.error_points`)."""
-        return _estimate(self.teacher, list(leaves), self.domain, plan=self.plan)
+        (:func:`jaxcompress.evaluate.error_points`), as the driver records it."""
+        return driver_estimate(self.plan, self.teacher, list(leaves), self.domain, None)
 
     def rel_l2(self, leaves) -> float:
         return float(_rel_l2(self.teacher, list(leaves), self.domain, plan=self.plan,
@@ -297,12 +294,7 @@ class Bench:
     def polish(self, leaves, settings: PolishSettings, steps: int, *, space=None) -> list:
         """``leaves`` polished towards the teacher for ``steps`` steps; with ``space`` (a
         :class:`_Space`) padded to its widths and masked (one compilation for the search)."""
-        if space is None:
-            out, _ = polish_leaves(self.plan, leaves, self.plan, self.teacher,
-                                   domain=self.domain, steps=steps, points=settings.points,
-                                   optimizer=settings.optimizer, dtype=settings.dtype)
-            return out
-        padded, mask = space.pad(leaves)
+        padded, mask = (list(leaves), None) if space is None else space.pad(leaves)
         out, _ = polish_leaves(self.plan, padded, self.plan, self.teacher, domain=self.domain,
                                mask=mask, steps=steps, points=settings.points,
                                optimizer=settings.optimizer, dtype=settings.dtype)
@@ -333,7 +325,7 @@ class Bench:
         speed = None if batch is None else self.throughput(self.teacher, batch)
         return Frontier(rows=tuple(rows), metric=self.name,
                         teacher_params=leaf_count(self.teacher),
-                        teacher_error=self.teacher_error(), teacher_points_per_s=speed,
+                        teacher_error=self.teacher_error, teacher_points_per_s=speed,
                         domain=repr(self.domain), history=tuple(history))
 
 
@@ -399,7 +391,7 @@ def search(bench: Bench, family, eps: float, *, max_order: int, polish: PolishSe
         history.append(line)
         bench.emit(line)
 
-    teacher = bench.teacher_error()
+    teacher = bench.teacher_error
     if teacher > eps:
         raise fail(f"the teacher itself has {bench.name} {teacher:.4g} > eps = {eps:g}; no "
                    "compression of it can do better by measurement")

@@ -72,7 +72,7 @@ QUICK = {"seeds": [0], "derivative": False, "scratch": True, "zoo": ["pinn_tanh"
          "zoo_polish": {"steps": 40, "shrink_steps": 40, "points": 512, "dtype": "float64"},
          "size": "small", "zoo_hidden": [8, 8]}
 PAPER = {"figure": "Table 1 (beyond it: the paper compresses to D_k and does not fine-tune)",
-         "reports": "median first task-preserving width 28 for derivative matching (1,741 "
+         "reports": "median first task-preserving width 28 for derivative matching (1,737 "
                     "parameters); per seed 66, 21, 36, 28, 21",
          "source": "DESIGN.md section 2; issue 31",
          "issue_31_target": "median parameter count below 109 (collocation + polish at the "
@@ -426,8 +426,8 @@ def plot(result: dict, path: Path) -> None:
             ax.bar(pos, vals, width, color=color, label=label)
             for x, v in zip(pos, vals, strict=True):
                 ax.annotate(str(v), (x, v), ha="center", va="bottom", fontsize=6)
-        ax.axhline(1741, color="k", ls=":", lw=1,
-                   label="the paper's derivative matching, median width 28 (1,741)")
+        ax.axhline(1737, color="k", ls=":", lw=1,
+                   label="the paper's derivative matching, median width 28 (1,737)")
         ax.axhline(109, color="0.4", ls="--", lw=1, label="best uniform width by hand (109)")
         ax.set_yscale("log")
         ax.set_xticks(xs, [f"seed {s}\ntest {r['collocation']['test_ratio']:.2f}x"

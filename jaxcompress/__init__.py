@@ -39,7 +39,7 @@ from jaxcompress.compression import (
     trim,
     trim_info,
 )
-from jaxcompress.domains import Ball, Box, Domain, Parameterization
+from jaxcompress.domains import Ball, Box, Domain, Parameterization, Points
 from jaxcompress.features import (
     CollocationFeatures,
     DataFeatures,
@@ -65,6 +65,7 @@ from jaxcompress.mlp import apply, init_mlp, layer_sizes, num_params, validate_p
 from jaxcompress.modules import CompressedModule, ModuleNetwork, trace_module
 from jaxcompress.networks import shard
 from jaxcompress.polishing import PolishHistory, polish
+from jaxcompress.profile import DataProfile, data_profile, intrinsic_dimension
 from jaxcompress.select import (
     OMP,
     Exhaustive,
@@ -103,6 +104,7 @@ __all__ = [
     "Compressed",
     "CompressedModule",
     "DataFeatures",
+    "DataProfile",
     "DerivativeFeatures",
     "Domain",
     "Exhaustive",
@@ -123,6 +125,7 @@ __all__ = [
     "OMP",
     "Parameterization",
     "PivotedQR",
+    "Points",
     "PolishHistory",
     "PolishSettings",
     "RandomChoice",
@@ -139,6 +142,7 @@ __all__ = [
     "compress_layer",
     "compress_to_tolerance",
     "data_matching",
+    "data_profile",
     "derivative_features",
     "derivative_matching",
     "error_estimate",
@@ -147,6 +151,7 @@ __all__ = [
     "get_bound_rule",
     "greedy_pivoted_qr",
     "init_mlp",
+    "intrinsic_dimension",
     "layer_sizes",
     "load",
     "load_npz",

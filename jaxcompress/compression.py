@@ -36,7 +36,7 @@ from jaxcompress.driver import (
 from jaxcompress.graph import Compressed, Network, compress_network, compressed
 from jaxcompress.io import LoadedModel, LoadedNetwork
 from jaxcompress.layer import CompressInfo, LayerInfo, compress_layer
-from jaxcompress.methods import BestOf, Method, derivative_matching
+from jaxcompress.methods import BestOf, Method, default_domain, derivative_matching
 from jaxcompress.mlp import Params, layer_sizes, require_single_network, validate_params
 from jaxcompress.modules import CompressedModule, ModuleNetwork
 from jaxcompress.networks import as_network, is_network, network_placement
@@ -211,7 +211,7 @@ def _shorthand(method, domain, order, radius, d: int, where: str):
         raise ValueError(f"{where}: order= and radius= are the shorthand for "
                          "derivative_matching; with a method, the order is the method's and "
                          "the ball is domain=jc.Ball(d_in, R)")
-    return method, Ball(d, 1.0) if domain is None else domain
+    return default_domain(method, domain, d, where)
 
 
 def _loaded_activation(model: LoadedModel, activation, where: str) -> str:

@@ -12,11 +12,15 @@ radius or a box's corners can be traced) and whose dimension is static. Every do
 ``sobol(n, skip=0)``, ``nodes(n, kind)``
     quasi-random points (host-side unit nodes, cached, mapped onto the domain with JAX ops so the
     domain's numbers may be traced): the collocation points of ``compress(features=
-    "collocation")``.
+    "collocation")``. Sobol points up to 16 dimensions (the embedded Joe-Kuo table), a
+    Kronecker sequence beyond (:func:`jaxcompress._sobol.quasi_random`); a ball of
+    more than :data:`BALL_REJECTION_MAX_DIM` dimensions maps the cube's points onto itself
+    instead of rejecting them.
 
 :class:`Parameterization` describes a domain given as the image of an analytic map
 ``iota: U -> Omega`` of a lower-dimensional parameter domain ``U`` (the paper's effective input
-dimension).
+dimension); :class:`Points` a finite set of inputs (a network known through its data, in any
+input dimension).
 """
 
 from __future__ import annotations
@@ -32,9 +36,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress._checks import check_finite
-from jaxcompress._sobol import SOBOL_MAX_DIM, sobol
+from jaxcompress._sobol import quasi_random
 
-__all__ = ["DOMAIN_TYPES", "NODE_KINDS", "Ball", "Box", "Domain", "Parameterization",
+__all__ = ["DOMAIN_TYPES", "NODE_KINDS", "Ball", "Box", "Domain", "Parameterization", "Points",
            "check_domain", "check_radius", "domain_center", "domain_valid"]
 
 #: Collocation node families: ``"sobol"`` (every domain), ``"chebyshev"`` and
@@ -125,6 +129,22 @@ class Domain(abc.ABC):
     def nodes(self, n: int, kind: str = "sobol", dtype=None) -> jax.Array:
         """``n`` collocation nodes of a kind in :attr:`node_kinds`."""
 
+    def estimate_points(self, n: int, dtype=None) -> jax.Array:
+        """The fixed points of the error estimate (:func:`jaxcompress.evaluate.error_points`):
+        the domain's quasi-random points ``ERROR_SKIP .. ERROR_SKIP + n - 1``, far past any
+        collocation node set; a :class:`Points` domain returns its held-out rows."""
+        from jaxcompress.evaluate import ERROR_SKIP
+
+        return self.sobol(int(n), skip=ERROR_SKIP, dtype=dtype)
+
+    def estimate_description(self) -> str:
+        """The points of the error estimate, in words (``CompressInfo.estimated_on``)."""
+        from jaxcompress._sobol import SOBOL_MAX_DIM
+        from jaxcompress.evaluate import ERROR_POINTS
+
+        kind = "Sobol" if self.dim <= SOBOL_MAX_DIM else "Kronecker"
+        return f"{ERROR_POINTS} {kind} points of the domain"
+
     def project(self, x: jax.Array) -> jax.Array:
         """The Euclidean projection of the rows of ``x`` onto the domain (the local search of
         :func:`jaxcompress.sup_error`)."""
@@ -206,16 +226,18 @@ class Ball(Domain):
         return self._center(dtype)[None] + self.radius * u ** (1.0 / self.dim) * g
 
     def sobol(self, n: int, *, skip: int = 0, dtype=None) -> jax.Array:
-        """The first ``n`` Sobol points of the bounding cube that fall in the ball (host side).
+        """``n`` low-discrepancy points of the ball (host side, deterministic).
 
-        Rejection keeps the low-discrepancy structure of the cube's sequence (the paper's
-        "Sobol points of the unit disk"). Deterministic; ``skip`` offsets into the cube sequence.
-        The unit-ball points are computed with NumPy; centre and radius are applied with JAX
-        operations, so they may be traced.
+        Up to :data:`BALL_REJECTION_MAX_DIM` dimensions: the first ``n`` Sobol points of the
+        bounding cube that fall in the ball (rejection keeps the low-discrepancy structure of the
+        cube's sequence: the paper's "Sobol points of the unit disk"); ``skip`` offsets into the
+        cube sequence. Beyond, the ball is a vanishing fraction of its cube (``1e-14`` at
+        ``d = 32``), so the cube's points ``skip .. skip + n - 1`` are mapped onto the ball
+        instead (ours, :func:`_cube_to_ball`: a uniform point of the cube goes to a uniform point
+        of the ball). The unit-ball points are computed with NumPy; centre and radius are applied
+        with JAX operations, so they may be traced.
         """
-        if self.dim > SOBOL_MAX_DIM:
-            raise ValueError(f"Ball.sobol: dim {self.dim} exceeds the supported {SOBOL_MAX_DIM}")
-        pts = _unit_ball_sobol(self.dim, int(n), int(skip))
+        pts = _unit_ball_points(self.dim, int(n), int(skip))
         dtype = jnp.zeros(()).dtype if dtype is None else dtype
         return self._center(dtype)[None] + self.radius * jnp.asarray(pts, dtype)
 
@@ -236,6 +258,11 @@ class Ball(Domain):
         return c + v * jnp.minimum(1.0, self.radius / jnp.maximum(nrm, jnp.finfo(x.dtype).tiny))
 
 
+#: The largest ball dimension whose points are the cube's Sobol points kept by rejection (the
+#: ball fills 0.25% of its cube at ``d = 10``, 0.09% at 11); larger balls map the cube's points.
+BALL_REJECTION_MAX_DIM = 10
+
+
 def _ball_fraction(d: int) -> float:
     from math import gamma, pi
 
@@ -243,29 +270,104 @@ def _ball_fraction(d: int) -> float:
 
 
 @functools.cache
-def _unit_ball_sobol(dim: int, n: int, skip: int) -> np.ndarray:
-    """The first ``n`` points of the Sobol sequence of ``[-1, 1]^dim`` inside the unit ball."""
-    frac = _ball_fraction(dim)
-    pts = np.zeros((0, dim))
-    total = int(n / frac * 1.1) + 16
-    while pts.shape[0] < n:
-        cube = 2.0 * sobol(total, dim, skip=skip) - 1.0
-        pts = cube[np.sum(cube * cube, axis=1) <= 1.0]
-        total *= 2
+def _unit_ball_points(dim: int, n: int, skip: int) -> np.ndarray:
+    """``n`` low-discrepancy points of the unit ball in ``dim`` dimensions (see
+    :meth:`Ball.sobol`)."""
+    if dim <= BALL_REJECTION_MAX_DIM:
+        frac = _ball_fraction(dim)
+        pts = np.zeros((0, dim))
+        total = int(n / frac * 1.1) + 16
+        while pts.shape[0] < n:
+            cube = 2.0 * quasi_random(total, dim, skip=skip) - 1.0
+            pts = cube[np.sum(cube * cube, axis=1) <= 1.0]
+            total *= 2
+    else:
+        pts = _cube_to_ball(quasi_random(n, dim, skip=skip))
     out = np.ascontiguousarray(pts[:n])
     out.setflags(write=False)
     return out
+
+
+def _cube_to_ball(u: np.ndarray) -> np.ndarray:
+    r"""Map points of ``[0, 1)^d`` onto the unit ball, uniform to uniform (ours).
+
+    ``g = Phi^-1(u)`` (coordinatewise normal quantiles) is standard normal for uniform ``u``; its
+    direction ``g / |g|`` is uniform on the sphere and independent of ``|g|``, whose CDF is
+    ``F(|g|) = P(d/2, |g|^2 / 2)`` (the chi distribution; ``P`` the regularised lower incomplete
+    gamma function), so ``F(|g|)`` is uniform on ``[0, 1]`` and the radius
+    ``F(|g|)^(1/d)`` makes the point uniform in the ball:
+
+    .. math:: x = \frac{g}{|g|} \, P\big(\tfrac d2, \tfrac{|g|^2}{2}\big)^{1/d}.
+
+    The map is smooth, so a low-discrepancy design of the cube stays evenly spread.
+    """
+    d = u.shape[1]
+    g = _normal_quantile(np.clip(u, 2.0**-40, 1.0 - 2.0**-40))
+    norm = np.linalg.norm(g, axis=1, keepdims=True)
+    radius = _gamma_p(0.5 * d, 0.5 * norm[:, 0] ** 2) ** (1.0 / d)
+    return g / np.maximum(norm, np.finfo(np.float64).tiny) * radius[:, None]
+
+
+def _normal_quantile(p: np.ndarray) -> np.ndarray:
+    """``Phi^-1(p)`` for ``0 < p < 1``: Acklam's rational approximation (relative error below
+    ``1.2e-9``) and one Halley step on ``Phi(x) - p`` (``erfc`` from :mod:`math`)."""
+    a = (-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+         1.383577518672690e+02, -3.066479806614716e+01, 2.506628277459239e+00)
+    b = (-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+         6.680131188771972e+01, -1.328068155288572e+01)
+    c = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+         -2.549732539343734e+00, 4.374664141464968e+00, 2.938163982698783e+00)
+    e = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+         3.754408661907416e+00)
+
+    def tail(q):
+        return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / (
+            (((e[0] * q + e[1]) * q + e[2]) * q + e[3]) * q + 1.0)
+
+    lo, hi = 0.02425, 1.0 - 0.02425
+    q = p - 0.5
+    r = q * q
+    x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q / (
+        ((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0)
+    x = np.where(p < lo, tail(np.sqrt(-2.0 * np.log(np.minimum(p, lo)))), x)
+    x = np.where(p > hi, -tail(np.sqrt(-2.0 * np.log(np.minimum(1.0 - p, lo)))), x)
+    import math
+
+    cdf = 0.5 * np.vectorize(math.erfc, otypes=[np.float64])(-x / math.sqrt(2.0))
+    err = cdf - p
+    step = err * math.sqrt(2.0 * math.pi) * np.exp(0.5 * x * x)
+    return x - step / (1.0 + 0.5 * x * step)
+
+
+def _gamma_p(a: float, x: np.ndarray) -> np.ndarray:
+    """The regularised lower incomplete gamma function ``P(a, x)`` for ``a > 0``, ``x >= 0``:
+    the series ``x^a e^-x / Gamma(a + 1) sum_n x^n / ((a + 1) ... (a + n))`` (all terms
+    positive, summed until they stop changing the sum)."""
+    from math import lgamma
+
+    x = np.asarray(x, np.float64)
+    term = np.ones_like(x)
+    total = np.ones_like(x)
+    n = 0
+    while np.any(term > 1e-17 * total) and n < 100_000:
+        n += 1
+        term = term * x / (a + n)
+        total = total + term
+    with np.errstate(divide="ignore"):
+        log_pre = np.where(x > 0, a * np.log(np.maximum(x, 1e-300)) - x - lgamma(a + 1.0),
+                           -np.inf)
+    return np.minimum(1.0, np.exp(log_pre) * total)
 
 
 @functools.cache
 def _unit_cube_nodes(dim: int, n: int, kind: str, skip: int = 0) -> np.ndarray:
     """Nodes in ``[-1, 1]^dim`` (host side, cached); see :meth:`Box.nodes`."""
     if kind == "sobol":
-        pts = 2.0 * sobol(n, dim, skip=skip) - 1.0
+        pts = 2.0 * quasi_random(n, dim, skip=skip) - 1.0
     elif kind == "chebyshev":
         # Sobol points pushed through the Chebyshev map t -> -cos(pi t): the arcsine density of
         # Chebyshev nodes, for any n. Offset by half a step so no node sits on the boundary.
-        pts = -np.cos(np.pi * (sobol(n, dim, skip=skip) + 0.5 / max(n, 1)))
+        pts = -np.cos(np.pi * (quasi_random(n, dim, skip=skip) + 0.5 / max(n, 1)))
     elif kind == "chebyshev_grid":
         m = 1
         while m**dim < n:
@@ -414,8 +516,6 @@ class Box(Domain):
 
         The unit nodes are computed on the host and cached; the box's corners may be traced.
         """
-        if self.dim > SOBOL_MAX_DIM and kind != "chebyshev_grid":
-            raise ValueError(f"Box.nodes: dim {self.dim} exceeds the supported {SOBOL_MAX_DIM}")
         dtype = jnp.zeros(()).dtype if dtype is None else dtype
         return self._from_unit(_unit_cube_nodes(self.dim, int(n), kind, int(skip)), dtype)
 
@@ -530,7 +630,124 @@ class Parameterization(Domain):
         return jax.vmap(self.fn)(self.domain.sobol(n, skip=skip, dtype=dtype))
 
 
-DOMAIN_TYPES = (Ball, Box, Parameterization)
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["x", "held_out"],
+                   meta_fields=[])
+@dataclasses.dataclass(frozen=True)
+class Points(Domain):
+    """A finite set of inputs: the domain of a network known only through its data (ours).
+
+    Args:
+      x: ``(N, d_in)`` inputs, real and finite (the rows a data method fits on; polishing and
+        collocation nodes are drawn from them).
+      held_out: ``(M, d_in)`` inputs the error estimate and the measurements use (default:
+        ``x``): :func:`jaxcompress.evaluate.error_points` returns all of them, and
+        :func:`jaxcompress.sup_error` on this domain is the exact maximum over them.
+
+    :func:`jaxcompress.data_matching` without a domain compresses on ``Points(fitted rows,
+    held_out=held-out rows)``; pass one yourself (``domain=jc.Points(x_train,
+    held_out=x_test)``) to measure any method, or the tolerance and smallest-network searches, on
+    your own data, in any input dimension. Its centre is the mean of ``x`` and its radius the
+    largest distance of a row of ``x`` from it (the expansion point and feature scale of
+    derivative features, which remain meaningful only where the data are near-ball-shaped).
+    """
+
+    x: jax.Array
+    held_out: jax.Array | None = None
+
+    def __post_init__(self):
+        for name in ("x", "held_out"):
+            v = getattr(self, name)
+            if isinstance(v, (list, tuple)) or _is_concrete_array(v):
+                v = np.asarray(v) if isinstance(v, (list, tuple)) else v
+                if np.ndim(v) != 2 or np.shape(v)[0] < 1 or np.shape(v)[1] < 1:
+                    raise ValueError(f"Points: {name} must be an (N, d_in) array with N >= 1, "
+                                     f"got shape {np.shape(v)}")
+                if not (jnp.issubdtype(v.dtype, jnp.floating)
+                        or jnp.issubdtype(v.dtype, jnp.integer)):
+                    raise TypeError(f"Points: {name} must be real numbers, got dtype {v.dtype}")
+                check_finite(v, "Points", name)
+                object.__setattr__(self, name, v)
+        if self.held_out is not None and np.shape(self.held_out)[-1] != np.shape(self.x)[-1]:
+            raise ValueError(f"Points: held_out has {np.shape(self.held_out)[-1]} columns, x has "
+                             f"{np.shape(self.x)[-1]}")
+
+    @property
+    def dim(self) -> int:
+        return int(np.shape(self.x)[-1])
+
+    @property
+    def size(self) -> int:
+        """``N``, the number of rows of ``x``."""
+        return int(np.shape(self.x)[0])
+
+    @property
+    def center(self) -> jax.Array:
+        """The mean of the rows of ``x``."""
+        return jnp.mean(jnp.asarray(self.x), axis=0)
+
+    @property
+    def radius(self) -> jax.Array:
+        """The largest distance of a row of ``x`` from :attr:`center`."""
+        x = jnp.asarray(self.x)
+        return jnp.max(jnp.linalg.norm(x - self.center[None], axis=1))
+
+    def center_as(self, dtype) -> jax.Array:
+        """The mean of ``x`` as ``dtype``."""
+        return jnp.asarray(self.center, dtype)
+
+    def valid(self) -> jax.Array:
+        """Finite rows (traced data can only be checked here)."""
+        ok = jnp.all(jnp.isfinite(jnp.asarray(self.x)))
+        if self.held_out is not None:
+            ok = ok & jnp.all(jnp.isfinite(jnp.asarray(self.held_out)))
+        return ok
+
+    def half_widths(self, dtype) -> jax.Array:
+        """The largest ``|x_i - center_i|`` per axis."""
+        x = jnp.asarray(self.x, dtype)
+        return jnp.max(jnp.abs(x - self.center_as(dtype)[None]), axis=0)
+
+    def estimate_points(self, n: int, dtype=None) -> jax.Array:
+        """Every held-out row (``n`` is ignored: the data set is the domain)."""
+        del n
+        v = self.x if self.held_out is None else self.held_out
+        return jnp.asarray(v, jnp.zeros(()).dtype if dtype is None else dtype)
+
+    def estimate_description(self) -> str:
+        v = self.x if self.held_out is None else self.held_out
+        which = "data" if self.held_out is None else "held-out data"
+        return f"the {int(np.shape(v)[0])} {which} points"
+
+    def sample(self, key: jax.Array, n: int, dtype=None) -> jax.Array:
+        """``n`` rows of ``x`` drawn uniformly with replacement."""
+        idx = jax.random.randint(key, (int(n),), 0, self.size)
+        return jnp.asarray(self.x, jnp.zeros(()).dtype if dtype is None else dtype)[idx]
+
+    def sobol(self, n: int, *, skip: int = 0, dtype=None) -> jax.Array:
+        """Rows ``skip .. skip + n - 1`` of ``x``, cyclically (a data set has no finer design)."""
+        idx = (np.arange(int(n)) + int(skip)) % self.size
+        return jnp.asarray(self.x, jnp.zeros(()).dtype if dtype is None else dtype)[idx]
+
+    def nodes(self, n: int, kind: str = "sobol", dtype=None) -> jax.Array:
+        """The first ``n`` rows of ``x`` (``n <= N``: collocation on data is data matching)."""
+        if kind != "sobol":
+            raise ValueError(f"Points.nodes: kind must be 'sobol' for a set of points, got "
+                             f"{kind!r}")
+        if int(n) > self.size:
+            raise ValueError(f"Points: {int(n)} collocation nodes asked of a set of {self.size} "
+                             "points; use jc.data_matching(x, widths=...) on data, or fewer "
+                             "nodes (collocation's oversample=)")
+        return self.sobol(n, dtype=dtype)
+
+    def project(self, x: jax.Array) -> jax.Array:
+        """The nearest row of ``x`` to each row of the argument."""
+        pts = jnp.asarray(self.x, x.dtype)
+        d2 = jnp.sum((x[..., None, :] - pts.reshape((1,) * (x.ndim - 1) + pts.shape)) ** 2,
+                     axis=-1)
+        return pts[jnp.argmin(d2, axis=-1)]
+
+
+DOMAIN_TYPES = (Ball, Box, Parameterization, Points)
 
 
 def domain_valid(domain: Domain) -> jax.Array:
@@ -575,12 +792,14 @@ def _check_parameterization(domain: Parameterization, where: str, dtype) -> None
 
 def check_domain(domain, d_in: int, where: str, dtype=None, *, check_values: bool = True
                  ) -> None:
-    """Refuse anything but a :class:`Ball`, :class:`Box` or :class:`Parameterization` of inputs of
+    """Refuse anything but a :class:`Ball`, :class:`Box`, :class:`Parameterization` or
+    :class:`Points` of inputs of
     size ``d_in`` (the one place that decides what a domain is); with ``check_values``, also a
     parameterisation whose map is not finite on ``U`` (when ``U``'s numbers are concrete)."""
     if not isinstance(domain, Domain):
-        raise TypeError(f"{where}: domain must be a jaxcompress.Ball, jaxcompress.Box or "
-                        f"jaxcompress.Parameterization, got {type(domain).__name__}")
+        raise TypeError(f"{where}: domain must be a jaxcompress.Ball, jaxcompress.Box, "
+                        "jaxcompress.Parameterization or jaxcompress.Points, got "
+                        f"{type(domain).__name__}")
     size = domain.input_dim(dtype)
     if size != d_in:
         what = "has dim" if domain.parameter_map is None else "maps to inputs of size"

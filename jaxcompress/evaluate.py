@@ -20,7 +20,7 @@ import jax.numpy as jnp
 
 from jaxcompress._checks import check_key, check_positive_int
 from jaxcompress.activations import get_activation
-from jaxcompress.domains import Domain, check_domain, domain_valid
+from jaxcompress.domains import Domain, Points, check_domain, domain_valid
 from jaxcompress.mlp import Params, apply, validate_params
 from jaxcompress.placement import Placement
 
@@ -43,10 +43,11 @@ def error_points(domain, n: int = ERROR_POINTS, dtype=None) -> jax.Array:
     Points ``ERROR_SKIP, ERROR_SKIP + 1, ...`` of the Sobol sequence of the domain's bounding
     cube that fall in the domain (a :class:`~jaxcompress.Ball`: rejection; a
     :class:`~jaxcompress.Box`: all of them); for a :class:`~jaxcompress.Parameterization`
-    ``(iota, U)`` the images ``iota(u)`` of those points of ``U``. Deterministic; the domain's
+    ``(iota, U)`` the images ``iota(u)`` of those points of ``U``; for
+    :class:`~jaxcompress.Points`, every held-out row (``n`` ignored). Deterministic; the domain's
     numbers may be traced.
     """
-    return domain.sobol(int(n), skip=ERROR_SKIP, dtype=dtype)
+    return domain.estimate_points(int(n), dtype=dtype)
 
 
 def error_estimate(
@@ -118,7 +119,14 @@ def _error_fn(params_a, params_b, act):
 def search_sup(err, domain, key, dtype, *, n_samples, local_search_steps, n_starts,
                return_point):
     """The paper's protocol on ``err(x) -> (n,)``: the largest error over ``n_samples`` uniform
-    samples, then projected gradient ascent from the ``n_starts`` worst (traceable)."""
+    samples, then projected gradient ascent from the ``n_starts`` worst (traceable). On a
+    :class:`~jaxcompress.Points` domain, the exact maximum over its held-out rows (a finite set
+    has nothing between its points to search)."""
+    if isinstance(domain, Points):
+        x = domain.estimate_points(0, dtype)
+        e = err(x)
+        i = jnp.argmax(e)
+        return (e[i], x[i]) if return_point else e[i]
     x = domain.sample(key, n_samples, dtype)
     e = err(x)
     best_i = jnp.argmax(e)

@@ -85,6 +85,7 @@ __all__ = [
     "BACKENDS",
     "CollocationFeatures",
     "DataFeatures",
+    "NO_ORDER",
     "DerivativeFeatures",
     "FeatureMap",
     "LayerFeatures",
@@ -433,10 +434,12 @@ def _value_shape(values, d_in: int, dtype) -> tuple[int, int]:
     return int(out.shape[1]), int(out.shape[2])
 
 
-def _point_features_of(values, x, layer: int, order: int, m: int) -> LayerFeatures:
+def _point_features_of(values, x, layer: int, order: int, m: int,
+                       num_features: int | None = None) -> LayerFeatures:
     v = values(x)
     return LayerFeatures(z=v.reshape(-1, v.shape[-1]), scale=None, layer=layer, order=order,
-                         num_features=num_monomials(m, order), coord_dim=m)
+                         num_features=num_monomials(m, order) if num_features is None
+                         else num_features, coord_dim=m)
 
 
 class FeatureMap(abc.ABC):
@@ -835,7 +838,7 @@ def taylor_compile_cost(dims, orders, widths) -> tuple[int, float]:
 
 
 def _point_layer_features(params, layers, x, orders, dims, n_points, act, trim: bool,
-                          placement):
+                          placement, num_features=None):
     hs = point_features(params, x, activation=act, upto=max(layers), placement=placement)
     out = {}
     for l in layers:
@@ -843,7 +846,8 @@ def _point_layer_features(params, layers, x, orders, dims, n_points, act, trim: 
         if trim:
             z = z[: n_points[l - 1]]  # Sobol prefixes are the smaller point sets
         out[l] = LayerFeatures(z=z, scale=None, layer=l, order=orders[l - 1],
-                               num_features=num_monomials(dims[l - 1], orders[l - 1]),
+                               num_features=(num_monomials(dims[l - 1], orders[l - 1])
+                                             if num_features is None else num_features[l - 1]),
                                coord_dim=dims[l - 1])
     return out
 
@@ -936,39 +940,111 @@ class CollocationFeatures(_OrderedFeatureMap):
                                      trim=self.nodes != "chebyshev_grid", placement=placement)
 
 
-@functools.partial(jax.tree_util.register_dataclass, data_fields=["x"],
-                   meta_fields=["order", "coordinates"])
+#: ``LayerInfo.order`` of data matching without an order (widths from ``widths=`` or ``rtol=``).
+NO_ORDER = -1
+
+
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["x", "x_eval"],
+                   meta_fields=["order", "coordinates", "holdout", "rtol", "widths"])
 @dataclasses.dataclass(frozen=True)
 class DataFeatures(_OrderedFeatureMap):
     """Activations at user inputs ``x`` (``(N, d_in)``; Chee et al. 2022).
+
+    ``Z[p, i] = h_i^(l)(x_p)``: the features of a neuron are its values at the data, so selection
+    keeps neurons whose values span the others' on the data, and the next layer is re-fitted there.
+    Nothing here depends on the input dimension: a network of 32 or 256 inputs whose data lie
+    near an ``m``-dimensional manifold has features of numerical rank set by ``m``
+    (:func:`jaxcompress.data_profile` measures it).
 
     Args:
       x: the inputs (traced), real and finite: lists are converted, complex or non-finite
         values are a ``TypeError`` / ``ValueError`` when ``x`` is concrete. Traced data that
         holds NaN or Inf makes every feature NaN, so the compression's ``error_estimate`` is
         NaN (a traced value cannot raise).
-      order: ``k``: sets ``D_k`` and so the default widths ``min(D_k, d_l)``.
+      order: ``k`` (one int or one per hidden layer): sets ``D_k`` and so the default widths
+        ``min(D_k, d_l)``; meaningful for few inputs. ``None`` (the default of
+        :func:`~jaxcompress.data_matching`): no order, the widths come from ``widths=`` or
+        ``rtol``, and ``D`` is the number of rows fitted on (``LayerInfo.order`` is
+        :data:`NO_ORDER`).
       coordinates: ``"input"`` or ``"bottleneck"`` (changes ``D_k`` only).
+      x_eval: held-out inputs for the error estimate and every measurement when the compression
+        is given no domain (the domain is then :class:`~jaxcompress.Points` of the data).
+      holdout: without ``x_eval`` and without a domain, every ``round(1 / holdout)``-th row of
+        ``x`` is held out for the estimate and the others are fitted on (ours; ``0``: fit on
+        every row, and the estimate is then measured on the fitted rows).
+      rtol: the widths as the numerical rank of each layer's data features (singular values
+        above ``rtol`` times the largest), measured on the teacher before compressing
+        (:func:`jaxcompress.data_profile`; needs concrete parameters and data).
+      widths: set by :class:`~jaxcompress.Method` from its ``widths=``.
     """
 
     x: jax.Array
-    order: Any
+    order: Any = None
     coordinates: str = "input"
+    x_eval: jax.Array | None = None
+    holdout: float = 0.125
+    rtol: float | None = None
+    widths: tuple[int, ...] | None = None
     refit = True
     name = "data"
 
     def __post_init__(self):
         where = "data_matching"
-        object.__setattr__(self, "order", _as_order(self.order, where))
+        if self.order is not None:
+            object.__setattr__(self, "order", _as_order(self.order, where))
         object.__setattr__(self, "coordinates", _check_coordinates(self.coordinates, where))
-        x = self.x
-        # lists and concrete arrays are user input; other leaves (tracers, pytree placeholders)
-        # pass through
-        if isinstance(x, (list, tuple)) or (
-                isinstance(x, (np.ndarray, jax.Array)) and is_concrete(x)):
-            x = as_real_array(x, where, "x")
-            check_finite(x, where, "x")
-            object.__setattr__(self, "x", x)
+        for field in ("x", "x_eval"):
+            v = getattr(self, field)
+            # lists and concrete arrays are user input; other leaves (tracers, pytree
+            # placeholders) pass through
+            if isinstance(v, (list, tuple)) or (
+                    isinstance(v, (np.ndarray, jax.Array)) and is_concrete(v)):
+                v = as_real_array(v, where, field)
+                check_finite(v, where, field)
+                object.__setattr__(self, field, v)
+        h = self.holdout
+        if isinstance(h, bool) or not isinstance(h, (int, float, np.floating, np.integer)) or \
+                not 0 <= float(h) < 1:
+            raise ValueError(f"{where}: holdout must be a fraction in [0, 1), got {h!r}")
+        if self.rtol is not None and not (isinstance(self.rtol, (int, float, np.floating))
+                                          and 0 < float(self.rtol) < 1):
+            raise ValueError(f"{where}: rtol must be a number in (0, 1), got {self.rtol!r}")
+
+    def with_widths(self, widths) -> DataFeatures:
+        return dataclasses.replace(self, widths=None if widths is None else tuple(widths))
+
+    def describe_order(self) -> Any:
+        return self.order if self.order is not None else (
+            f"rtol={self.rtol:g}" if self.rtol is not None else "widths")
+
+    def orders(self, n_hidden: int, where: str = "compress", *, prefix: bool = False
+               ) -> tuple[int, ...]:
+        if self.order is None:
+            return (NO_ORDER,) * n_hidden
+        return super().orders(n_hidden, where, prefix=prefix)
+
+    def with_skipped(self, skipped: Sequence[bool]) -> FeatureMap:
+        return self if self.order is None else super().with_skipped(skipped)
+
+    def num_features(self, sizes, domain) -> tuple[int, ...]:
+        """``D_k`` per hidden layer; without an order, the number of rows fitted on."""
+        if self.order is None:
+            return (int(np.shape(self.x)[0]),) * (len(sizes) - 2)
+        return super().num_features(sizes, domain)
+
+    def split(self):
+        """``(fit, held_out)``: the rows fitted on and the rows the estimate is measured on
+        without a domain (``x_eval``, or every ``round(1 / holdout)``-th row of ``x``, or ``x``
+        itself with ``holdout = 0``)."""
+        if self.x_eval is not None:
+            return self.x, self.x_eval
+        n = int(np.shape(self.x)[0])
+        stride = round(1.0 / self.holdout) if self.holdout > 0 else 0
+        if stride < 2 or n < 2 * stride:
+            return self.x, self.x
+        rows = np.arange(n)
+        held = rows % stride == stride - 1
+        return self.x[rows[~held]], self.x[rows[held]]
 
     def memory(self, sizes, itemsize: int, domain) -> dict[str, int]:
         """Bytes of the activations of every layer at the data."""
@@ -976,12 +1052,21 @@ class DataFeatures(_OrderedFeatureMap):
                                                                         + sizes[0]) * itemsize}
 
     def check(self, sizes, dtype, domain, where: str) -> None:
-        self._check_common(sizes, where)
-        d = sizes[0]
-        shape = np.shape(self.x)
-        if len(shape) != 2 or shape[1] != d or shape[0] < 1:
-            raise ValueError(f"{where}: data has shape {shape}; expected (N, {d}) with N >= 1 "
-                             f"(the network takes inputs of size {d})")
+        if self.order is not None:
+            self._check_common(sizes, where)
+        self.check_shapes(sizes[0], where)
+
+    def check_shapes(self, d: int, where: str) -> None:
+        """``x`` and ``x_eval`` are ``(N, d)`` arrays with ``N >= 1``."""
+        for name in ("x", "x_eval"):
+            v = getattr(self, name)
+            if v is None:
+                continue
+            shape = np.shape(v)
+            if len(shape) != 2 or shape[1] != d or shape[0] < 1:
+                raise ValueError(f"{where}: {'data' if name == 'x' else name} has shape {shape}; "
+                                 f"expected (N, {d}) with N >= 1 (the network takes inputs of "
+                                 f"size {d})")
 
     def _data(self, dtype) -> jax.Array:
         # traced data cannot be refused: non-finite data poisons every feature, so the result
@@ -992,8 +1077,12 @@ class DataFeatures(_OrderedFeatureMap):
     def of_values(self, values, layer, *, domain, dtype) -> LayerFeatures:
         """``values`` at the data."""
         _, m = _input_coordinates(domain, dtype)
-        order = _orders(self.order, layer, "compress", prefix=True)[layer - 1]
-        return _point_features_of(values, self._data(dtype), layer, order, m)
+        order = self.orders(layer, "compress", prefix=True)[layer - 1]
+        return _point_features_of(values, self._data(dtype), layer, order, m,
+                                  self._num_features(m, order))
+
+    def _num_features(self, m: int, order: int) -> int:
+        return int(np.shape(self.x)[0]) if order == NO_ORDER else num_monomials(m, order)
 
     def __call__(self, params, layers, *, activation, domain, placement=None
                  ) -> dict[int, LayerFeatures]:
@@ -1001,12 +1090,10 @@ class DataFeatures(_OrderedFeatureMap):
         dtype = jnp.result_type(params[0]["kernel"])
         sizes = layer_sizes(params)
         dims = _coord_dims(_sources(self.coordinates, sizes, domain), sizes, domain)
-        x = jnp.asarray(self.x, dtype)
-        # traced data cannot be refused: non-finite data poisons every feature, so the result
-        # says so (a NaN error estimate) instead of looking plausible
-        x = jnp.where(jnp.all(jnp.isfinite(x)), x, jnp.nan)
         orders = self.orders(len(params) - 1, prefix=True)
-        return _point_layer_features(params, layers, x, orders, dims, None, act, trim=False,
-                                     placement=placement)
+        return _point_layer_features(params, layers, self._data(dtype), orders, dims, None, act,
+                                     trim=False, placement=placement,
+                                     num_features=[self._num_features(m, k)
+                                                   for m, k in zip(dims, orders, strict=False)])
 
 

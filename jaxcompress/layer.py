@@ -127,7 +127,7 @@ class LayerInfo:
     jax.tree_util.register_dataclass,
     data_fields=["layers", "error_estimate", "choice"],
     meta_fields=["activation", "layer_order", "features", "selector", "coordinates", "method",
-                 "candidates"],
+                 "candidates", "estimated_on"],
 )
 @dataclasses.dataclass(frozen=True)
 class CompressInfo:
@@ -147,6 +147,8 @@ class CompressInfo:
       choice: for :func:`~jaxcompress.best_of`, the index of the winning candidate (per teacher
         under ``vmap``), else ``None``.
       candidates: for :func:`~jaxcompress.best_of`, the candidates' descriptions.
+      estimated_on: the points of ``error_estimate``, in words (``"256 Sobol points of the
+        domain"``, ``"500 held-out data points"``).
 
     Under ``jax.vmap`` every array field gains a leading batch axis; :meth:`summary` then shows
     the range over the batch.
@@ -162,6 +164,7 @@ class CompressInfo:
     error_estimate: jax.Array | None = None
     choice: jax.Array | None = None
     candidates: tuple[str, ...] = ()
+    estimated_on: str = f"{ERROR_POINTS} Sobol points of the domain"
 
     @classmethod
     def for_method(cls, method: Method, domain, layers: Sequence[LayerInfo], *,
@@ -173,7 +176,8 @@ class CompressInfo:
         return cls(layers=tuple(layers), activation=activation,
                    layer_order=method.layer_order, features=method.features.name,
                    selector=method.selector.name, coordinates=coordinates,
-                   method=method.describe(), error_estimate=error_estimate)
+                   method=method.describe(), error_estimate=error_estimate,
+                   estimated_on=domain.estimate_description())
 
     def summary(self) -> str:
         """A table of the per-layer record and the error estimate (host side).
@@ -187,7 +191,7 @@ class CompressInfo:
         lines = [head]
         for li in self.layers:
             lines.append(
-                f"{li.layer:>5} {li.order:>3} {li.num_features:>6} "
+                f"{li.layer:>5} {li.order if li.order >= 0 else '-':>3} {li.num_features:>6} "
                 f"{f'{li.width_in} -> {li.width_out}':>13} "
                 f"{'whole' if li.skipped else format_span(li.rank, 'd'):>9} "
                 f"{float(np.max(li.residual)):>10.2e} {float(np.max(li.max_coef)):>8.3f}"
@@ -196,8 +200,7 @@ class CompressInfo:
             est = np.asarray(self.error_estimate)
             batch = f" ({est.size} teachers)" if est.ndim else ""
             lines.append(f"error estimate {format_span(est, '.2e')}{batch}: max |F - F~| on "
-                         f"{ERROR_POINTS} Sobol points of the domain (a lower bound on the sup "
-                         "error)")
+                         f"{self.estimated_on} (a lower bound on the sup error)")
         if self.choice is not None:
             wins = np.bincount(np.asarray(self.choice).reshape(-1),
                                minlength=len(self.candidates))
@@ -216,7 +219,7 @@ class CompressInfo:
                 "features": self.features, "selector": self.selector,
                 "coordinates": self.coordinates, "method": self.method,
                 "error_estimate": plain(self.error_estimate), "choice": plain(self.choice),
-                "candidates": list(self.candidates),
+                "candidates": list(self.candidates), "estimated_on": self.estimated_on,
                 "layers": [li.to_dict() for li in self.layers]}
 
     @classmethod
@@ -230,7 +233,8 @@ class CompressInfo:
                    features=d["features"], selector=d["selector"],
                    coordinates=d.get("coordinates", "input"), method=d.get("method", ""),
                    error_estimate=arr(d.get("error_estimate")), choice=arr(d.get("choice")),
-                   candidates=tuple(d.get("candidates", ())))
+                   candidates=tuple(d.get("candidates", ())),
+                   **({"estimated_on": d["estimated_on"]} if "estimated_on" in d else {}))
 
 
 def format_span(values, fmt: str = ".3e") -> str:

@@ -141,7 +141,8 @@ def sup_error(a, b, *, activation=None, domain, key: jax.Array, n_samples: int =
         ``activation=``), traced networks or modules, compressed results, loaded files, or
         callables ``f(x)`` of a batch.
       activation: the activation of the params lists among ``a`` and ``b``.
-      domain: a :class:`jaxcompress.Ball` or :class:`jaxcompress.Box`.
+      domain: a :class:`jaxcompress.Ball` or :class:`jaxcompress.Box` (or
+        :class:`jaxcompress.Points`: the exact maximum over its held-out rows).
       key: PRNG key for the uniform sample.
       n_samples, local_search_steps, n_starts: the samples, the projected-ascent steps (0: no
         local search) and how many of the worst samples it refines.

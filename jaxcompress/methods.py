@@ -46,6 +46,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxcompress.domains import Ball, Points
 from jaxcompress.features import (
     CollocationFeatures,
     DataFeatures,
@@ -121,7 +122,9 @@ class Method:
         object.__setattr__(self, "features", self.features.with_widths(self.widths))
 
     def describe(self) -> str:
-        return (f"{self.name}(order={self.features.describe_order()}, "
+        order = self.features.describe_order()
+        order = order if isinstance(order, str) else f"order={order}"
+        return (f"{self.name}({order}, "
                 f"features={self.features.name}, selector={self.selector.name}, "
                 f"{self.layer_order})")
 
@@ -289,19 +292,65 @@ def collocation(
 def data_matching(
     x,
     *,
-    order,
+    order=None,
+    widths: Sequence[int] | None = None,
+    rtol: float | None = None,
+    x_eval=None,
+    holdout: float = 0.125,
     selector="omp",
     layer_order: str = "forward",
     coordinates: str | None = None,
-    widths: Sequence[int] | None = None,
 ) -> Method:
     """Selection and re-weighting on activations at the inputs ``x`` (``(N, d_in)``).
 
     As :func:`collocation` with the user's points (Chee et al. 2022, "Model Preserving
-    Compression for Neural Networks"); ``order`` sets ``D_k`` and so the default widths.
+    Compression for Neural Networks"). For any input dimension: the widths are given
+    (``widths=``), or the numerical rank of each layer's activations at the data
+    (``rtol=``: singular values above ``rtol`` times the largest, measured on the teacher by
+    :func:`jaxcompress.data_profile`), or ``min(D_k, d_l)`` for an ``order`` (which only means
+    something with few inputs: ``D_2`` of 32 inputs is 561).
+
+    Without a ``domain`` the compression measures on the data: its domain is
+    :class:`~jaxcompress.Points` of the rows fitted on, with ``x_eval`` (or every
+    ``round(1 / holdout)``-th row of ``x``, held out of the fit) as the points of the error
+    estimate (ours). With a domain, every row of ``x`` is fitted on and the estimate is on the
+    domain's Sobol points, as for the other methods.
     """
-    feats = DataFeatures(x, order, coordinates=coordinates)
+    if order is None and widths is None and rtol is None:
+        raise ValueError("data_matching: give the widths (widths=[...]), a rank tolerance "
+                         "(rtol=1e-6: widths from the numerical rank of each layer's "
+                         "activations at the data) or an order (order=k, for few inputs)")
+    if rtol is not None and widths is not None:
+        raise ValueError("data_matching: give widths= or rtol=, not both")
+    feats = DataFeatures(x, order, coordinates=coordinates, x_eval=x_eval, holdout=holdout,
+                         rtol=rtol)
     return Method(feats, selector, layer_order, widths, name="data_matching")
+
+
+def default_domain(method, domain, d_in: int, where: str = "compress"):
+    """``(method, domain)`` of a compression given ``domain`` (possibly ``None``).
+
+    A given domain is kept. Without one, a method that only matches data
+    (:func:`data_matching`, or :func:`best_of` such methods) measures on the data: the domain is
+    :class:`~jaxcompress.Points` of the first method's fitted rows with its held-out rows
+    (``x_eval``, or the ``holdout`` split, which each data method then fits without); any other
+    method gets the unit ball ``Ball(d_in, 1)``.
+    """
+    if domain is not None:
+        return method, domain
+    methods = method.methods if isinstance(method, BestOf) else (method,)
+    if not all(isinstance(m, Method) and isinstance(m.features, DataFeatures) for m in methods):
+        return method, Ball(d_in, 1.0)
+    split = []
+    for m in methods:
+        m.features.check_shapes(d_in, where)
+        fit, held = m.features.split()
+        feats = dataclasses.replace(m.features, x=fit, x_eval=held, holdout=0.0)
+        split.append((dataclasses.replace(m, features=feats), fit, held))
+    domain = Points(split[0][1], held_out=split[0][2])
+    if isinstance(method, BestOf):
+        return dataclasses.replace(method, methods=tuple(m for m, _, _ in split)), domain
+    return split[0][0], domain
 
 
 def best_of(*methods: Method) -> BestOf:

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress.activations import Activation, get_activation
-from jaxcompress.domains import Ball, check_domain
+from jaxcompress.domains import check_domain
 from jaxcompress.driver import (
     ChainPlan,
     LayerLeaves,
@@ -42,9 +42,10 @@ from jaxcompress.graph.rules import interpret
 from jaxcompress.graph.table import format_table
 from jaxcompress.graph.values import Consumer, Group, Val
 from jaxcompress.layer import CompressInfo
-from jaxcompress.methods import BestOf, Method
+from jaxcompress.methods import BestOf, Method, default_domain
 from jaxcompress.mlp import Params, SizedNetwork, apply, leaf_count
 from jaxcompress.placement import Placement
+from jaxcompress.profile import rank_widths
 from jaxcompress.program import trace_program
 
 __all__ = ["Compressed", "Network", "compress_network", "compressed", "trace"]
@@ -177,7 +178,7 @@ class Network(SizedNetwork):
         Example: ``jax.vmap(net.compressor(jc.collocation(3)))(stacked_params)``.
         """
         where = "compressor"
-        domain = _checked(self, method, domain, where, placement=None)
+        method, domain = _checked(self, method, domain, where, placement=None)
         plan, treedef = self.plan(), jax.tree_util.tree_structure(self.params)
         if isinstance(method, BestOf) and not _same_widths(plan, method.methods, domain):
             raise ValueError(f"{where}: best_of under a pure function needs candidates of equal "
@@ -437,22 +438,24 @@ class Compressed(SizedNetwork):
 
 def _checked(net: Network, method, domain, where: str, placement) -> Any:
     """The eager checks of a compression (at trace time, before anything compiles); returns
-    the domain (default: the unit ball)."""
+    the method (widths from the data's ranks where it asks for them) and the domain (default:
+    the unit ball, or the data for data matching: :func:`~jaxcompress.methods.default_domain`)."""
     if not isinstance(method, (Method, BestOf)):
         raise TypeError(f"{where}: a network needs a method (e.g. jc.collocation(k)), got "
                         f"{type(method).__name__} {method!r:.60}")
     if not net.compressible:
         raise ValueError(f"{where}: the network has no compressible group:\n" + str(net))
     dtype = net.x.dtype
-    domain = Ball(net.x.shape[-1], 1.0) if domain is None else domain
+    method, domain = default_domain(method, domain, int(net.x.shape[-1]), where)
     check_domain(domain, net.x.shape[-1], where, dtype)
+    method = rank_widths(net, method, where)
     methods = method.methods if isinstance(method, BestOf) else (method,)
     if net.kind == "traced":
         refuse_kinks(net.compressible, methods, where, dtype)
     check_method(method, net.plan(), domain, where,
                  devices=1 if placement is None else placement.devices,
                  set_names=net.set_names())
-    return domain
+    return method, domain
 
 
 def _same_widths(plan: Plan, methods, domain) -> bool:
@@ -470,7 +473,7 @@ def compress_network(net: Network, method, domain=None, placement: Placement | N
                      where: str = "compress") -> tuple[list, CompressInfo]:
     """The compressed leaves of ``net`` and the record: checked eagerly, then the one driver in
     one ``jax.jit`` (a best-of whose candidates' widths differ picks on the host)."""
-    domain = _checked(net, method, domain, where, placement)
+    method, domain = _checked(net, method, domain, where, placement)
     plan = net.plan()
     if isinstance(method, BestOf) and not _same_widths(plan, method.methods, domain):
         results = [run_jit(net.leaves, m, domain, plan=plan, placement=placement)

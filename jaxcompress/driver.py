@@ -503,6 +503,15 @@ def _step(plan, method, s, feats, ids, leaves, widths, width, target, placement)
     return leaves, dataclasses.replace(info, residual=residual)
 
 
+def _taken(leaves: Sequence, taken: dict[tuple[int, int], jax.Array]) -> list:
+    """``leaves`` with every producer axis of the sets compressed so far taken at their kept
+    neurons (no reader re-weighted)."""
+    out = list(leaves)
+    for (leaf, axis), kept in taken.items():
+        out[leaf] = _take(out[leaf], kept, axis)
+    return out
+
+
 def run(plan: Plan, method: Method, leaves: Sequence, domain,
         placement: Placement | None = None, *,
         teacher_features: dict[int, tuple[LayerFeatures, Any]] | None = None,
@@ -537,6 +546,7 @@ def run(plan: Plan, method: Method, leaves: Sequence, domain,
     original = dict(enumerate(plan.width_of))
     current = dict(original)
     forward = method.layer_order == "forward"
+    taken: dict[tuple[int, int], jax.Array] = {}
     refs = {}
     if teacher_features is not None:
         refs = {i: teacher_features[i] for i in needed}
@@ -551,12 +561,15 @@ def run(plan: Plan, method: Method, leaves: Sequence, domain,
             feats, ids = refs[i]
         target = None
         if forward and fmap.refit and len(s.tensors()) == 1:
-            teacher_kernel, _ = _out_kernel(plan, s, teacher, original)
+            # the teacher's readers, their columns where earlier sets kept them (a stream's
+            # set comes first and slices the columns of every block's output kernel)
+            teacher_kernel, _ = _out_kernel(plan, s, _taken(teacher, taken), original)
             target = jnp.matmul(refs[i][0].z, teacher_kernel, precision=HIGHEST)
         leaves, infos[i] = _step(plan, method, s, feats, ids, leaves, current, widths[i],
                                  target, placement)
         for member in s.members:
             current[member] = widths[i]
+        taken.update({(p.leaf, p.axis): infos[i].kept for p in s.producers})
     estimate = _estimate(plan, teacher, leaves, domain, placement)
     return leaves, CompressInfo.for_method(method, domain, infos, activation=plan.activation_name,
                                            error_estimate=estimate)

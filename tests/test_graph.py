@@ -174,15 +174,26 @@ def _relu(params, x):
     return h @ w3.T + b3
 
 
-def test_residual_add_is_pinned():
-    """(e) a residual add pins both groups, names the add and its line."""
-    net = jc.trace(_residual, _mlp_params(jax.random.PRNGKey(2), [2, 8, 8, 1]), X)
-    text = str(net)
-    assert "`add` with group 1 (residual / skip)" in text
-    assert "`add` with group 2 (residual / skip)" in text
-    assert "test_graph.py" in text and not net.compressible
-    with pytest.raises(ValueError, match=r"(?s)not a chain.*group 1 is pinned"):
-        jc.compress(net, jc.collocation(2))
+def test_residual_add_ties_a_stream_and_max_pins():
+    """(e) a residual add ties both groups into one stream set (issue 32), compressed jointly
+    within the reported error; an elementwise max of two groups pins both, names the op and
+    its line."""
+    params = _mlp_params(jax.random.PRNGKey(2), [2, 8, 8, 1])
+    net = jc.trace(_residual, params, X)
+    assert [g.tied for g in net.compressible] == [(1, 2), (1, 2)]
+    small, info = jc.compress(net, jc.collocation(2), domain=BALL)
+    assert [w.shape for w, _ in small.params] == [(2, 6), (6, 6), (6, 1)]
+    np.testing.assert_allclose(_measured(_residual, params, small), info.error_estimate,
+                               rtol=1e-3, atol=1e-6)
+
+    def fn(p, x):
+        (w1, b1), (w2, b2), (w3, b3) = p
+        h = jnp.tanh(x @ w1 + b1)
+        return jnp.maximum(jnp.tanh(h @ w2 + b2), h) @ w3 + b3
+
+    text = str(jc.trace(fn, params, X))
+    assert "`max` with group 2 (only products and sums tie groups into one set)" in text
+    assert "test_graph.py" in text
 
 
 def test_concatenated_input_is_compressed_group_by_group():

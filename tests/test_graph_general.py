@@ -161,9 +161,9 @@ def test_per_neuron_scale_mixed_activations_and_two_heads():
     _check(fn, params, small, info, below=0.1)
 
 
-def test_residual_stream_pinned_inner_layer_compressed():
-    """A residual block h + W_o tanh(W_i h + b_i): the stream keeps its width (pinned by the add,
-    named), the block's inner layer shrinks."""
+def test_residual_stream_and_inner_layer_compressed():
+    """A residual block h + W_o tanh(W_i h + b_i): the stream is a tied set (the input layer
+    and W_o write it, W_i and the head read it), the block's inner layer its own set."""
     (w1, b1), (wi, bi) = _layers(jax.random.PRNGKey(7), [2, 12, 24])
     w3, b3 = _dense(jax.random.PRNGKey(11), 12, 1)
     wo = 0.3 * jax.random.normal(jax.random.PRNGKey(8), (24, 12), jnp.float32)
@@ -176,10 +176,9 @@ def test_residual_stream_pinned_inner_layer_compressed():
         return jnp.tanh(h) @ w3 + b3
 
     net = jc.trace(fn, params, X2)
-    assert net.groups[0].pinned and "residual" in str(net)
-    assert [g.index for g in net.compressible] == [2]
+    assert net.groups[0].tied == (1, 3) and [g.index for g in net.compressible] == [1, 2, 3]
     small, info = jc.compress(net, jc.collocation(3), domain=BALL)
-    assert small.params[1][0].shape == (12, 10) and small.params[2].shape == (10, 12)
+    assert small.params[1][0].shape == (10, 10) and small.params[2].shape == (10, 10)
     _check(fn, params, small, info)
 
 

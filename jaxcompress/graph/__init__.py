@@ -15,15 +15,28 @@ where ``K`` and ``b`` are parameter leaves, and ``sigma`` is the elementwise pro
 a univariate function, since each primitive acts on the same position of ``u``). ``h`` feeds the
 next ``dot_general`` with a parameter kernel, the group's **consumer**. A group is **pinned**
 (left whole, with the reason and the source line of the op) when it reaches the output, feeds a
-``concatenate``, a residual ``add`` with another group, a reduction, a slice, a per-neuron
-parameter inside its activation, or a primitive without a rule: an unknown primitive pins what
-it touches and is named, never guessed.
+reduction (over its neurons: a norm over the channels, as LayerNorm computes), a slice, an
+elementwise op with a group whose neuron blocks do not line up with its own, a parameter that
+is not one number per neuron inside its activation, or a primitive without a rule: an unknown
+primitive pins what it touches and is named, never guessed.
 
-**Tied sets.** A product of two groups of equal widths on one axis (a gate ``h * U``: jaxpi's
-modified MLP and PirateNet) ties them: neuron ``i`` of the product is a function of neuron ``i``
-of each, so they are kept and dropped together (union-find over the groups,
-:attr:`Group.tied`); a pin of one group pins its set. A sum of two groups of different sets stays
-pinned (a residual stream or skip). A kernel ``g * v`` (a 1-D ``g`` along the output axis:
+**Tied sets.** A product or a sum of two groups whose neuron blocks line up (equal widths on
+one axis) ties them: neuron ``i`` of ``h * U`` (a gate: jaxpi's modified MLP and PirateNet) or
+of ``s + f(s)`` (a residual stream) is a function of neuron ``i`` of each, so they are kept and
+dropped together (union-find over the groups, :attr:`Group.tied`); a pin of one group pins its
+set. A **residual stream** ``s <- s + W_o f(s W_i) + b_o`` is one such set: the input
+projection and every block's output kernel and bias write its channels (producers, sliced at
+the kept ones), every block's first kernel and the head read them (consumers, each re-weighted
+from the stream's value it reads), one kept set chosen on the stacked features of every value
+of the stream that a kernel reads (exact when their rank is at most the kept width, see below).
+The stream may be scaled by a number computed from parameters (PirateNet's
+``alpha f + (1 - alpha) s``); a reader that is not linear in the channels (a norm over them)
+pins the whole stream, with that reason. PirateNet's own stream is pinned: it starts as the
+embedding ``[cos(xB), sin(xB)]``, whose channels ``i`` and ``m + i`` are one neuron of ``B``,
+and its blocks add one layer's ``2 m`` neurons to it, which do not line up with ``B``'s ``m``.
+A linear group read by a kernel (no activation between: ``x K + b`` itself) is pinned unless a
+stream ties it (a linear input projection). Any other elementwise op of two groups (``max``)
+pins them. A kernel ``g * v`` (a 1-D ``g`` along the output axis:
 weight factorisation) is read through ``v`` (``C (g * v) = g * (C v)``) with ``g`` sliced with
 the neurons; any other kernel computed from parameters (``v / ||v||``, ``W + low-rank``) pins the
 group it reads (no leaf is linear in its rows). ``t . b`` of a hidden value ``t`` and

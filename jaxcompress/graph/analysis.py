@@ -82,7 +82,8 @@ class Analysis:
         ``operand`` of the program, neurons along ``axis``)."""
         g0 = data.single()
         if data.pre and g0 is not None and not self.groups[g0].program:
-            self.groups[g0].pin("no elementwise activation before the next kernel", eqn.line)
+            # pinned by close_sets unless a stream ties it (a linear input projection)
+            self.groups[g0].linear = self.groups[g0].linear or eqn.line
         self.layouts[(leaf, leaf_axis)] = data.blocks
         offset = 0
         for b, (g, size) in enumerate(data.blocks):
@@ -136,6 +137,9 @@ def close_sets(a: Analysis) -> None:
         sets.setdefault(a.find(i), []).append(g)
     for members in sets.values():
         if len(members) < 2:
+            if members[0].linear:
+                members[0].pin("no elementwise activation before the next kernel",
+                               members[0].linear)
             continue
         indices = tuple(g.index for g in members)
         for g in members:
@@ -164,7 +168,8 @@ def chain_of(groups: Sequence[Group], outputs: Sequence[Val]) -> tuple[list[Grou
         why += _link(g, nxt)
     for g in groups:
         if g.tied and g.index == g.tied[0]:
-            why.append(f"groups {', '.join(map(str, g.tied))} are tied by products (gates)")
+            why.append(f"groups {', '.join(map(str, g.tied))} are tied by products or sums "
+                       "(gates, a residual stream)")
     hidden = list(groups[:-1])
     exprs = {g.expression() for g in hidden if not g.pins}
     if len(exprs) > 1:

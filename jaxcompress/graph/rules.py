@@ -83,8 +83,13 @@ def _operand(a: Analysis, eqn: Eqn, ref: Val, v: Val):
         if int(np.prod(shape)) == 1:
             return ("s", v.leaf)                     # one shared scalar parameter
         return "a parameter that is not one number per neuron"
+    if v.kind == "fixed":
+        # one number computed from parameters (PirateNet's 1 - alpha): the same function of
+        # every neuron, though not one the activation program can hold
+        return ("f", None) if int(np.prod(v.shape)) == 1 else (
+            "a value computed from parameters that is not one number")
     return ("the input" if v.kind == "input" else "a value the analysis does not follow "
-            "(another branch of the program, e.g. a residual stream scaled by a parameter)")
+            "(another branch of the program, or a pinned group)")
 
 
 def _elementwise(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
@@ -95,16 +100,25 @@ def _elementwise(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
         return _const_eval(eqn, vals)
     hidden = [v for v in vals if v.kind == "hidden"]
     if not hidden:
-        return [_factorised(a, eqn, vals)] + [OTHER] * (len(eqn.outs) - 1)
+        out = _factorised(a, eqn, vals)
+        if out is OTHER and all(v.kind in ("param", "const", "fixed") for v in vals):
+            out = Val("fixed", shape=tuple(eqn.out_shapes[0]))
+        return [out] + [OTHER] * (len(eqn.outs) - 1)
     ref = hidden[0]
     if any(h.axis != ref.axis or h.blocks != ref.blocks for h in hidden[1:]):
         _tie(a, eqn, ref, hidden)
     if any(h.axis != ref.axis or a.sets_of(h.blocks) != a.sets_of(ref.blocks)
            for h in hidden[1:]):
         groups = sorted({g for h in hidden for g in h.groups})
+        blocks = " against ".join(dict.fromkeys(
+            "+".join(str(w) for _, w in h.blocks) + f" on axis {h.axis}" for h in hidden))
+        why = ("only products and sums tie groups into one set" if _aligned(ref, hidden) else
+               f"its operands' neuron blocks differ, {blocks}: neuron i is not one neuron of "
+               "each; e.g. a Fourier embedding [cos(xB), sin(xB)], one group twice, added to "
+               "one layer's neurons")
         for g in groups:
             others = ", ".join(str(h + 1) for h in groups if h != g) or "itself, elsewhere"
-            a.pin_group(g, f"`{eqn.name}` with group {others} (residual / skip)", eqn.line)
+            a.pin_group(g, f"`{eqn.name}` with group {others} ({why})", eqn.line)
         return [OTHER] * len(eqn.outs)
     operands = []
     for v in vals:
@@ -129,7 +143,8 @@ def _elementwise(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
         for h in ref.groups:
             a.add_kink(h, eqn.name, eqn.line)
     node = None
-    if g is not None and not tied and all(v.node is not None for v in hidden):
+    if (g is not None and not tied and all(v.node is not None for v in hidden)
+            and all(kind != "f" for kind, _ in operands)):
         # a parameter operand ("p": per neuron, or one shared number) is shown by its path;
         # a program with one is not lowered to a registered activation
         node = a.extend_activation(g, eqn, [("p", r) if kind == "s" else (kind, r)
@@ -154,23 +169,29 @@ def _factorised(a: Analysis, eqn: Eqn, vals: list[Val]) -> Val:
     return dataclasses.replace(v, scale=(g.leaf, axis))
 
 
-#: Elementwise primitives that tie the neurons of two groups into one set (a gate ``h * U``).
-TYING = frozenset({"mul"})
+#: Elementwise primitives that tie the neurons of two groups into one set: a gate ``h * U``,
+#: a residual stream ``h + f(h)``.
+TYING = frozenset({"mul", "add", "sub", "add_any"})
+
+
+def _aligned(ref: Val, hidden: Sequence[Val]) -> bool:
+    """Whether hidden values have blocks of equal widths on one axis (no-group blocks
+    included), so that neuron ``i`` of each lines up."""
+    sizes = [s for _, s in ref.blocks]
+    return all(h.axis == ref.axis and [s for _, s in h.blocks] == sizes and not any(
+        (g < 0) != (r < 0) for (g, _), (r, _) in zip(h.blocks, ref.blocks, strict=True))
+        for h in hidden[1:])
 
 
 def _tie(a: Analysis, eqn: Eqn, ref: Val, hidden: Sequence[Val]) -> None:
-    """``h * U`` of two groups of equal widths on one axis (a gate): neuron ``i`` of the
-    product is a function of neuron ``i`` of each, so the groups are tied into one set, kept
-    and dropped together. Only products tie: a sum of two groups is a residual stream or a
-    skip, whose set would span every layer it runs through (pinned instead, see
-    :func:`_elementwise`)."""
-    if eqn.name not in TYING:
+    """``h * U`` (a gate) or ``h + f(h)`` (a residual stream) of values whose blocks have equal
+    widths on one axis: neuron ``i`` of the result is a function of neuron ``i`` of each, so
+    the groups are tied block by block into one set, kept and dropped together. A stream's set
+    spans every block that writes it (the input projection, each block's output kernel and
+    bias) and every kernel that reads it (each block's first kernel, the head); any other
+    elementwise op of two groups (``max``) pins them (:func:`_elementwise`)."""
+    if eqn.name not in TYING or not _aligned(ref, hidden):
         return
-    sizes = [s for _, s in ref.blocks]
-    for h in hidden[1:]:
-        if h.axis != ref.axis or [s for _, s in h.blocks] != sizes or any(
-                (g < 0) != (r < 0) for (g, _), (r, _) in zip(h.blocks, ref.blocks, strict=True)):
-            return
     for h in hidden[1:]:
         for (g, _), (r, _) in zip(h.blocks, ref.blocks, strict=True):
             if g >= 0:
@@ -192,6 +213,8 @@ def _view(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
     old, new = eqn.in_shapes[0], eqn.out_shapes[0]
     if v.kind == "param":
         return [_param_view(a, eqn, v, old, new) if v.scale is None else OTHER]
+    if v.kind == "fixed":
+        return [Val("fixed", shape=tuple(new))]
     if v.kind != "hidden":
         return [v] if v.kind == "input" and tuple(old) == tuple(new) else [OTHER]
     if eqn.name == "transpose":
@@ -259,7 +282,7 @@ def _dot_general(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
                 "a constant matrix" if any(v.kind == "const" for v in vals) else
                 "a kernel computed from parameters that is not leaf * per-output scale (e.g. "
                 "v / ||v||, W + low-rank: no leaf is linear in its rows)"
-                if any(v.kind == "other" for v in vals) else
+                if any(v.kind in ("other", "fixed") for v in vals) else
                 "operands other than (value, parameter kernel)")
         a.pin(vals, f"`dot_general` with {what}", eqn.line)
         return [OTHER]
@@ -364,9 +387,24 @@ RULES["copy"] = _same
 RULES["copy_p"] = _same
 RULES["dot_general"] = _dot_general
 RULES["concatenate"] = _concatenate
+
+
+def _reduction(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
+    """A reduction pins what it reads; over a value's neurons (a norm or mean over the
+    channels, as LayerNorm computes on a residual stream) it says so: the result is not linear
+    in them, so no reader's rows can be re-weighted."""
+    axes = tuple(eqn.params.get("axes", (eqn.params.get("axis", -1),)))
+    for v in vals:
+        over = v.kind == "hidden" and v.axis in axes
+        a.pin([v], f"feeds a reduction `{eqn.name}`" + (
+            " over its neurons (a norm or mean over the channels, e.g. LayerNorm: not linear "
+            "in them)" if over else ""), eqn.line)
+    return [OTHER] * len(eqn.outs)
+
+
 for _n in ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin",
            "cumsum", "reduce_and", "reduce_or"):
-    RULES[_n] = _pinning("feeds a reduction `{name}`")
+    RULES[_n] = _reduction
 for _n in ("slice", "dynamic_slice", "gather", "dynamic_update_slice", "scatter", "scatter-add",
            "split", "pad", "rev"):
     RULES[_n] = _pinning("is sliced or indexed by `{name}`")

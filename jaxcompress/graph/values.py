@@ -20,7 +20,9 @@ class Val:
     kind: ``"const"`` (``value``), ``"param"`` (leaf ``leaf``: ``flip`` for a transposed 2-D
     leaf; ``laxis``, for a 1-D leaf, the axis of the broadcast value that runs along the leaf),
     ``"input"`` (``x`` itself), ``"hidden"`` (a value whose axis ``axis`` is made of neuron
-    blocks) or ``"other"`` (anything else: a fixed function of ``x``, or of pinned groups).
+    blocks), ``"fixed"`` (computed from parameters and constants only, of ``shape``: PirateNet's
+    ``1 - alpha``) or ``"other"`` (anything else: a fixed function of ``x``, or of pinned
+    groups).
 
     A hidden value's ``blocks`` are ``((group, size), ...)`` along ``axis`` in order: group
     ``g``'s neurons (0-based), or ``-1`` for a block that is no group's (the input concatenated
@@ -40,6 +42,7 @@ class Val:
     pre: bool = False
     node: int | None = None
     scale: tuple[int, int] | None = None
+    shape: tuple[int, ...] | None = None
 
     @property
     def groups(self) -> list[int]:
@@ -105,6 +108,8 @@ class Group:
         elementwise products tie it to other groups (a gate ``h * U``), else ``()``; a tied
         set is compressed jointly (:mod:`jaxcompress.graph`, :mod:`jaxcompress.driver`).
       constant: whether it does not depend on ``x`` (pinned: nothing to match on the domain).
+      linear: the line of a kernel that reads ``x K + b`` itself (no activation between): such
+        a group is pinned unless a residual stream ties it (a linear input projection).
     """
 
     index: int
@@ -122,6 +127,7 @@ class Group:
     kinks: list = dataclasses.field(default_factory=list)
     tied: tuple[int, ...] = ()
     constant: bool = False
+    linear: str = ""
 
     @property
     def out_in(self) -> bool:

@@ -349,7 +349,8 @@ def run_zoo(args, cfg, log, checkpoint=lambda part: None) -> dict:
                         break
                 rec["seconds_to_match_sweep"] = first
             if cfg["scratch"]:
-                smodel = Z.build(name, cfg["size"], seed=spec.seed + 1, hidden=hidden)
+                smodel = Z.build(name, cfg["size"], seed=spec.seed + 1, hidden=hidden,
+                                 settings=model.settings_of(small.params))
                 sp, s_secs = zoo.train(smodel, task, spec, lambda _: None, args.cache)
                 rec["scratch"] = {"metrics": task.metrics(zoo.Evaluator(smodel.fn, sp, dtype)),
                                   "seconds": s_secs}

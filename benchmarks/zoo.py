@@ -436,6 +436,7 @@ def run_model(name: str, size: str, mcfg: dict, cfg: dict, task: Task, dtype, lo
             cands.append({"method": label, "described": method.describe(), "metrics": m,
                           "error_estimate": float(info.error_estimate), "seconds": secs,
                           "hidden": model.hidden_widths(small.params),
+                          "settings": model.settings_of(small.params),
                           "num_params": Z.num_params(small.params), "_small": small})
             log(f"  k={k} {label:<12} hidden {cands[-1]['hidden']}: {_fmt(m)}, estimate "
                 f"{info.error_estimate:.2e} ({secs:.1f} s)")
@@ -447,14 +448,17 @@ def run_model(name: str, size: str, mcfg: dict, cfg: dict, task: Task, dtype, lo
         f, p = compressed_program(model, polished)
         m_pol = task.metrics(Evaluator(f, p, dtype))
         log(f"  k={k} polished ({best['method']}): {_fmt(m_pol)} ({hist.seconds:.1f} s)")
-        scratch_model = Z.build(name, size, seed=spec.seed + 1, hidden=best["hidden"])
+        scratch_model = Z.build(name, size, seed=spec.seed + 1, hidden=best["hidden"],
+                                settings=best["settings"])
         s_params, s_secs = train(scratch_model, task, spec, lambda _: None, cache)
         m_scr = task.metrics(Evaluator(scratch_model.fn, cast(s_params, dtype), dtype))
-        log(f"  k={k} from scratch, hidden {best['hidden']}: {_fmt(m_scr)} ({s_secs:.1f} s)")
+        log(f"  k={k} from scratch, hidden {best['hidden']} {best['settings'] or ''}: "
+            f"{_fmt(m_scr)} ({s_secs:.1f} s)")
         timing = throughput({"teacher": (model.fn, params), "compressed": (f, p)}, task,
                             cfg["repeats"], log)
         rows.append({
-            "k": k, "hidden": best["hidden"], "num_params": best["num_params"],
+            "k": k, "hidden": best["hidden"], "settings": best["settings"],
+            "num_params": best["num_params"],
             "candidates": [{c: v for c, v in cand.items() if c != "_small"} for cand in cands],
             "best": best["method"], "best_of_choice": best_of,
             "compressed": best["metrics"], "compress_seconds": best["seconds"],

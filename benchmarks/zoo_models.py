@@ -136,6 +136,10 @@ class ZooModel:
       hidden_widths: reads the hidden widths of a parameter pytree of this model (the producing
         kernels' output sizes, in layer order).
       config: the settings it was built with (sizes, seed, Fourier scale, ...).
+      settings_of: reads the size settings other than ``hidden`` of a parameter pytree of this
+        model (``residual_mlp``'s ``stream``, which a compression shrinks too), so that
+        ``build(..., hidden=model.hidden_widths(p), settings=model.settings_of(p))`` has the
+        sizes of ``p``; ``{}`` for the others.
     """
 
     name: str
@@ -147,6 +151,7 @@ class ZooModel:
     hidden: tuple[int, ...]
     hidden_widths: Callable[[Any], list[int]]
     config: dict
+    settings_of: Callable[[Any], dict] = lambda params: {}
 
 
 def _uniform(key, shape, bound, dtype):
@@ -507,6 +512,15 @@ def residual_mlp(key, d_in, hidden, d_out, dtype=jnp.float32, *, stream: int):
     return residual_fn, params, None, widths
 
 
+def _stream_of(p) -> dict:
+    """``residual_mlp``'s stream width (a tied set since issue 32: compressed too)."""
+    return {"stream": int(p["inp"]["kernel"].shape[1])}
+
+
+#: Per model, how :attr:`ZooModel.settings_of` reads its size settings other than ``hidden``.
+_SETTINGS_OF = {"residual_mlp": _stream_of}
+
+
 def operator_family(seed: int = 0, n: int = OPERATOR_FUNCTIONS):
     """``(coef (n, modes + 1), sensors (n, m))``: the input functions and their sensor values
     at ``m`` equispaced points of ``[0, 1]`` (fixed: generated in code)."""
@@ -573,10 +587,11 @@ _BUILDERS = {"nnx_custom": nnx_custom, "linen_compact": linen_compact, "eqx_mlp"
 
 
 def build(name: str, size: str = "small", *, seed: int = 0, hidden: Sequence[int] | None = None,
-          dtype=jnp.float32) -> ZooModel:
+          dtype=jnp.float32, settings: dict | None = None) -> ZooModel:
     """Model ``name`` of :data:`MODELS` at ``size`` ``"small"`` (tests, widths 24-32) or
     ``"bench"`` (``benchmarks/zoo.py``); ``hidden`` overrides the hidden widths (for ``sdf_igr``
-    with the skip at the same layer)."""
+    with the skip at the same layer), ``settings`` other size settings
+    (:attr:`ZooModel.settings_of`: ``residual_mlp``'s ``stream``)."""
     if name not in _BUILDERS:
         raise ValueError(f"build: name must be one of {MODELS + TIED_MODELS}, got {name!r}")
     if size not in ("small", "bench"):
@@ -584,13 +599,19 @@ def build(name: str, size: str = "small", *, seed: int = 0, hidden: Sequence[int
     cfg = dict(SIZES[name][size])
     widths = list(cfg.pop("hidden") if hidden is None else hidden)
     cfg.pop("hidden", None)
+    unknown = set(settings or {}) - set(cfg)
+    if unknown:
+        raise ValueError(f"build: {name} has no settings {sorted(unknown)} (it has "
+                         f"{sorted(cfg)})")
+    cfg.update(settings or {})
     task = TASKS[name]
     d_in, d_out = D_IN[task], D_OUT[task]
     fn, params, module, read = _BUILDERS[name](jax.random.PRNGKey(seed), d_in, widths, d_out,
                                                dtype, **cfg)
     return ZooModel(name=name, fn=fn, params=params, module=module, d_in=d_in, d_out=d_out,
                     hidden=tuple(widths), hidden_widths=read,
-                    config={"size": size, "seed": seed, "hidden": widths, "task": task, **cfg})
+                    config={"size": size, "seed": seed, "hidden": widths, "task": task, **cfg},
+                    settings_of=_SETTINGS_OF.get(name, lambda params: {}))
 
 
 def num_params(params) -> int:

@@ -59,11 +59,17 @@ def test_compose_matches_horner_with_full_truncated_products(d, k):
     n = 5
     u = jnp.asarray(rng.standard_normal((jc.num_monomials(d, k), n)))
     series = jnp.asarray(rng.standard_normal((k + 1, n)))
-    u_hat = u.at[0].set(0)
-    want = jnp.zeros_like(u).at[0].set(series[k])
-    for j in range(k - 1, -1, -1):
-        want = taylor.poly_mul(want, u_hat, d, k).at[0].add(series[j])
-    np.testing.assert_allclose(taylor.compose(series, u, d, k), want, rtol=1e-13, atol=1e-13)
+    # both sides compiled (op by op, the Horner loop compiled ~4x as many small programs)
+    @jax.jit
+    def horner(series, u):
+        u_hat = u.at[0].set(0)
+        want = jnp.zeros_like(u).at[0].set(series[k])
+        for j in range(k - 1, -1, -1):
+            want = taylor.poly_mul(want, u_hat, d, k).at[0].add(series[j])
+        return want
+
+    got = jax.jit(lambda s, v: taylor.compose(s, v, d, k))(series, u)
+    np.testing.assert_allclose(got, horner(series, u), rtol=1e-13, atol=1e-13)
     # u^^j has no terms below degree j: the table for u^^(j+1) = u^^j u^ has fewer pairs
     for v in range(1, k):
         ii, jj, _ = taylor._power_table(d, k, v)
@@ -77,13 +83,13 @@ def test_compose_matches_horner_with_full_truncated_products(d, k):
 @pytest.mark.parametrize("n,block", [(10, 4), (12, 4), (3, 4)])
 def test_compose_in_neuron_blocks_is_the_same_computation(n, block):
     # blocks of 4 neurons through jax.lax.map, the last one zero-padded (10 = 4 + 4 + 2), or
-    # fewer neurons than a block (no loop): the single pass's sums, to rounding (XLA compiles
-    # the loop body apart, and may contract multiply-adds differently)
+    # fewer neurons than a block (no loop): the single pass's sums (compiled too), to rounding
+    # (XLA compiles the loop body apart, and may contract multiply-adds differently)
     d, k = 3, 5
     rng = np.random.default_rng(n)
     u = jnp.asarray(rng.standard_normal((jc.num_monomials(d, k), n)))
     series = jnp.asarray(rng.standard_normal((k + 1, n)))
-    want = taylor.compose(series, u, d, k)
+    want = jax.jit(lambda s, v: taylor.compose(s, v, d, k))(series, u)
     got = jax.jit(lambda s, v: taylor.compose(s, v, d, k, block=block))(series, u)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15)
@@ -136,11 +142,12 @@ def test_compose_and_input_polynomial():
     # the identity series (u0, 1, 0, ...) composed with u gives u back
     u = jnp.asarray(np.random.default_rng(0).standard_normal((jc.num_monomials(d, k), 3)))
     ident = jnp.stack([u[0], jnp.ones(3)] + [jnp.zeros(3)] * (k - 1))
-    np.testing.assert_allclose(taylor.compose(ident, u, d, k), u, rtol=1e-14, atol=1e-15)
+    compose = jax.jit(taylor.compose, static_argnums=(2, 3))   # one program, not op by op
+    np.testing.assert_allclose(compose(ident, u, d, k), u, rtol=1e-14, atol=1e-15)
     # exp(u0 + t x1) along x1: coefficients exp(u0) / j!
     t = jnp.zeros((jc.num_monomials(1, k), 1)).at[0, 0].set(0.5).at[1, 0].set(1.0)
     series = jnp.stack([jnp.full((1,), math.exp(0.5) / math.factorial(j)) for j in range(k + 1)])
-    np.testing.assert_allclose(taylor.compose(series, t, 1, k)[:, 0],
+    np.testing.assert_allclose(compose(series, t, 1, k)[:, 0],
                                [math.exp(0.5) / math.factorial(j) for j in range(k + 1)],
                                rtol=1e-14)
 

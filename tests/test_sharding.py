@@ -51,8 +51,12 @@ def test_shard_places_every_hidden_neuron_and_no_device_holds_a_kernel(mesh):
 
 @pytest.mark.parametrize("name,method", [
     ("derivative", jc.derivative_matching(4)),
-    ("maxvol", jc.derivative_matching(4, selector=jc.MaxVol())),
-    ("collocation", jc.collocation(3)),
+    # slow: the sharded maxvol and forward collocation (OMP) selections keep the one-device
+    # neurons, kernels and biases in test_kept_neurons_do_not_depend_on_the_device_count below
+    # (so the same error too); the replicated result is this test's derivative case
+    pytest.param("maxvol", jc.derivative_matching(4, selector=jc.MaxVol()),
+                 marks=pytest.mark.slow),
+    pytest.param("collocation", jc.collocation(3), marks=pytest.mark.slow),
     ("collocation+omp/bwd", jc.collocation(3, layer_order="backward")),
 ])
 def test_sharded_compression_agrees_with_one_device(mesh, name, method):

@@ -23,6 +23,11 @@ re-fits), and for each set
    (a tied set with several consumed tensors: each reader re-weighted from its own tensor's
    coefficients, :func:`_apply_joint`).
 
+A **stack** (the layers of a ``scan``, whose leaves stay stacked: :attr:`SetPlan.parts`) is one
+entry of one width: each of its sets takes the three steps with its own features and kept
+neurons, written into its slices kept-first (:func:`_stack_step`), and the stack is cut to the
+width after the last.
+
 Widths (given or :math:`\min(D_k, d)`), the skip rule (a set kept whole computes nothing),
 best-of (inside the same ``jit`` when the candidates' widths agree, so it runs under ``vmap``),
 the error estimate and the method checks exist here once. Everything in :func:`run` is pure and
@@ -63,10 +68,12 @@ __all__ = ["COMPILE_BYTES", "ChainPlan", "LayerLeaves", "Plan", "Producer", "Rea
 
 @dataclasses.dataclass(frozen=True)
 class Producer:
-    """A leaf sliced with a set's neurons, along ``axis``."""
+    """A leaf sliced with a set's neurons, along ``axis`` (of its slice ``index`` along axis 0
+    for a stacked leaf: a layer under ``scan``; ``axis`` counts in the whole leaf)."""
 
     leaf: int
     axis: int
+    index: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +84,7 @@ class Reader:
       leaf, axis: the kernel leaf and its axis along the neurons.
       block: the set's block among the leaf's row blocks (:attr:`Plan.layouts`).
       value, value_axis: the consumed value of the program and its neuron axis.
+      index: the slice of a stacked leaf whose rows these are (``None``: the whole leaf).
     """
 
     leaf: int
@@ -84,6 +92,7 @@ class Reader:
     block: int
     value: int
     value_axis: int
+    index: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +105,10 @@ class SetPlan:
       width: its width before compression.
       producers, readers: the leaves sliced with its neurons, and the rows that read them.
       members: the 0-based indices of its groups.
+      parts: for a **stack** (sets that touch the slices of stacked leaves: the layers of a
+        ``scan``, which keep one width), its sets, each selecting its own neurons; each
+        slice's kept neurons are moved to its front and the stack is cut to the width after
+        the last (:func:`_stack_step`). Empty for any other set.
     """
 
     index: int
@@ -103,6 +116,11 @@ class SetPlan:
     producers: tuple[Producer, ...]
     readers: tuple[Reader, ...]
     members: tuple[int, ...]
+    parts: tuple[SetPlan, ...] = ()
+
+    def axes(self) -> list[tuple[int, int]]:
+        """The distinct ``(leaf, axis)`` of its producers (every slice of a stacked axis)."""
+        return list(dict.fromkeys((p.leaf, p.axis) for p in self.producers))
 
     def tensors(self) -> list[tuple[int, int]]:
         """The distinct consumed tensors ``(value, block)`` (one per gated layer of a modified
@@ -281,28 +299,71 @@ def _put_rows(leaf_value, axis: int, off: int, width: int, new) -> jax.Array:
     return jnp.concatenate([before, block, after], axis=axis)
 
 
+def _get(leaves, leaf: int, index: int | None):
+    """A leaf, or its slice ``index`` along axis 0 (a layer of a stacked leaf)."""
+    return leaves[leaf] if index is None else leaves[leaf][index]
+
+
+def _put(leaves: list, leaf: int, index: int | None, value) -> None:
+    """Write a leaf, or its slice ``index`` (of the slice's shape)."""
+    leaves[leaf] = value if index is None else leaves[leaf].at[index].set(value)
+
+
+def _local(axis: int, index: int | None) -> int:
+    """A whole leaf's ``axis`` in its slice (the stack axis 0 removed)."""
+    return axis if index is None else axis - 1
+
+
+def _padded(kept, width: int):
+    """``kept`` filled to ``width`` entries with copies of its first: a stack's slice keeps its
+    shape until the stack is cut (:func:`_slice_producers` zeroes the copies)."""
+    return jnp.concatenate([kept, jnp.broadcast_to(kept[:1], (width - kept.shape[0],))])
+
+
+def _pad_rows(new, width: int):
+    """``new`` ``(n, cols)`` with zero rows appended to ``width``."""
+    return jnp.pad(new, ((0, width - new.shape[0]), (0, 0)))
+
+
 def _out_kernel(plan: Plan, s: SetPlan, leaves, widths):
     """Every reader's rows side by side, ``(width, sum cols)``, and each one's place."""
     width = widths[s.members[0]]
     blocks, places = [], []
     for r in s.readers:
         off = _offset(plan, widths, r.leaf, r.axis, r.block)
-        rows = _rows(leaves[r.leaf], r.axis, off, width)
-        places.append((r.leaf, r.axis, off, rows.shape[1]))
+        rows = _rows(_get(leaves, r.leaf, r.index), _local(r.axis, r.index), off, width)
+        places.append((r.leaf, r.axis, off, rows.shape[1], r.index))
         blocks.append(rows)
     return (blocks[0] if len(blocks) == 1 else jnp.concatenate(blocks, axis=1)), places
 
 
-def _apply_step(s: SetPlan, leaves, widths, kept, new_kernel, places) -> list:
-    """Slice the producers at ``kept``, write each reader's new rows."""
+def _slice_producers(s: SetPlan, leaves: list, kept, pad: int | None) -> None:
+    """Every producer (slice) at ``kept``; with ``pad``, kept first and filled to ``pad`` with
+    zero neurons (zero in every producer: they add nothing to a reader's columns, which an
+    output-aware selector of an earlier layer sees)."""
+    idx = kept if pad is None else _padded(kept, pad)
+    for p in s.producers:
+        axis = _local(p.axis, p.index)
+        new = _take(_get(leaves, p.leaf, p.index), idx, axis)
+        if pad is not None:
+            live = (jnp.arange(pad) < kept.shape[0]).astype(new.dtype)
+            new = new * live.reshape(tuple(pad if i == axis else 1 for i in range(new.ndim)))
+        _put(leaves, p.leaf, p.index, new)
+
+
+def _apply_step(s: SetPlan, leaves, widths, kept, new_kernel, places,
+                pad: int | None = None) -> list:
+    """Slice the producers at ``kept``, write each reader's new rows (with ``pad``: the kept
+    neurons first, then filler neurons whose reading rows are zero, ``pad`` in all)."""
     leaves = list(leaves)
     width = widths[s.members[0]]
-    for p in s.producers:
-        leaves[p.leaf] = _take(leaves[p.leaf], kept, p.axis)
+    _slice_producers(s, leaves, kept, pad)
     col = 0
-    for leaf, axis, off, cols in places:
+    for leaf, axis, off, cols, index in places:
         part = new_kernel if len(places) == 1 else new_kernel[:, col:col + cols]
-        leaves[leaf] = _put_rows(leaves[leaf], axis, off, width, part)
+        part = part if pad is None else _pad_rows(part, pad)
+        _put(leaves, leaf, index,
+             _put_rows(_get(leaves, leaf, index), _local(axis, index), off, width, part))
         col += cols
     return leaves
 
@@ -310,19 +371,20 @@ def _apply_step(s: SetPlan, leaves, widths, kept, new_kernel, places) -> list:
 def _joint(s: SetPlan, places) -> bool:
     """Whether the set needs its own re-weighting per tensor: several consumed tensors, or a
     kernel that both reads the set (rows) and produces one of its groups (columns)."""
-    producers = {p.leaf for p in s.producers}
-    return len(s.tensors()) > 1 or any(leaf in producers for leaf, _, _, _ in places)
+    producers = {(p.leaf, p.index) for p in s.producers}
+    return len(s.tensors()) > 1 or any((leaf, index) in producers
+                                       for leaf, _, _, _, index in places)
 
 
-def _apply_joint(s: SetPlan, leaves, widths, kept, feats, ids, rtol, out_kernel, places):
+def _apply_joint(s: SetPlan, leaves, widths, kept, feats, ids, rtol, out_kernel, places,
+                 pad: int | None = None):
     """A tied set's step (see :mod:`jaxcompress.graph`): every producer sliced at ``kept``,
     then each reader's rows re-weighted with its own tensor's ``C_t`` (least squares of the
     tensor's scaled features on its kept columns); returns the leaves and the matching residual
-    ``max_t max |Z_t K_t - Z_t[:, S] C_t K_t|``."""
+    ``max_t max |Z_t K_t - Z_t[:, S] C_t K_t|``. ``pad`` as in :func:`_apply_step`."""
     leaves = list(leaves)
     width, n = widths[s.members[0]], kept.shape[0]
-    for p in s.producers:
-        leaves[p.leaf] = _take(leaves[p.leaf], kept, p.axis)
+    _slice_producers(s, leaves, kept, pad)
     z = feats.z
     zs = z if feats.scale is None else z * feats.scale[:, None]
     tensors = s.tensors()
@@ -332,11 +394,12 @@ def _apply_joint(s: SetPlan, leaves, widths, kept, feats, ids, rtol, out_kernel,
         coef, _ = lstsq_coefficients(zs[rows], kept, n, rtol, rhs=zs[rows])
         coefs.append((rows, coef))
     col, residual, spans = 0, jnp.zeros((), z.dtype), []
-    for r, (_, _, off, cols) in zip(s.readers, places, strict=True):
-        spans.append((r.leaf, r.axis, off, tensors.index((r.value, r.block)), col, cols))
+    for r, (_, _, off, cols, _) in zip(s.readers, places, strict=True):
+        spans.append((r.leaf, r.axis, off, tensors.index((r.value, r.block)), col, cols,
+                      r.index))
         col += cols
     for t, (rows, coef) in enumerate(coefs):
-        cols = np.concatenate([np.arange(c0, c0 + nc) for _, _, _, tt, c0, nc in spans
+        cols = np.concatenate([np.arange(c0, c0 + nc) for _, _, _, tt, c0, nc, _ in spans
                                if tt == t])
         k_t = out_kernel[:, cols]
         before = jnp.matmul(z[rows], k_t, precision=HIGHEST)
@@ -344,10 +407,12 @@ def _apply_joint(s: SetPlan, leaves, widths, kept, feats, ids, rtol, out_kernel,
                            precision=HIGHEST)
         residual = jnp.maximum(residual, jnp.max(jnp.abs(after - before)))
     # later blocks of a kernel first, so the earlier blocks' offsets stay valid
-    for leaf, axis, off, t, _, _ in sorted(spans, key=lambda sp: (sp[0], -sp[2])):
-        rows = _rows(leaves[leaf], axis, off, width)
-        new = jnp.matmul(coefs[t][1], rows, precision=HIGHEST)
-        leaves[leaf] = _put_rows(leaves[leaf], axis, off, width, new)
+    for leaf, axis, off, t, _, _, index in sorted(
+            spans, key=lambda sp: (sp[0], -1 if sp[6] is None else sp[6], -sp[2])):
+        value, local = _get(leaves, leaf, index), _local(axis, index)
+        new = jnp.matmul(coefs[t][1], _rows(value, local, off, width), precision=HIGHEST)
+        new = new if pad is None else _pad_rows(new, pad)
+        _put(leaves, leaf, index, _put_rows(value, local, off, width, new))
     return leaves, residual
 
 
@@ -411,6 +476,9 @@ def _features(plan: Plan, fmap: FeatureMap, positions: Sequence[int], leaves, wi
                    domain=domain, placement=placement)
         return {i: (got[i + 1], None) for i in positions}
     return {i: _program_features(plan, fmap, plan.sets[i], i + 1, leaves, widths, domain, dtype)
+            if not plan.sets[i].parts else
+            [_program_features(plan, fmap, part, i + 1, leaves, widths, domain, dtype)
+             for part in plan.sets[i].parts]
             for i in positions}
 
 
@@ -487,29 +555,103 @@ def _skipped_info(method: Method, sizes: Sequence[int], domain, position: int, i
 # ------------------------------------------------------------------------------------------------
 
 
-def _step(plan, method, s, feats, ids, leaves, widths, width, target, placement):
-    """One set: the per-layer step and the write-back; returns the leaves and the record."""
+def _step(plan, method, s, feats, ids, leaves, widths, width, target, placement,
+          pad: int | None = None):
+    """One set: the per-layer step and the write-back; returns the leaves and the record
+    (``pad``: the write-back of a stack's part, see :func:`_apply_step`)."""
     out_kernel, places = _out_kernel(plan, s, leaves, widths)
     joint = _joint(s, places)
     kept, new_kernel, info = compress_layer(feats, out_kernel, width, method.selector,
                                             target=None if joint else target,
                                             placement=placement)
     if not joint:
-        return _apply_step(s, leaves, widths, kept, new_kernel, places), info
+        return _apply_step(s, leaves, widths, kept, new_kernel, places, pad), info
     rtol = (default_rtol(feats.z.dtype) if method.selector.rtol is None
             else method.selector.rtol)
     leaves, residual = _apply_joint(s, leaves, widths, kept, feats, ids, rtol, out_kernel,
-                                    places)
+                                    places, pad)
     return leaves, dataclasses.replace(info, residual=residual)
 
 
-def _taken(leaves: Sequence, taken: dict[tuple[int, int], jax.Array]) -> list:
-    """``leaves`` with every producer axis of the sets compressed so far taken at their kept
-    neurons (no reader re-weighted)."""
+def _taken(leaves: Sequence, taken: dict[tuple[int, int, int | None], jax.Array]) -> list:
+    """``leaves`` with every producer axis (slice) of the sets compressed so far taken at their
+    kept neurons (no reader re-weighted)."""
     out = list(leaves)
-    for (leaf, axis), kept in taken.items():
-        out[leaf] = _take(out[leaf], kept, axis)
+    sliced: dict[tuple[int, int], dict[int, jax.Array]] = {}
+    for (leaf, axis, index), kept in taken.items():
+        if index is None:
+            out[leaf] = _take(out[leaf], kept, axis)
+        else:
+            sliced.setdefault((leaf, axis), {})[index] = kept
+    for (leaf, axis), per in sliced.items():
+        out[leaf] = jnp.stack([_take(out[leaf][i], per[i], axis - 1) if i in per
+                               else out[leaf][i] for i in range(out[leaf].shape[0])])
     return out
+
+
+def _compact(plan: Plan, s: SetPlan, leaves, widths, width: int) -> list:
+    """A stack cut to ``width``: every slice of every producer axis, and every block of rows
+    that reads it, keeps its first ``width`` neurons (each slice's kept ones, moved there)."""
+    full = widths[s.members[0]]
+    leaves = list(leaves)
+    if width == full:
+        return leaves
+    for leaf, axis in s.axes():
+        leaves[leaf] = jax.lax.slice_in_dim(leaves[leaf], 0, width, axis=axis)
+    spans = {(r.leaf, r.axis, _offset(plan, widths, r.leaf, r.axis, r.block))
+             for r in s.readers}
+    for leaf, axis, off in sorted(spans, key=lambda sp: (sp[0], sp[1], -sp[2])):
+        v = leaves[leaf]
+        leaves[leaf] = jnp.concatenate(
+            [jax.lax.slice_in_dim(v, 0, off + width, axis=axis),
+             jax.lax.slice_in_dim(v, off + full, v.shape[axis], axis=axis)], axis=axis)
+    return leaves
+
+
+def _stack_step(plan, method, i, s, refs, leaves, teacher, current, original, width, taken,
+                domain, dtype, placement):
+    """A stack (:attr:`SetPlan.parts`: the layers of a ``scan``, which keep one width): each
+    part (set) selects its own ``width`` neurons with the per-layer step, in layer order (each
+    on the current network's features in forward order, re-fitted to the teacher), written
+    back with its kept neurons first in each slice and filler neurons behind them whose rows
+    that read them are zero (the function is the compressed one; the slices keep their
+    shapes); then the stack is cut to ``width`` (:func:`_compact`). Returns the leaves and one
+    record: ``kept`` is ``arange(width)`` (every slice's kept neurons at its front), ``rank``,
+    ``residual`` and ``max_coef`` the largest over the parts."""
+    fmap, forward = method.features, method.layer_order == "forward"
+    full = current[s.members[0]]
+    order = range(len(s.parts)) if forward else range(len(s.parts) - 1, -1, -1)
+    infos, kepts = {}, {}
+    for j in order:
+        part = s.parts[j]
+        if forward:
+            feats, ids = _program_features(plan, fmap, part, i + 1, leaves, current, domain,
+                                           dtype)
+        else:
+            feats, ids = refs[j]
+        target = None
+        if forward and fmap.refit and len(part.tensors()) == 1:
+            teacher_kernel, _ = _out_kernel(plan, part, _taken(teacher, taken), original)
+            target = jnp.matmul(refs[j][0].z, teacher_kernel, precision=HIGHEST)
+        leaves, infos[j] = _step(plan, method, part, feats, ids, leaves, current, width,
+                                 target, placement, pad=full)
+        kepts[j] = infos[j].kept
+        taken.update({(p.leaf, p.axis, p.index): _padded(kepts[j], full)
+                      for p in part.producers})
+    leaves = _compact(plan, s, leaves, current, width)
+    for j, part in enumerate(s.parts):
+        taken.update({(p.leaf, p.axis, p.index): kepts[j] for p in part.producers})
+    parts = [infos[j] for j in range(len(s.parts))]
+
+    def most(field):
+        return jnp.max(jnp.stack([getattr(li, field) for li in parts]))
+
+    info = dataclasses.replace(
+        parts[0], kept=jnp.arange(width, dtype=jnp.int32), rank=most("rank"),
+        residual=most("residual"), max_coef=most("max_coef"),
+        swaps=jnp.sum(jnp.stack([li.swaps for li in parts])), layer=s.index, width_in=full,
+        width_out=width)
+    return leaves, info
 
 
 def run(plan: Plan, method: Method, leaves: Sequence, domain,
@@ -546,7 +688,7 @@ def run(plan: Plan, method: Method, leaves: Sequence, domain,
     original = dict(enumerate(plan.width_of))
     current = dict(original)
     forward = method.layer_order == "forward"
-    taken: dict[tuple[int, int], jax.Array] = {}
+    taken: dict[tuple[int, int, int | None], jax.Array] = {}
     refs = {}
     if teacher_features is not None:
         refs = {i: teacher_features[i] for i in needed}
@@ -554,6 +696,13 @@ def run(plan: Plan, method: Method, leaves: Sequence, domain,
         refs = _features(plan, fmap, needed, teacher, original, domain, dtype, placement)
     for i in (needed if forward else reversed(needed)):
         s = plan.sets[i]
+        if s.parts:
+            leaves, infos[i] = _stack_step(plan, method, i, s, refs.get(i), leaves, teacher,
+                                           current, original, widths[i], taken, domain,
+                                           dtype, placement)
+            for member in s.members:
+                current[member] = widths[i]
+            continue
         if forward:
             feats, ids = _features(plan, fmap, [i], leaves, current, domain, dtype, placement,
                                    prefix=True)[i]
@@ -569,7 +718,7 @@ def run(plan: Plan, method: Method, leaves: Sequence, domain,
                                  target, placement)
         for member in s.members:
             current[member] = widths[i]
-        taken.update({(p.leaf, p.axis): infos[i].kept for p in s.producers})
+        taken.update({(p.leaf, p.axis, p.index): infos[i].kept for p in s.producers})
     estimate = _estimate(plan, teacher, leaves, domain, placement)
     return leaves, CompressInfo.for_method(method, domain, infos, activation=plan.activation_name,
                                            error_estimate=estimate)
@@ -596,8 +745,8 @@ def place(plan: Plan, small: Sequence, kept: Sequence) -> list:
             continue
         for member in s.members:
             where[member] = (xp.asarray(idx), plan.width_of[member])
-        for p in s.producers:
-            out[p.leaf] = _scatter(out[p.leaf], p.axis, *where[s.members[0]])
+        for leaf, axis in s.axes():
+            out[leaf] = _scatter(out[leaf], axis, *where[s.members[0]])
     for leaf, axis, blocks in plan.layouts:
         parts, off = [], 0
         for g, size in blocks:
@@ -624,7 +773,8 @@ def _slice(value, axis: int, lo: int, hi: int):
 def trim_leaves(plan: Plan, leaves: Sequence, atol: float = 0.0) -> tuple[list, list]:
     """Drop every neuron of every set whose reading rows are all at most ``atol`` (zero by
     default: the neurons past the numerical rank); ``(leaves, masks)``, one boolean mask of the
-    kept neurons per set (host side)."""
+    kept neurons per set (host side; a stack, whose slices keep one width, keeps a neuron
+    position that any of its slices reads)."""
     out = [np.asarray(v) for v in leaves]
     widths = _widths_of(plan, out)
     masks = []
@@ -633,8 +783,9 @@ def trim_leaves(plan: Plan, leaves: Sequence, atol: float = 0.0) -> tuple[list, 
         keep = np.zeros(width, bool)
         for r in s.readers:
             off = _offset(plan, widths, r.leaf, r.axis, r.block)
-            rows = np.moveaxis(np.take(out[r.leaf], np.arange(off, off + width), axis=r.axis),
-                               r.axis, 0).reshape(width, -1)
+            axis = _local(r.axis, r.index)
+            rows = np.moveaxis(np.take(_get(out, r.leaf, r.index), np.arange(off, off + width),
+                                       axis=axis), axis, 0).reshape(width, -1)
             keep |= np.any(np.abs(rows) > atol, axis=1)
         if not keep.any():
             keep[0] = True  # keep one neuron so the network stays well-formed
@@ -666,8 +817,8 @@ def restrict(plan: Plan, leaves: Sequence, masks: Sequence) -> list:
         keep = np.asarray(keep, bool)
         for m in s.members:
             keep_of[m] = keep
-        for p in s.producers:
-            out[p.leaf] = np.compress(keep, out[p.leaf], axis=p.axis)
+        for leaf, axis in s.axes():
+            out[leaf] = np.compress(keep, out[leaf], axis=axis)
     for leaf, axis, blocks in plan.layouts:
         parts, off = [], 0
         for g, _ in blocks:

@@ -208,15 +208,18 @@ def _kind(model: Any, variables: Any, where: str) -> str:
     return kind
 
 
-def _takes_one_example(call: Callable, x: jax.ShapeDtypeStruct, single_first: bool,
+def _takes_one_example(call: Callable, params, x: jax.ShapeDtypeStruct, single_first: bool,
                        where: str) -> bool:
-    """Whether ``call`` maps one example ``(d_in,)`` to one output (``True``) or the batch
-    ``(n, d_in)`` to ``(n, ...)`` (``False``), asked of :func:`jax.eval_shape`."""
+    """Whether ``call(params, .)`` maps one example ``(d_in,)`` to one output (``True``) or the
+    batch ``(n, d_in)`` to ``(n, ...)`` (``False``), asked of :func:`jax.eval_shape` (the
+    module built from traced params inside it: nnx transforms such as ``nnx.scan`` refuse a
+    module merged outside the trace, "Cannot extract graph node from different trace
+    level")."""
     one = jax.ShapeDtypeStruct(x.shape[1:], x.dtype)
     errors = {}
     for single in ((True, False) if single_first else (False, True)):
         try:
-            out = jax.eval_shape(call, one if single else x)
+            out = jax.eval_shape(call, params, one if single else x)
         except Exception as e:  # noqa: BLE001 - the module refusing this layout
             errors[single] = f"{type(e).__name__}: {str(e).splitlines()[0]:.160}"
             continue
@@ -294,7 +297,8 @@ def trace_module(model: Any, x: jax.Array, *, variables: Any = None) -> ModuleNe
 
         def call_with(p):
             return eqx.combine(p, static)
-    per_example = _takes_one_example(call_with(params), shape, kind == "equinox", where)
+    per_example = _takes_one_example(lambda p, xx: call_with(p)(xx), params, shape,
+                                     kind == "equinox", where)
     one = per_example  # noqa: F841 - read by the linen call_with above
 
     def fn(p, x):
@@ -316,7 +320,8 @@ def _nnx_rebuild(graphdef, params, rest) -> nnx.Module:
     model = nnx.merge(graphdef, params, rest)
     for _, node in nnx.iter_graph(model):
         if isinstance(node, nnx.Linear):
-            node.in_features, node.out_features = (int(s) for s in node.kernel[...].shape)
+            # (a Linear of a stack under nnx.scan holds (layers, in, out))
+            node.in_features, node.out_features = (int(s) for s in node.kernel[...].shape[-2:])
     return model
 
 

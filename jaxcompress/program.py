@@ -1,6 +1,6 @@
 """A JAX program as a flat list of equations: the jaxpr of ``fn(params, x)`` with its calls
-inlined, and an evaluator for it (what :mod:`jaxcompress.graph` analyses and
-:mod:`jaxcompress.driver` runs for features).
+inlined and its ``scan`` loops unrolled, and an evaluator for it (what
+:mod:`jaxcompress.graph` analyses and :mod:`jaxcompress.driver` runs for features).
 
 Every parameter leaf and the input are inputs of the program, numbered ``0 .. n - 1`` (the leaves
 in flatten order) and ``n`` (``x``); every equation's results get the next numbers, so two
@@ -100,7 +100,7 @@ def line(eqn) -> str:
 
 def flatten(jaxpr, consts: Sequence, args: Sequence, out: list[Eqn], counter: list[int],
             where: str = "", *, call: str = "",
-            analytic_call: Callable | None = None) -> list:
+            analytic_call: Callable | None = None, links: list | None = None) -> list:
     """Append ``jaxpr``'s equations to ``out`` (calls inlined); returns its outputs' operands.
 
     An inlined equation without a user frame of its own (the inside of ``jax.nn.relu``) gets the
@@ -108,6 +108,8 @@ def flatten(jaxpr, consts: Sequence, args: Sequence, out: list[Eqn], counter: li
     the registered analytic activation a ``custom_jvp_call`` of one traced operand computes
     (e.g. ``"softplus"`` for ``jax.nn.softplus``, whose stable form uses ``max`` and ``abs``),
     or ``None``: its equations are then tagged ``call = "<name>#<id>"`` (their kinks cancel).
+    A ``scan`` is unrolled (:func:`_unroll`); ``links`` collects, per carry of each, its
+    operand before the first and after every iteration (one shape: they keep one width).
     """
     env: dict = {}
 
@@ -122,6 +124,12 @@ def flatten(jaxpr, consts: Sequence, args: Sequence, out: list[Eqn], counter: li
         env[v] = a
     for eqn in jaxpr.eqns:
         ins = [read(v) for v in eqn.invars]
+        if eqn.primitive.name == "scan" and eqn.params["length"] > 0:
+            res = _unroll(eqn, ins, out, counter, line(eqn) or where, call=call,
+                          analytic_call=analytic_call, links=links)
+            for v, r in zip(eqn.outvars, res, strict=True):
+                env[v] = r
+            continue
         sub = eqn.params.get(_CALLS.get(eqn.primitive.name, ""))
         if sub is not None:
             inner, inner_consts = (sub.jaxpr, sub.consts) if hasattr(sub, "consts") else (sub, ())
@@ -130,7 +138,7 @@ def flatten(jaxpr, consts: Sequence, args: Sequence, out: list[Eqn], counter: li
                 name = analytic_call(inner, inner_consts, ins)
                 inner_call = f"{name}#{counter[0]}" if name else ""
             res = flatten(inner, inner_consts, ins, out, counter, line(eqn) or where,
-                          call=inner_call, analytic_call=analytic_call)
+                          call=inner_call, analytic_call=analytic_call, links=links)
             for v, r in zip(eqn.outvars, res, strict=True):
                 env[v] = r
             continue
@@ -147,6 +155,60 @@ def flatten(jaxpr, consts: Sequence, args: Sequence, out: list[Eqn], counter: li
 
 
 
+@functools.cache
+def _index_jaxpr(shape: tuple[int, ...], dtype, i: int):
+    """``a[i]`` of an ``a`` of ``shape`` (``slice`` and ``squeeze``: what the rules read as
+    slice ``i`` of a stacked leaf)."""
+    return jax.make_jaxpr(lambda a: jax.lax.index_in_dim(a, i, 0, keepdims=False))(
+        jax.ShapeDtypeStruct(shape, dtype))
+
+
+@functools.cache
+def _stack_jaxpr(shape: tuple[int, ...], dtype, n: int):
+    """``n`` arrays of ``shape`` stacked along a new axis 0 (``broadcast_in_dim`` and
+    ``concatenate``, primitives with rules, not ``jnp.stack``'s own)."""
+    spec = jax.ShapeDtypeStruct(shape, dtype)
+    return jax.make_jaxpr(lambda *a: jax.lax.concatenate(
+        [jax.lax.expand_dims(v, (0,)) for v in a], 0))(*[spec] * n)
+
+
+def _inline(closed, args: Sequence, out: list[Eqn], counter: list[int], where: str) -> list:
+    """The operands of ``closed`` applied to ``args``: folded when every one is a constant,
+    else its equations appended to ``out``."""
+    if all(isinstance(a, Const) for a in args):
+        res = jax_core.eval_jaxpr(closed.jaxpr, closed.consts, *[a.value for a in args])
+        return [Const(np.asarray(r)) for r in res]
+    return flatten(closed.jaxpr, closed.consts, args, out, counter, where)
+
+
+def _unroll(eqn, ins: Sequence, out: list[Eqn], counter: list[int], where: str, *, call: str,
+            analytic_call: Callable | None, links: list | None) -> list:
+    """A ``scan`` read as its iterations: the body inlined ``length`` times, iteration ``i``
+    reading slice ``i`` of every scanned operand (``xs``: a stacked parameter leaf gives its
+    layer ``i``), the carry threaded through, the per-iteration outputs (``ys``) stacked."""
+    p = eqn.params
+    body, length = p["jaxpr"], int(p["length"])
+    n_c, n_k = p["num_consts"], p["num_carry"]
+    consts, carry = list(ins[:n_c]), list(ins[n_c:n_c + n_k])
+    xs = list(zip(ins[n_c + n_k:], [v.aval for v in eqn.invars[n_c + n_k:]], strict=True))
+    ys: dict[int, list] = {}
+    chain = [list(carry)]
+    for i in (range(length - 1, -1, -1) if p["reverse"] else range(length)):
+        xi = [_inline(_index_jaxpr(tuple(aval.shape), aval.dtype, i), [x], out, counter,
+                      where)[0] for x, aval in xs]
+        res = flatten(body.jaxpr, body.consts, consts + carry + xi, out, counter, where,
+                      call=call, analytic_call=analytic_call, links=links)
+        carry, ys[i] = list(res[:n_k]), list(res[n_k:])
+        chain.append(carry)
+    if links is not None:
+        links += [tuple(step[c] for step in chain) for c in range(n_k)]
+    stacked = []
+    for j, v in enumerate(body.jaxpr.outvars[n_k:]):
+        closed = _stack_jaxpr(tuple(v.aval.shape), v.aval.dtype, length)
+        stacked += _inline(closed, [ys[i][j] for i in range(length)], out, counter, where)
+    return carry + stacked
+
+
 @dataclasses.dataclass(frozen=True)
 class Program:
     """The flat program of ``fn(params, x)`` at one set of shapes.
@@ -155,11 +217,14 @@ class Program:
       eqns: the equations (calls inlined).
       outs: the outputs' operands (value ids or :class:`Const`).
       n_leaves: the number of parameter leaves (value ``n_leaves`` is ``x``).
+      links: per carry of an unrolled ``scan``, its operands before the first and after every
+        iteration (they have one shape, so their neuron groups keep one width).
     """
 
     eqns: tuple[Eqn, ...]
     outs: tuple
     n_leaves: int
+    links: tuple = ()
 
     def signature(self) -> tuple[str, ...]:
         """The primitives in order (equal for two traces of one program at other shapes)."""
@@ -182,9 +247,10 @@ def trace_program(fn: Callable, params: Any, x, analytic_call: Callable | None =
         specs, x_spec)
     n = len(leaves)
     eqns: list[Eqn] = []
+    links: list = []
     outs = flatten(closed.jaxpr, closed.consts, list(range(n + 1)), eqns, [n],
-                   analytic_call=analytic_call)
-    return Program(tuple(eqns), tuple(outs), n)
+                   analytic_call=analytic_call, links=links)
+    return Program(tuple(eqns), tuple(outs), n, tuple(links))
 
 
 def evaluate(program: Program, leaves: Sequence, x, want: Sequence[int]) -> dict[int, Any]:

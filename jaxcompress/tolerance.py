@@ -156,9 +156,9 @@ class _Candidates:
             self.k_feat = max(k, self.k_feat + 4, 4)  # few recompilations as the order grows
             got = _features_jit(self.leaves, self.domain,
                                 DerivativeFeatures(order=self.k_feat), plan=self.plan)
-            self.feats = ({i: f for i, (f, _) in got.items()},
-                          tuple(None if ids is None else tuple(np.asarray(ids).tolist())
-                                for _, (_, ids) in sorted(got.items())))
+            split = {i: _split(v) for i, v in got.items()}
+            self.feats = ({i: f for i, (f, _) in split.items()},
+                          tuple(ids for _, (_, ids) in sorted(split.items())))
         return self.feats
 
     def _run(self, orders: dict[int, int], padded: bool):
@@ -204,21 +204,44 @@ def _features_jit(leaves, domain, fmap, *, plan):
     return features(plan, fmap, leaves, domain)
 
 
+def _static_ids(ids):
+    return None if ids is None else tuple(np.asarray(ids).tolist())
+
+
+def _split(value):
+    """A set's ``(features, ids)`` (a stack's: one per part, as tuples) with hashable ids."""
+    if isinstance(value, list):     # a stack under scan: each part its own features
+        return tuple(f for f, _ in value), tuple(_static_ids(ids) for _, ids in value)
+    return value[0], _static_ids(value[1])
+
+
+def _per_part(f, ids, fn):
+    """``fn(features, ids)`` of a set, or ``[fn(...) per part]`` of a stack."""
+    if isinstance(f, tuple):
+        return [fn(fp, ip) for fp, ip in zip(f, ids, strict=True)]
+    return fn(f, ids)
+
+
+def _first(f):
+    return f[0] if isinstance(f, tuple) else f
+
+
 @functools.partial(jax.jit, static_argnames=("plan", "ids", "only", "order", "selector"))
 def _masked_jit(leaves, ks, domain, feats, *, plan, ids, only, order, selector):
     """A candidate at traced per-set orders ``ks`` (see :meth:`_Candidates.padded`)."""
     sizes = plan.sizes
     cached = {}
     for i in only:
-        f = feats[i]
-        deg = monomials(f.coord_dim, order).sum(axis=1)
-        per = np.repeat(deg, f.z.shape[0] // (f.num_features * (1 if ids[i] is None else
-                                                                  len(set(ids[i])))))
-        rows = per if ids[i] is None else np.tile(per, len(set(ids[i])))
-        live = jnp.asarray(rows, ks.dtype) <= ks[i]
-        cached[i] = (dataclasses.replace(f, z=jnp.where(live[:, None], f.z, 0)),
-                     None if ids[i] is None else np.asarray(ids[i]))
-    widths = tuple(min(num_monomials(f.coord_dim, order), d) for f, d in
+        def masked(f, ids_i, k=ks[i]):
+            deg = monomials(f.coord_dim, order).sum(axis=1)
+            per = np.repeat(deg, f.z.shape[0] // (f.num_features * (1 if ids_i is None else
+                                                                      len(set(ids_i)))))
+            rows = per if ids_i is None else np.tile(per, len(set(ids_i)))
+            live = jnp.asarray(rows, ks.dtype) <= k
+            return (dataclasses.replace(f, z=jnp.where(live[:, None], f.z, 0)),
+                    None if ids_i is None else np.asarray(ids_i))
+        cached[i] = _per_part(feats[i], ids[i], masked)
+    widths = tuple(min(num_monomials(_first(f).coord_dim, order), d) for f, d in
                    zip((feats[i] for i in range(len(plan.sets))), sizes[1:-1], strict=True))
     method = derivative_matching(order, selector=selector, widths=widths)
     small, info = run(plan, method, leaves, domain, teacher_features=cached, only=only,
@@ -231,8 +254,8 @@ def _candidate_jit(leaves, method, domain, feats, *, plan, ids, only, padded):
     """One candidate: the driver on the cached features truncated to the method's orders (at
     the teacher's shapes if ``padded``): one compilation per candidate."""
     orders = method.features.orders(len(plan.sets))
-    cached = {i: truncate(feats[i], None if ids[i] is None else np.asarray(ids[i]), orders[i])
-              for i in only}
+    cached = {i: _per_part(feats[i], ids[i], lambda f, ids_i, k=orders[i]: truncate(
+        f, None if ids_i is None else np.asarray(ids_i), k)) for i in only}
     small, info = run(plan, method, leaves, domain, teacher_features=cached, only=only)
     return (expand(plan, small, info.layers) if padded else small), info
 

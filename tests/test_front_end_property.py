@@ -3,11 +3,13 @@ functions.
 
 **Architectures.** Drawn: the input width, the depth, the activation of each layer (tanh, sin,
 the logistic sigmoid, softplus, GELU), an input skip into a later layer, a gate (two groups
-multiplied elementwise: a tied set), and one or two output heads (a tuple). Every hidden neuron
-is written twice (its producer columns repeated), so each layer has rank ``r`` at width
-``2 r``: compressed by collocation at widths ``r`` per set, the result must equal the teacher
-to rounding (float64), whatever the graph's readers, layouts and ties. A wrong row or column
-anywhere in the front end's bookkeeping breaks the equality.
+multiplied elementwise: a tied set), a stack of layers under ``jax.lax.scan`` (stacked
+parameters, kept stacked: one width), a residual block ``h + tanh(h W_i) W_o`` (a stream tied
+across it), and one or two output heads (a tuple). Every hidden neuron is written twice (its
+producer columns repeated), so each layer has rank ``r`` at width ``2 r``: compressed by
+collocation at widths ``r`` per set, the result must equal the teacher to rounding (float64),
+whatever the graph's readers, layouts, ties and stacks. A wrong row or column anywhere in the
+front end's bookkeeping breaks the equality.
 
 **Broken functions.** Drawn: Python control flow on values, a mean over the batch, dropout with
 a fixed key, an ``x`` of the wrong width. Each must end in a jaxcompress error that names the
@@ -47,10 +49,12 @@ def architectures(draw):
                          max_size=depth))
     skip = depth > 1 and draw(st.booleans())      # x concatenated into the last hidden layer
     gate = draw(st.booleans())                    # the first layer: act(u) * tanh(v)
+    scan = draw(st.integers(0, 2))                # layers under scan after the hidden ones
+    residual = draw(st.booleans())                # a residual block before the heads
     heads = draw(st.integers(1, 2))
     seed = draw(st.integers(0, 2**16))
     return {"d_in": d_in, "depth": depth, "r": r, "acts": acts, "skip": skip, "gate": gate,
-            "heads": heads, "seed": seed}
+            "scan": scan, "residual": residual, "heads": heads, "seed": seed}
 
 
 def _doubled(key, fan_in, r):
@@ -64,7 +68,7 @@ def _doubled(key, fan_in, r):
 def build(arch):
     """``(fn, params)`` of the drawn architecture."""
     d_in, r, depth = arch["d_in"], arch["r"], arch["depth"]
-    keys = iter(jax.random.split(jax.random.PRNGKey(arch["seed"]), 2 * depth + 4))
+    keys = iter(jax.random.split(jax.random.PRNGKey(arch["seed"]), 2 * depth + 8))
     params = {"hidden": [], "heads": []}
     fan_in = d_in
     for i in range(depth):
@@ -73,6 +77,12 @@ def build(arch):
         if i == 0 and arch["gate"]:
             params["gate"] = _doubled(next(keys), fan_in, r)
         fan_in = 2 * r
+    if arch["scan"]:
+        layers = [_doubled(next(keys), 2 * r, r) for _ in range(arch["scan"])]
+        params["stack"] = jax.tree.map(lambda *a: jnp.stack(a), *layers)
+    if arch["residual"]:
+        params["block"] = {"inner": _doubled(next(keys), 2 * r, r),
+                           "outer": _doubled(next(keys), 2 * r, r)}
     for h in range(arch["heads"]):
         w = jax.random.normal(next(keys), (2 * r, h + 1)) / np.sqrt(2 * r)
         params["heads"].append({"w": w, "b": jnp.full((h + 1,), 0.1)})
@@ -87,6 +97,14 @@ def build(arch):
             if i == 0 and arch["gate"]:
                 out = out * jnp.tanh(h @ p["gate"]["w"] + p["gate"]["b"])
             h = out
+        if arch["scan"]:
+            def layer(h, w):
+                return jnp.tanh(h @ w["w"] + w["b"]), None
+            h, _ = jax.lax.scan(layer, h, p["stack"])
+        if arch["residual"]:
+            blk = p["block"]
+            inner = jnp.tanh(h @ blk["inner"]["w"] + blk["inner"]["b"])
+            h = h + 0.5 * (inner @ blk["outer"]["w"] + blk["outer"]["b"])
         ys = tuple(h @ head["w"] + head["b"] for head in p["heads"])
         return ys if len(ys) > 1 else ys[0]
 
@@ -99,7 +117,9 @@ def _check_architecture(arch):
     x = jnp.zeros((4, arch["d_in"]))
     net = jc.trace(fn, params, x)
     sets = len(net.plan().sets)
-    assert sets == arch["depth"], str(net)        # the gate is tied to its layer: one set
+    # the gate is tied to its layer, the scanned layers keep the last hidden layer's width
+    # (one stack), the residual stream ties the block's output to it: the inner layer is new
+    assert sets == arch["depth"] + arch["residual"], str(net)
     ball = jc.Ball(arch["d_in"], 1.0)
     small, _ = jc.compress(net, jc.collocation(4, widths=(arch["r"],) * sets), domain=ball)
     assert jc.layer_sizes(small)[1:1 + sets] == [arch["r"]] * sets

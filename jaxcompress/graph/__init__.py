@@ -2,7 +2,8 @@ r"""The network graph: the library's one representation, and the trace that buil
 
 :func:`trace` runs :func:`jax.make_jaxpr` on ``fn(params, x)`` (every parameter leaf an input),
 inlines the sub-programs of ``jit`` / ``closed_call`` / ``custom_jvp_call`` / ``custom_vjp_call``
-/ ``checkpoint`` and interprets the flat equation list with one rule per primitive
+/ ``checkpoint``, unrolls ``scan`` (see below) and interprets the flat equation list with one
+rule per primitive
 (:mod:`jaxcompress.graph.rules`, the ``jax/experimental/jet.py`` registry pattern:
 :func:`register_rule`). A **neuron group** is the last axis of the value
 
@@ -63,6 +64,29 @@ order re-weights a tied set from the current network's features (re-fitting all 
 once to the teacher corrects an upstream error twice: measured on a tanh layer of width 24 cut
 to 4 and 6 before a gated set at 15, sup error 0.13 / 0.15 with that re-fit against 0.096 /
 0.090 without).
+
+**Layers under scan.** ``jax.lax.scan`` over stacked parameters (kernels ``(L, w, w)``,
+biases ``(L, w)``: how deep JAX networks are written, and what ``nnx.scan`` and linen's
+``nn.scan`` lower to; ``fori_loop`` indexing ``W[i]`` too) is read as its unrolled layers: the
+program inlines the body ``L`` times, iteration ``i`` reading slice ``i`` of every scanned
+operand, and a rule follows slice ``i`` of a stacked leaf as layer ``i``'s parameter
+(:attr:`Group.stack`; producers and consumers name a leaf and a slice). Each layer stays its
+own group with its **own kept neurons** (unlike tying the layers into one set, which would
+keep neuron ``j`` of every layer together though neuron ``j`` of layer 2 has nothing to do with
+neuron ``j`` of layer 3, needing up to ``L`` times the width for the same error). The stacked
+leaves stay stacked, so the groups that touch one stacked axis (every layer it produces, every
+group its slices' rows read: the input projection that writes the carry too) keep **one
+width** (:attr:`Group.stacked`; ``widths=`` gives it once; by default ``min(D_k, d)``, the same
+for every layer). The driver compresses such a **stack** as one entry: each layer (each tied
+set of it) selects its own neurons on its own features, its slice is written back with its
+kept neurons first and zero neurons behind them (the function is then the compressed one and
+the slices keep their shapes, so forward order re-traces the program between layers), and
+the stack is cut to the width after the last (``LayerInfo.kept`` of a stack is
+``arange(width)``: every slice's kept neurons at its front). ``fn`` runs on the smaller stack.
+Anything of a scan the analysis cannot keep stacked pins the stack, with the reason: a
+stacked leaf also read whole or a parameter read in every iteration (shared weights), slices
+that read values of different neuron blocks, per-iteration outputs (``ys``) stacked into the
+output; a pin of one layer of a stack pins all of them (they keep one width).
 
 A **chain** (groups ``1..L`` where group 1 reads the input ``x`` itself, group ``l + 1`` reads
 group ``l``'s activation alone, one activation, the last group the linear output) gets its

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from jaxcompress.graph.values import Consumer, Group, Val
 from jaxcompress.program import Const, Eqn
 
-__all__ = ["Analysis", "chain_of", "close_sets", "pin_shared"]
+__all__ = ["Analysis", "chain_of", "close_sets", "close_stacks", "pin_shared"]
 
 
 class Analysis:
@@ -28,9 +28,11 @@ class Analysis:
         self.vals: dict[int, Val] = {}
         self.groups: list[Group] = []
         self.unknown: list[tuple[str, str]] = []
-        self.uses: dict[int, int] = {}
-        #: (consumer leaf, axis) -> the row blocks ((group or -1, size), ...) along that axis
-        self.layouts: dict[tuple[int, int], tuple[tuple[int, int], ...]] = {}
+        #: (leaf, slice or None) -> how many equations read the leaf (a slice of it)
+        self.uses: dict[tuple[int, int | None], int] = {}
+        #: (consumer leaf, axis, slice or None) -> the row blocks ((group or -1, size), ...)
+        #: along that axis (of the leaf, or of its slice; merged by close_stacks)
+        self.layouts: dict[tuple[int, int, int | None], tuple[tuple[int, int], ...]] = {}
         #: union-find over groups (0-based): groups tied by elementwise products
         self._parent: list[int] = []
 
@@ -48,16 +50,26 @@ class Analysis:
             g = self._parent[g]
         return g
 
+    def shape_of(self, v: Val) -> tuple[int, ...]:
+        """The shape of a parameter value: its leaf's, or its slice's (``(1, ...)`` before the
+        stack axis is squeezed away)."""
+        shape = tuple(self.leaf_shapes[v.leaf])
+        if v.index is None:
+            return shape
+        return ((1,) if v.lead else ()) + shape[1:]
+
     def sets_of(self, blocks) -> tuple:
         """A block structure with every group replaced by its tied set."""
         return tuple((self.find(g) if g >= 0 else -1, size) for g, size in blocks)
 
     # -- the rules' API -------------------------------------------------------------------------
 
-    def new_group(self, *, width: int, kernel: int, kernel_axis: int, source) -> int:
-        """A new neuron group produced by the kernel leaf ``kernel``; its 0-based index."""
+    def new_group(self, *, width: int, kernel: int, kernel_axis: int, source,
+                  stack: int | None = None) -> int:
+        """A new neuron group produced by the kernel leaf ``kernel`` (its slice ``stack`` of a
+        stacked leaf, axes counted in the whole leaf); its 0-based index."""
         self.groups.append(Group(index=len(self.groups) + 1, width=width, kernel=kernel,
-                                 kernel_axis=kernel_axis, source=source))
+                                 kernel_axis=kernel_axis, source=source, stack=stack))
         self._parent.append(len(self.groups) - 1)
         return len(self.groups) - 1
 
@@ -77,14 +89,15 @@ class Analysis:
             self._parent[max(rg, rh)] = min(rg, rh)
 
     def consume(self, eqn: Eqn, data: Val, operand: int, leaf: int, leaf_axis: int,
-                axis: int) -> None:
-        """The kernel ``leaf``'s rows along ``leaf_axis`` read ``data``'s groups (the value
-        ``operand`` of the program, neurons along ``axis``)."""
+                axis: int, index: int | None = None) -> None:
+        """The kernel ``leaf``'s rows along ``leaf_axis`` (of its slice ``index`` of a stacked
+        leaf) read ``data``'s groups (the value ``operand`` of the program, neurons along
+        ``axis``)."""
         g0 = data.single()
         if data.pre and g0 is not None and not self.groups[g0].program:
             # pinned by close_sets unless a stream ties it (a linear input projection)
             self.groups[g0].linear = self.groups[g0].linear or eqn.line
-        self.layouts[(leaf, leaf_axis)] = data.blocks
+        self.layouts[(leaf, leaf_axis, index)] = data.blocks
         offset = 0
         for b, (g, size) in enumerate(data.blocks):
             if g >= 0:
@@ -92,15 +105,17 @@ class Analysis:
                 if not grp.consumers:
                     grp.consumed_node = data.node
                 grp.consumers.append(Consumer(leaf, leaf_axis, b, operand, axis, offset,
-                                              eqn.line))
+                                              eqn.line, index))
             offset += size
 
     def set_bias(self, g: int, leaf: int) -> None:
         self.groups[g].bias = leaf
 
-    def add_scale(self, g: int, leaf: int) -> None:
-        """A per-neuron parameter of group ``g`` (sliced with its neurons)."""
+    def add_scale(self, g: int, leaf: int, index: int | None = None) -> None:
+        """A per-neuron parameter of group ``g`` (sliced with its neurons; its slice ``index``
+        of a stacked leaf)."""
         self.groups[g].scales.append(leaf)
+        self.groups[g].scale_stacks.append(index)
 
     def add_kink(self, g: int, primitive: str, line: str) -> None:
         self.groups[g].kinks.append((primitive, line))
@@ -118,15 +133,26 @@ class Analysis:
         return len(self.groups[g].program)
 
 
+def _reads(a: Analysis, leaf: int, index: int | None) -> int:
+    """How many equations read ``leaf`` (its slice ``index``): a read of the whole leaf counts
+    for every slice, a read of any slice for the whole leaf."""
+    here = a.uses.get((leaf, index), 0)
+    if index is not None:
+        return here + a.uses.get((leaf, None), 0)
+    return here + sum(n for (lf, i), n in a.uses.items() if lf == leaf and i is not None)
+
+
 def pin_shared(a: Analysis, paths: Sequence[str]) -> None:
     """A group none of whose leaves the program reads elsewhere: writing a smaller one back
-    would change that other use."""
+    would change that other use (a slice of a stacked leaf is read once per layer)."""
     for g in a.groups:
-        leaves = [leaf for leaf, _ in g.producers()] + [c.leaf for c in g.consumers]
-        for leaf in dict.fromkeys(leaves):
-            if a.uses.get(leaf, 0) > 1:
-                g.pin(f"the leaf {paths[leaf]} is read {a.uses[leaf]} times (shared weights)",
-                      "params")
+        refs = [(leaf, index) for leaf, _, index in g.slots()] + [
+            (c.leaf, c.index) for c in g.consumers]
+        for leaf, index in dict.fromkeys(refs):
+            n = _reads(a, leaf, index)
+            if n > 1:
+                where = paths[leaf] + ("" if index is None else f"[{index}]")
+                g.pin(f"the leaf {where} is read {n} times (shared weights)", "params")
 
 
 def close_sets(a: Analysis) -> None:
@@ -151,6 +177,98 @@ def close_sets(a: Analysis) -> None:
                     g.pin(f"tied to group {p.index}, which is pinned", p.pins[0][1])
 
 
+def close_stacks(a: Analysis, paths: Sequence[str],
+                 links: Sequence[Sequence[Val]] = ()) -> dict[tuple[int, int], tuple]:
+    """The layers of a ``scan`` keep one width: every group produced by a slice of a stacked
+    leaf's axis, every group read by a block of its slices' rows, and every group of a block
+    of one carry of a scan before and after each iteration (``links``: the carry keeps its
+    shape) is width-tied to the others there (its tied set too); such a family is recorded on
+    its groups
+    (:attr:`Group.stacked`) and a pin of one pins it all. Returns the row layouts by whole
+    leaf: a stacked leaf's slices must read values of one block structure (else their groups
+    are pinned, with the reason)."""
+    n = len(a.groups)
+    parent = list(range(n))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def union(group_ids) -> None:
+        ids = list(group_ids)
+        for i in ids[1:]:
+            parent[find(i)] = find(ids[0])
+
+    for i in range(n):
+        union([i, a.find(i)])
+    touched: set[int] = set()
+    bad: list[tuple[list[int], str]] = []
+    produced: dict[tuple[int, int], dict[int, list[int]]] = {}
+    for i, g in enumerate(a.groups):
+        for leaf, axis, index in g.slots():
+            if index is not None:
+                touched.add(i)
+                produced.setdefault((leaf, axis), {}).setdefault(index, []).append(i)
+    for (leaf, _), per in produced.items():
+        members = [i for ids in per.values() for i in ids]
+        union(members)
+        layers = a.leaf_shapes[leaf][0]
+        if len(per) != layers:
+            bad.append((members, f"only slices {sorted(per)} of the stacked leaf {paths[leaf]} "
+                        f"({layers} layers) produce neurons (its slices keep one width)"))
+    merged: dict[tuple[int, int], tuple] = {}
+    sliced: dict[tuple[int, int], dict[int, tuple]] = {}
+    for (leaf, axis, index), blocks in a.layouts.items():
+        if index is None:
+            merged[(leaf, axis)] = blocks
+        else:
+            sliced.setdefault((leaf, axis), {})[index] = blocks
+    for (leaf, axis), per in sliced.items():
+        members = [g for blocks in per.values() for g, _ in blocks if g >= 0]
+        touched.update(members)
+        layers = a.leaf_shapes[leaf][0]
+        first = per[min(per)]
+        shapes = {tuple((g < 0, size) for g, size in blocks) for blocks in per.values()}
+        if len(per) != layers or len(shapes) != 1 or (leaf, axis) in merged:
+            bad.append((members, f"the slices of the stacked leaf {paths[leaf]} read values of "
+                        "different neuron blocks (its layers stay stacked: one layout)"))
+        else:
+            for b in range(len(first)):
+                union([blocks[b][0] for blocks in per.values() if blocks[b][0] >= 0])
+        merged.setdefault((leaf, axis), first)
+    for vals in links:
+        hidden = [v for v in vals if v.kind == "hidden"]
+        members = [g for v in hidden for g in v.groups]
+        touched.update(members)
+        shapes = {(v.axis, tuple((g < 0, size) for g, size in v.blocks)) for v in hidden}
+        if hidden and (len(hidden) != len(vals) or len(shapes) != 1):
+            bad.append((members, "the carry of a scan is not one structure of neuron blocks "
+                        "in every iteration (it keeps its shape: one width)"))
+        elif hidden:
+            for b in range(len(hidden[0].blocks)):
+                union([v.blocks[b][0] for v in hidden if v.blocks[b][0] >= 0])
+    for members, why in bad:
+        for i in members:
+            a.groups[i].pin(why, "params")
+    families: dict[int, list[int]] = {}
+    for i in range(n):
+        families.setdefault(find(i), []).append(i)
+    for members in families.values():
+        if not touched.intersection(members):
+            continue
+        indices = tuple(a.groups[i].index for i in members)
+        pinned = [a.groups[i] for i in members if a.groups[i].pins]
+        for i in members:
+            g = a.groups[i]
+            g.stacked = indices
+            if pinned and not g.pins:
+                g.pin(f"keeps the width of group {pinned[0].index} (the layers of a scan stay "
+                      "stacked: one width), which is pinned", pinned[0].pins[0][1])
+    return merged
+
+
 def chain_of(groups: Sequence[Group], outputs: Sequence[Val]) -> tuple[list[Group], list[str]]:
     """The hidden groups of a chain ``x -> g_1 -> ... -> g_L -> output`` (dense layers, one
     activation: what the closed-form Taylor pass and the paper's certificate handle), or why the
@@ -166,6 +284,8 @@ def chain_of(groups: Sequence[Group], outputs: Sequence[Val]) -> tuple[list[Grou
         why.append("group 1 does not read the input x itself")
     for g, nxt in zip(groups[:-1], groups[1:], strict=True):
         why += _link(g, nxt)
+    if any(g.stack is not None for g in groups):
+        why.append("layers under scan (slices of stacked leaves, kept stacked)")
     for g in groups:
         if g.tied and g.index == g.tied[0]:
             why.append(f"groups {', '.join(map(str, g.tied))} are tied by products or sums "

@@ -36,7 +36,7 @@ from jaxcompress.driver import (
     run,
     run_jit,
 )
-from jaxcompress.graph.analysis import Analysis, chain_of, close_sets, pin_shared
+from jaxcompress.graph.analysis import Analysis, chain_of, close_sets, close_stacks, pin_shared
 from jaxcompress.graph.match import analytic_call, chain_activation, refuse_kinks
 from jaxcompress.graph.rules import interpret
 from jaxcompress.graph.table import format_table
@@ -101,23 +101,27 @@ class Network(SizedNetwork):
         group that is not pinned and is read by a kernel (with its tied set)."""
         if self.chain:
             return self.hidden
-        read = {i for g in self.groups if g.consumers for i in (g.tied or (g.index,))}
+        read = {i for g in self.groups if g.consumers
+                for i in (g.stacked or g.tied or (g.index,))}
         return tuple(g for g in self.groups if not g.pins and g.index in read)
 
     def sets(self) -> tuple[tuple[Group, ...], ...]:
-        """The compressible groups by tied set (a set of one for an untied group), in program
-        order of each set's first group."""
+        """The compressible groups by tied set (a set of one for an untied group; a stack, the
+        layers of a ``scan`` that keep one width, as one entry), in program order of each
+        one's first group."""
         out: dict[tuple[int, ...], list[Group]] = {}
         for g in self.compressible:
-            out.setdefault(g.tied or (g.index,), []).append(g)
+            out.setdefault(g.stacked or g.tied or (g.index,), []).append(g)
         return tuple(tuple(v) for v in out.values())
 
     def set_names(self) -> list[str]:
         """How messages name each compressible set."""
         if self.chain:
             return [f"hidden layer {l}" for l in range(1, len(self.hidden) + 1)]
-        return ["group " + str(m[0].index) if len(m) == 1 else
-                "groups " + ", ".join(str(g.index) for g in m) for m in self.sets()]
+        return [("group " + str(m[0].index) if len(m) == 1 else
+                 "groups " + ", ".join(str(g.index) for g in m))
+                + (" (a stack under scan: one width)" if m[0].stacked else "")
+                for m in self.sets()]
 
     @functools.cached_property
     def activation(self) -> Activation | None:
@@ -141,14 +145,16 @@ class Network(SizedNetwork):
 
     @functools.cached_property
     def _plan(self) -> Plan:
-        sets = tuple(
-            SetPlan(index=members[0].index, width=members[0].width,
-                    producers=tuple(Producer(leaf, axis) for g in members
-                                    for leaf, axis in g.producers()),
-                    readers=tuple(Reader(c.leaf, c.axis, c.block, c.value, c.value_axis)
-                                  for g in members for c in g.consumers),
-                    members=tuple(g.index - 1 for g in members))
-            for members in self.sets())
+        sets = []
+        for members in self.sets():
+            parts: tuple[SetPlan, ...] = ()
+            if members[0].stacked:        # a stack: each tied set selects its own neurons
+                by_set: dict[tuple[int, ...], list[Group]] = {}
+                for g in members:
+                    by_set.setdefault(g.tied or (g.index,), []).append(g)
+                parts = tuple(_set_plan(m) for m in by_set.values())
+            sets.append(_set_plan(members, parts))
+        sets = tuple(sets)
         chain = None
         if self.chain:
             chain = ChainPlan(self.activation, tuple(
@@ -207,6 +213,16 @@ class Network(SizedNetwork):
                    x=jax.ShapeDtypeStruct((1, sizes[0][0]), dtype), paths=paths, groups=groups,
                    unknown=(), hidden=groups[:-1], why_not=(), layouts=layouts, kind="params",
                    given=act)
+
+
+def _set_plan(members, parts=()) -> SetPlan:
+    """The driver's record of the groups ``members`` (one index set, or a stack of ``parts``)."""
+    return SetPlan(index=members[0].index, width=members[0].width,
+                   producers=tuple(dict.fromkeys(Producer(leaf, axis, index) for g in members
+                                                 for leaf, axis, index in g.slots())),
+                   readers=tuple(Reader(c.leaf, c.axis, c.block, c.value, c.value_axis,
+                                        c.index) for g in members for c in g.consumers),
+                   members=tuple(g.index - 1 for g in members), parts=tuple(parts))
 
 
 @functools.cache
@@ -299,8 +315,9 @@ def trace(fn: Callable[[Any, jax.Array], jax.Array], params: Any, x: jax.Array) 
     paths = tuple(jax.tree_util.keystr(p) for p, _ in pairs)
     pin_shared(a, paths)
     close_sets(a)
+    merged = close_stacks(a, paths, [[a.val(o) for o in link] for link in prog.links])
     hidden, why = chain_of(a.groups, out_vals)
-    layouts = tuple((leaf, ax, blocks) for (leaf, ax), blocks in a.layouts.items())
+    layouts = tuple((leaf, ax, blocks) for (leaf, ax), blocks in merged.items())
     return Network(fn=fn, params=params, x=shape, paths=paths, groups=tuple(a.groups),
                    unknown=tuple(a.unknown), hidden=tuple(hidden), why_not=tuple(why),
                    layouts=layouts, signature=prog.signature())

@@ -75,13 +75,16 @@ def _operand(a: Analysis, eqn: Eqn, ref: Val, v: Val):
         return ("c", s) if s is not None else ("a non-scalar constant (not one function of "
                                                "each neuron)")
     if v.kind == "param":
-        shape = a.leaf_shapes[v.leaf]
+        shape = a.shape_of(v)
         g = ref.single()
+        if v.lead or v.scale is not None:
+            return "a parameter that is not one number per neuron"
         if (len(shape) == 1 and (v.laxis or 0) == ref.axis and g is not None
                 and shape[0] == a.groups[g].width):
             return ("p", v.leaf)
         if int(np.prod(shape)) == 1:
-            return ("s", v.leaf)                     # one shared scalar parameter
+            # one shared scalar parameter (a slice of a stacked one: not a leaf of its own)
+            return ("s", v.leaf) if v.index is None else ("f", None)
         return "a parameter that is not one number per neuron"
     if v.kind == "fixed":
         # one number computed from parameters (PirateNet's 1 - alpha): the same function of
@@ -120,7 +123,7 @@ def _elementwise(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
             others = ", ".join(str(h + 1) for h in groups if h != g) or "itself, elsewhere"
             a.pin_group(g, f"`{eqn.name}` with group {others} ({why})", eqn.line)
         return [OTHER] * len(eqn.outs)
-    operands = []
+    operands, params = [], []
     for v in vals:
         if v.kind == "hidden":
             operands.append(("n", v.node))
@@ -130,15 +133,17 @@ def _elementwise(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
             a.pin([ref], f"`{eqn.name}` of its activation with {op}", eqn.line)
             return [OTHER] * len(eqn.outs)
         operands.append(op)
+        if op[0] == "p":
+            params.append((v.leaf, v.index))
     g = ref.single()
     tied = any(h.blocks != ref.blocks for h in hidden[1:])
-    params = [r for kind, r in operands if kind == "p"]
     if (g is not None and eqn.name == "add" and ref.pre and len(params) == 1 and len(hidden) == 1
-            and a.groups[g].bias is None and not a.groups[g].program):
-        a.set_bias(g, params[0])
+            and a.groups[g].bias is None and not a.groups[g].program
+            and params[0][1] == a.groups[g].stack):
+        a.set_bias(g, params[0][0])
         return [dataclasses.replace(ref, pre=True)]
-    for leaf in params:
-        a.add_scale(g, leaf)
+    for leaf, index in params:
+        a.add_scale(g, leaf, index)
     if eqn.name in NON_ANALYTIC and not eqn.benign:
         for h in ref.groups:
             a.add_kink(h, eqn.name, eqn.line)
@@ -157,9 +162,11 @@ def _factorised(a: Analysis, eqn: Eqn, vals: list[Val]) -> Val:
     (jaxpi's random weight factorisation): a kernel whose rows along the other axis are
     linear in ``v`` (``C (g * v) = g * (C v)``); anything else computed from parameters is
     ``"other"`` (a ``dot_general`` with it pins its data, naming why)."""
-    if eqn.name != "mul" or len(vals) != 2 or any(v.kind != "param" for v in vals):
+    if eqn.name != "mul" or len(vals) != 2 or any(v.kind != "param" or v.lead for v in vals):
         return OTHER
-    dims = [len(a.leaf_shapes[v.leaf]) for v in vals]
+    if vals[0].index != vals[1].index:
+        return OTHER
+    dims = [len(a.shape_of(v)) for v in vals]
     if sorted(dims) != [1, 2]:
         return OTHER
     v, g = (vals[0], vals[1]) if dims[0] == 2 else (vals[1], vals[0])
@@ -227,9 +234,13 @@ def _view(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
 
 
 def _param_view(a: Analysis, eqn: Eqn, v: Val, old, new) -> Val:
-    """A view of a parameter leaf: a transposed 2-D kernel, or a 1-D leaf whose entries run
-    along one axis (``laxis``) of the viewed value."""
-    shape = a.leaf_shapes[v.leaf]
+    """A view of a parameter leaf (or of its slice): a transposed 2-D kernel, or a 1-D leaf
+    whose entries run along one axis (``laxis``) of the viewed value; a slice of a stacked leaf
+    once its unit stack axis is squeezed away."""
+    if v.lead:
+        ok = tuple(old[:1]) == (1,) and tuple(new) == tuple(old[1:])
+        return dataclasses.replace(v, lead=False) if ok else OTHER
+    shape = a.shape_of(v)
     if len(shape) == 2 and eqn.name == "transpose" and v.laxis is None:
         return dataclasses.replace(v, flip=not v.flip) if tuple(
             eqn.params["permutation"]) == (1, 0) else OTHER
@@ -262,7 +273,7 @@ def _same(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
 def _kernel_side(a: Analysis, vals: list[Val]) -> int | None:
     """Which operand of a ``dot_general`` is a 2-D parameter kernel (0 or 1), if exactly one."""
     sides = [i for i, v in enumerate(vals)
-             if v.kind == "param" and len(a.leaf_shapes[v.leaf]) == 2]
+             if v.kind == "param" and not v.lead and len(a.shape_of(v)) == 2]
     return sides[0] if len(sides) == 1 else None
 
 
@@ -290,6 +301,7 @@ def _dot_general(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
     kc, dc = (lc[0], rc[0]) if side == 0 else (rc[0], lc[0])
     leaf_axis = (1 - kc) if kern.flip else kc
     free = 1 - leaf_axis
+    lead = 0 if kern.index is None else 1          # a slice: axes of the whole stacked leaf
     data_ndim = len(eqn.in_shapes[1 - side])
     if data.kind == "hidden":
         if data.axis != dc:
@@ -298,18 +310,20 @@ def _dot_general(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
             a.pin([data], "its kernel is v * (a scale per row): no leaf is linear in its "
                       "rows", eqn.line)
         else:
-            a.consume(eqn, data, eqn.ins[1 - side], kern.leaf, leaf_axis, dc)
+            a.consume(eqn, data, eqn.ins[1 - side], kern.leaf, leaf_axis + lead, dc,
+                      kern.index)
     source = ("input" if data.kind == "input" else
               data.single() + 1 if data.kind == "hidden" and data.single() is not None
               else "other")
-    width = int(a.leaf_shapes[kern.leaf][free])
-    g = a.new_group(width=width, kernel=kern.leaf, kernel_axis=free, source=source)
+    width = int(a.shape_of(kern)[free])
+    g = a.new_group(width=width, kernel=kern.leaf, kernel_axis=free + lead, source=source,
+                    stack=kern.index)
     if data.kind == "const" or (data.kind == "hidden" and data.groups and all(
             a.groups[h].constant for h in data.groups)):
         # its features would be taken on the domain of x, on which it does not depend
         a.mark_constant(g, eqn.line)
     if kern.scale is not None and kern.scale[1] == free:
-        a.add_scale(g, kern.scale[0])     # g: one per neuron, sliced with them
+        a.add_scale(g, kern.scale[0], kern.index)     # g: one per neuron, sliced with them
     elif kern.scale is not None:
         a.pin_group(g, "its kernel is v * (a scale per input): kept whole", eqn.line)
     axis = 0 if side == 0 else data_ndim - 1
@@ -336,9 +350,10 @@ def _latent(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
         grp = a.groups[gb]
         if sum(s for _, s in t.blocks) != grp.width:
             continue
-        a.consume(eqn, t, eqn.ins[1 - side], grp.kernel, grp.kernel_axis, t.axis)
+        a.consume(eqn, t, eqn.ins[1 - side], grp.kernel, grp.kernel_axis, t.axis, grp.stack)
         if grp.bias is not None:
-            a.consume(eqn, t, eqn.ins[1 - side], grp.bias, 0, t.axis)
+            a.consume(eqn, t, eqn.ins[1 - side], grp.bias, 0 if grp.stack is None else 1,
+                      t.axis, grp.stack)
         a.pin_group(gb, f"its neurons are the latent rows read by group(s) "
                 f"{', '.join(str(g + 1) for g in t.groups)} (re-weighted there)", eqn.line)
         return [OTHER]
@@ -405,9 +420,52 @@ def _reduction(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
 for _n in ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin",
            "cumsum", "reduce_and", "reduce_or"):
     RULES[_n] = _reduction
-for _n in ("slice", "dynamic_slice", "gather", "dynamic_update_slice", "scatter", "scatter-add",
-           "split", "pad", "rev"):
+for _n in ("gather", "dynamic_update_slice", "scatter", "scatter-add", "split", "pad", "rev"):
     RULES[_n] = _pinning("is sliced or indexed by `{name}`")
+
+
+def stack_index(a: Analysis, eqn: Eqn, vals: list[Val]) -> int | None:
+    """The layer ``i`` when ``eqn`` takes slice ``i`` of a parameter leaf along its axis 0,
+    whole along the others (``slice``, as an unrolled ``scan`` reads its stacked ``xs``, or
+    ``dynamic_slice`` at a constant index, as ``fori_loop`` indexes ``W[i]``), else ``None``."""
+    v = vals[0] if vals else OTHER
+    if (eqn.name not in ("slice", "dynamic_slice") or v.kind != "param" or v.index is not None
+            or v.flip or v.laxis is not None or v.scale is not None):
+        return None
+    shape = tuple(a.leaf_shapes[v.leaf])
+    if not shape or tuple(eqn.out_shapes[0]) != (1,) + shape[1:]:
+        return None
+    if eqn.name == "slice":
+        start = tuple(eqn.params["start_indices"])
+        strides = eqn.params.get("strides")
+        if any(start[1:]) or (strides is not None and any(s != 1 for s in strides)):
+            return None
+        return int(start[0])
+    if any(w.kind != "const" for w in vals[1:]):
+        return None
+    starts = [int(np.asarray(w.value)) for w in vals[1:]]
+    if any(starts[1:]):       # (clamped into range, as dynamic_slice does)
+        return None
+    return min(max(starts[0], 0), shape[0] - 1)
+
+
+def _slice(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
+    """``slice`` / ``dynamic_slice``: slice ``i`` of a stacked parameter leaf (a layer of a
+    ``scan``) is followed as that layer's parameter; a slice computed from parameters alone is
+    a fixed value; any other slice pins what it reads."""
+    if all(v.kind == "const" for v in vals):
+        return _const_eval(eqn, vals)
+    index = stack_index(a, eqn, vals)
+    if index is not None:
+        return [dataclasses.replace(vals[0], index=index, lead=True)]
+    if all(v.kind in ("param", "const", "fixed") for v in vals):
+        return [Val("fixed", shape=tuple(eqn.out_shapes[0]))]
+    a.pin(vals, f"is sliced or indexed by `{eqn.name}`", eqn.line)
+    return [OTHER]
+
+
+RULES["slice"] = _slice
+RULES["dynamic_slice"] = _slice
 
 
 #: Primitives of JAX's random number generation: a ``fn`` that draws (dropout, noise) is not
@@ -427,10 +485,12 @@ def interpret(flat: list[Eqn], a: Analysis) -> None:
                 "inside fn makes it a different function at every key, and compression needs "
                 "one; trace the deterministic function (dropout off: nnx's "
                 "model.eval(), linen's deterministic=True, Equinox's inference=True)")
+        vals = [a.val(o) for o in eqn.ins]
+        index = stack_index(a, eqn, vals)
         for o in eqn.ins:
             if isinstance(o, int) and o < len(a.leaf_shapes):
-                a.uses[o] = a.uses.get(o, 0) + 1
-        vals = [a.val(o) for o in eqn.ins]
+                key = (o, index if o == eqn.ins[0] else None)
+                a.uses[key] = a.uses.get(key, 0) + 1
         rule = RULES.get(eqn.name)
         if rule is None:
             a.unknown.append((eqn.name, eqn.line))

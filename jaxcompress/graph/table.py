@@ -16,23 +16,29 @@ Network = Any
 __all__ = ["format_table"]
 
 
-def _leaf_text(net: Network, leaf: int, axis: int | None = None) -> str:
-    """A leaf's path; a 2-D kernel whose neurons (outputs) run along ``axis`` 0 is marked."""
-    if axis is None or len(np.shape(net.leaves[leaf])) != 2:
-        return net.paths[leaf]
-    return f"{net.paths[leaf]}{' (out,in)' if axis == 0 else ''}"
+def _leaf_text(net: Network, leaf: int, axis: int | None = None,
+               index: int | None = None) -> str:
+    """A leaf's path (``[i]``: its slice ``i`` of a stacked leaf, a layer under scan); a 2-D
+    kernel whose neurons (outputs) run along its first axis is marked."""
+    lead = 0 if index is None else 1
+    path = net.paths[leaf] + ("" if index is None else f"[{index}]")
+    if axis is None or len(np.shape(net.leaves[leaf])) != 2 + lead:
+        return path
+    return f"{path}{' (out,in)' if axis == lead else ''}"
 
 
 def _status(net: Network, g: Group) -> str:
+    stack = (f" (one width with groups {', '.join(map(str, g.stacked))}: a stack under scan)"
+             if g.stacked and len(g.stacked) > 1 else "")
     if not g.consumers and g.tied and g in net.compressible:
-        return f"compressible (tied: groups {', '.join(map(str, g.tied))})"
+        return f"compressible (tied: groups {', '.join(map(str, g.tied))}){stack}"
     if g.pins:
         return "pinned: " + "; ".join(f"{r} [{line}]" for r, line in g.pins)
     if not g.consumers:
         return "not read by a kernel"
     if g in net.compressible:
         return "compressible" + (f" (tied: groups {', '.join(map(str, g.tied))})" if g.tied
-                                 else "")
+                                 else "") + stack
     return "not compressed"
 
 
@@ -59,8 +65,8 @@ def format_table(net: Network) -> str:
             f"of fn(params, x: {net.x.dtype}{list(net.x.shape)})")
     rows = [("group", "width", "produced by", "consumed by", "activation", "status")]
     for g in net.groups:
-        prod = [_leaf_text(net, g.kernel, g.kernel_axis)]
-        prod += [net.paths[leaf] for leaf, _ in g.producers()[1:]]
+        prod = [_leaf_text(net, leaf, axis if i == 0 else None, index)
+                for i, (leaf, axis, index) in enumerate(g.slots())]
         cons = ", ".join(_consumer_text(net, c) for c in g.consumers) or "-"
         rows.append((str(g.index), str(g.width), ", ".join(prod), cons, _activation_text(net, g),
                      _status(net, g)))
@@ -81,7 +87,8 @@ def format_table(net: Network) -> str:
 
 def _consumer_text(net: Network, c: Consumer) -> str:
     blocks = next(b for leaf, ax, b in net.layouts if (leaf, ax) == (c.leaf, c.axis))
-    text = _leaf_text(net, c.leaf, 1 - c.axis) if len(blocks) == 1 else (
-        f"{net.paths[c.leaf]} rows {c.offset}:{c.offset + blocks[c.block][1]} of "
-        f"{sum(s for _, s in blocks)}")
+    lead = 0 if c.index is None else 1
+    text = _leaf_text(net, c.leaf, 1 - (c.axis - lead) + lead, c.index) if len(blocks) == 1 else (
+        f"{_leaf_text(net, c.leaf, None, c.index)} rows {c.offset}:"
+        f"{c.offset + blocks[c.block][1]} of {sum(s for _, s in blocks)}")
     return text

@@ -29,7 +29,10 @@ class Val:
     beside a layer). ``pre`` marks ``x K`` or ``x K + b`` itself; ``node`` is the node of the
     group's activation program the value is (single-block values only; ``None`` otherwise).
     ``scale`` marks a kernel computed as ``v * g`` (weight factorisation): ``(g's leaf, the axis
-    of v it runs along)``, ``leaf`` being ``v``.
+    of v it runs along)``, ``leaf`` being ``v``. ``index`` marks slice ``index`` of a stacked
+    leaf (along its axis 0: layer ``index`` of a ``scan`` over stacked parameters), ``lead``
+    that slice before its unit axis 0 is squeezed away; the other fields then describe the
+    slice.
     """
 
     kind: str
@@ -43,6 +46,8 @@ class Val:
     node: int | None = None
     scale: tuple[int, int] | None = None
     shape: tuple[int, ...] | None = None
+    index: int | None = None
+    lead: bool = False
 
     @property
     def groups(self) -> list[int]:
@@ -59,16 +64,18 @@ OTHER = Val("other")
 
 @dataclasses.dataclass(frozen=True)
 class Consumer:
-    """A linear consumer of a group: rows of a kernel leaf.
+    """A linear consumer of a group: rows of a kernel leaf (or of one slice of a stacked leaf).
 
     Attributes:
       leaf: the kernel's leaf index.
-      axis: the leaf's axis that runs over the group's neurons (0 for an ``(in, out)`` kernel).
+      axis: the leaf's axis that runs over the group's neurons (0 for an ``(in, out)`` kernel;
+        1 for a slice of a stacked ``(L, in, out)`` kernel: axes count in the whole leaf).
       block: the group's block among the leaf's row blocks (:attr:`Network.layouts`).
       value: the id of the consumed value in the flat program (the ``dot_general`` operand).
       value_axis: that value's neuron axis.
       offset: where the group's block starts along it (original widths).
       line: the source line of the ``dot_general``.
+      index: the slice of a stacked leaf (a layer under ``scan``), or ``None``: the whole leaf.
     """
 
     leaf: int
@@ -78,6 +85,7 @@ class Consumer:
     value_axis: int
     offset: int
     line: str
+    index: int | None = None
 
 
 @dataclasses.dataclass(eq=False)
@@ -88,10 +96,11 @@ class Group:
       index: 1-based, in program order.
       width: the number of neurons.
       kernel: the producing kernel's leaf index; ``kernel_axis`` its axis along the neurons
-        (``out_in``: the kernel is laid out ``(out, in)``).
+        (``out_in``: the kernel is laid out ``(out, in)``), an axis of the whole leaf.
       bias: the bias leaf's index, or ``None``.
       scales: leaves of per-neuron parameters inside the activation (a FiLM scale, a learnt
-        frequency per neuron), sliced with the neurons.
+        frequency per neuron), sliced with the neurons; ``scale_stacks`` the slice of each
+        (``None``: the whole leaf; a stacked leaf's slice: a parameter of a layer under scan).
       source: ``"input"`` (reads ``x``), the index of the group whose activation it reads, or
         ``"other"``.
       program: the activation as elementwise equations on node 0 (``u``): ``(primitive, params,
@@ -110,6 +119,12 @@ class Group:
       constant: whether it does not depend on ``x`` (pinned: nothing to match on the domain).
       linear: the line of a kernel that reads ``x K + b`` itself (no activation between): such
         a group is pinned unless a residual stream ties it (a linear input projection).
+      stack: its position along axis 0 of stacked producer leaves (a layer under ``scan``:
+        its kernel, bias and scales are slice ``stack`` of their leaves), or ``None``.
+      stacked: the 1-based indices of every group that must keep its width (itself included),
+        when it touches a stacked leaf: the layers of a ``scan`` keep one width, since their
+        leaves stay stacked; each of its tied sets keeps its own neurons
+        (:mod:`jaxcompress.graph`); ``()`` otherwise.
     """
 
     index: int
@@ -118,6 +133,7 @@ class Group:
     kernel_axis: int
     bias: int | None = None
     scales: list = dataclasses.field(default_factory=list)
+    scale_stacks: list = dataclasses.field(default_factory=list)
     source: Any = "other"
     program: list = dataclasses.field(default_factory=list)
     calls: list = dataclasses.field(default_factory=list)
@@ -128,11 +144,14 @@ class Group:
     tied: tuple[int, ...] = ()
     constant: bool = False
     linear: str = ""
+    stack: int | None = None
+    stacked: tuple[int, ...] = ()
 
     @property
     def out_in(self) -> bool:
-        """Whether the producing kernel is laid out ``(out, in)`` (neurons along axis 0)."""
-        return self.kernel_axis == 0
+        """Whether the producing kernel is laid out ``(out, in)`` (neurons along its first
+        axis, after the stack axis of a stacked kernel)."""
+        return self.kernel_axis == (0 if self.stack is None else 1)
 
     @property
     def pinned(self) -> bool:
@@ -150,10 +169,19 @@ class Group:
             self.pins.append((reason, line))
 
     def producers(self) -> list[tuple[int, int]]:
-        """``(leaf, axis)`` of every leaf sliced with the neurons: kernel, bias, scales."""
-        out = [(self.kernel, self.kernel_axis)]
-        out += [] if self.bias is None else [(self.bias, 0)]
-        return out + [(leaf, 0) for leaf in self.scales]
+        """``(leaf, axis)`` of every leaf sliced with the neurons: kernel, bias, scales (of a
+        stacked group: their slice :attr:`stack`, axes counted in the whole leaf)."""
+        return [(leaf, axis) for leaf, axis, _ in self.slots()]
+
+    def slots(self) -> list[tuple[int, int, int | None]]:
+        """``(leaf, axis, slice)`` of every leaf sliced with the neurons: kernel, bias, scales
+        (``slice``: the position along a stacked leaf's axis 0, or ``None``)."""
+        lead = 0 if self.stack is None else 1
+        out = [(self.kernel, self.kernel_axis, self.stack)]
+        out += [] if self.bias is None else [(self.bias, lead, self.stack)]
+        stacks = list(self.scale_stacks) + [None] * (len(self.scales) - len(self.scale_stacks))
+        return out + [(leaf, 0 if i is None else 1, i)
+                      for leaf, i in zip(self.scales, stacks, strict=True)]
 
     def activation_fn(self) -> Callable[[jax.Array], jax.Array]:
         """The elementwise function ``u -> sigma(u)`` of the program (ending at the consumed

@@ -21,6 +21,7 @@ import jax
 import numpy as np
 from jax._src import core as jax_core
 from jax._src import source_info_util
+from jax._src.interpreters import partial_eval as pe
 
 __all__ = ["Const", "Eqn", "Program", "evaluate", "flatten", "trace_program"]
 
@@ -178,7 +179,10 @@ def _inline(closed, args: Sequence, out: list[Eqn], counter: list[int], where: s
     if all(isinstance(a, Const) for a in args):
         res = jax_core.eval_jaxpr(closed.jaxpr, closed.consts, *[a.value for a in args])
         return [Const(np.asarray(r)) for r in res]
-    return flatten(closed.jaxpr, closed.consts, args, out, counter, where)
+    start = len(out)
+    res = flatten(closed.jaxpr, closed.consts, args, out, counter, where)
+    out[start:] = [dataclasses.replace(e, line=where) for e in out[start:]]   # the scan's line
+    return res
 
 
 def _unroll(eqn, ins: Sequence, out: list[Eqn], counter: list[int], where: str, *, call: str,
@@ -248,7 +252,10 @@ def trace_program(fn: Callable, params: Any, x, analytic_call: Callable | None =
     n = len(leaves)
     eqns: list[Eqn] = []
     links: list = []
-    outs = flatten(closed.jaxpr, closed.consts, list(range(n + 1)), eqns, [n],
+    # dead code removed first: a scan's per-iteration outputs that nothing reads (the ys of
+    # a scan used for its carry) would otherwise be stacked, and pin what they stack
+    jaxpr, _ = pe.dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars), instantiate=True)
+    outs = flatten(jaxpr, closed.consts, list(range(n + 1)), eqns, [n],
                    analytic_call=analytic_call, links=links)
     return Program(tuple(eqns), tuple(outs), n, tuple(links))
 

@@ -155,8 +155,10 @@ def test_a_residual_stream_under_scan():
 
 
 def test_what_a_scan_cannot_keep_stacked_is_pinned_with_the_reason():
-    """The per-layer outputs ``ys`` of a scan stacked into the output pin the stack (every
-    layer of it: they keep one width); a stacked leaf also read whole is shared."""
+    """Per-iteration outputs ``ys`` stacked into the output, a kernel closed over by the body
+    (every iteration's layer), a stacked leaf also read whole: the stack is pinned (every
+    layer of it: they keep one width), each with its reason. A reverse scan whose ``ys``
+    nothing reads compresses."""
     params = _params(3, 8, 3)
 
     def stacked_output(p, x):
@@ -164,14 +166,25 @@ def test_what_a_scan_cannot_keep_stacked_is_pinned_with_the_reason():
 
         def layer(h, w):
             h = jnp.tanh(h @ w["kernel"] + w["bias"])
-            return h, h @ p["out"]["kernel"]
+            return h, h
 
-        _, ys = jax.lax.scan(layer, h, p["stack"])
-        return jnp.moveaxis(ys[..., 0], 0, -1)
+        h, ys = jax.lax.scan(layer, h, p["stack"])
+        return (h + jnp.sum(ys, axis=0)) @ p["out"]["kernel"]
 
-    text = str(jc.trace(stacked_output, params, X2))
-    assert "the leaf ['out']['kernel'] is read 3 times (shared weights)" in text
-    assert "keeps the width of group" in text and "(the layers of a scan stay stacked" in text
+    net = jc.trace(stacked_output, params, X2)
+    text = str(net)
+    assert "stacked as the per-iteration outputs ys of a scan" in text and not net.compressible
+    assert "keeps the width of group 2 (the layers of a scan stay stacked" in text
+    assert "test_graph_scan.py" in text                   # the user's line, not the library's
+
+    def closed_over(p, x):
+        h = jnp.tanh(x @ p["inp"]["kernel"] + p["inp"]["bias"])
+        w = p["stack"]["kernel"][0]
+        h, _ = jax.lax.scan(lambda h, _: (jnp.tanh(h @ w), None), h, None, length=3)
+        return h @ p["out"]["kernel"]
+
+    text = str(jc.trace(closed_over, params, X2))
+    assert "the leaf ['stack']['kernel'][0] produces 3 groups (shared weights)" in text
 
     def shared(p, x):
         return scanned(p, x) + jnp.sum(p["stack"]["bias"])
@@ -179,6 +192,22 @@ def test_what_a_scan_cannot_keep_stacked_is_pinned_with_the_reason():
     net = jc.trace(shared, params, X2)
     assert "the leaf ['stack']['bias'][0] is read 2 times (shared weights)" in str(net)
     assert not net.compressible
+
+    def reverse(p, x):
+        h = jnp.tanh(x @ p["inp"]["kernel"] + p["inp"]["bias"])
+
+        def layer(h, w):
+            h = jnp.tanh(h @ w["kernel"] + w["bias"])
+            return h, h
+
+        h, _ = jax.lax.scan(layer, h, p["stack"], reverse=True)
+        return h @ p["out"]["kernel"] + p["out"]["bias"]
+
+    net = jc.trace(reverse, params, X2)
+    assert [g.stack for g in net.groups] == [None, 2, 1, 0, None]
+    small, info = jc.compress(net, jc.collocation(2), domain=BALL)
+    assert small.params["stack"]["kernel"].shape == (3, 6, 6)
+    np.testing.assert_allclose(_error(reverse, params, small), info.error_estimate, rtol=1e-6)
 
 
 def test_flax_scans_through_trace_module():

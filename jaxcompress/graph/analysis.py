@@ -144,7 +144,19 @@ def _reads(a: Analysis, leaf: int, index: int | None) -> int:
 
 def pin_shared(a: Analysis, paths: Sequence[str]) -> None:
     """A group none of whose leaves the program reads elsewhere: writing a smaller one back
-    would change that other use (a slice of a stacked leaf is read once per layer)."""
+    would change that other use (a slice of a stacked leaf is read once per layer). A leaf
+    (slice) that produces several groups is shared too, however it is read (a kernel closed
+    over by a scan's body, used in every iteration)."""
+    producing: dict[tuple[int, int | None], list[Group]] = {}
+    for g in a.groups:
+        for leaf, _, index in dict.fromkeys(g.slots()):
+            producing.setdefault((leaf, index), []).append(g)
+    for (leaf, index), groups in producing.items():
+        if len(groups) > 1:
+            where = paths[leaf] + ("" if index is None else f"[{index}]")
+            for g in groups:
+                g.pin(f"the leaf {where} produces {len(groups)} groups (shared weights)",
+                      "params")
     for g in a.groups:
         refs = [(leaf, index) for leaf, _, index in g.slots()] + [
             (c.leaf, c.index) for c in g.consumers]

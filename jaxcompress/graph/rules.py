@@ -371,7 +371,8 @@ def _concatenate(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
     if not any(v.kind == "hidden" for v in vals):
         return [OTHER]
     if any(v.kind == "hidden" and v.axis != dim for v in vals):
-        a.pin(vals, "concatenated along an axis other than its neurons", eqn.line)
+        a.pin(vals, "concatenated along an axis other than its neurons (e.g. stacked as the "
+                    "per-iteration outputs ys of a scan)", eqn.line)
         return [OTHER]
     blocks: list[tuple[int, int]] = []
     for v, shape in zip(vals, eqn.in_shapes, strict=True):

@@ -98,7 +98,7 @@ def _parse(argv):
                    help="teacher cache (default benchmarks/results/teachers; quick: "
                         "<out>/teachers)")
     args = p.parse_args(argv)
-    quick = {"seeds": [0, 1], "kmax": 2, "sup_samples": 512, "sup_steps": 10}
+    quick = {"seeds": [0, 1], "kmax": 1, "sup_samples": 512, "sup_steps": 10}
     full = {"seeds": list(T.SEEDS), "kmax": 10, "sup_samples": 8192, "sup_steps": 100}
     for name, value in C.mode_config(args, full, quick, tuple(full)).items():
         setattr(args, name, value)

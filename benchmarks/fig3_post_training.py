@@ -102,7 +102,7 @@ PAPER = {
     "source": "DESIGN.md section 2; Table 1 and Appendix G of the paper",
 }
 FULL = {"seeds": [0, 1, 2, 3, 4], "kmax": 10, "samples": 8192, "steps": 100, "starts": 16}
-QUICK = {"seeds": [0, 1], "kmax": 3, "samples": 512, "steps": 10, "starts": 4}
+QUICK = {"seeds": [0, 1], "kmax": 2, "samples": 512, "steps": 10, "starts": 4}
 CERT_KEYS = ("assumption4", "rho", "rho_ours", "q_hat", "r_violate", "rho_pole", "rho_f",
              "rho_sigma", "W_max", "L_f_sampled")
 

@@ -100,6 +100,8 @@ def parse(argv):
                    help="which cases (default: all but the quick one)")
     p.add_argument("--cache", type=Path, default=None,
                    help="folder keeping trained teachers between runs")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the cases of a stopped run (<out>/.manifold_partial.json)")
     args = p.parse_args(argv)
     cfg = dict(QUICK if args.quick else FULL)
     if args.cases:
@@ -409,8 +411,10 @@ def plot(result: dict, path: Path) -> None:
           "d = 64 inputs, teacher width 128")
     axes[1].set_xticks([1, 2, 3])
     panel(axes[2], ["d16_m2", "d64_m2", "d256_m2"], [16, 64, 256], "input dimension d",
-          "m = 2: the width does not follow d")
+          "m = 2, d = 16 to 256 (teachers differ in error)")
     axes[2].set_xscale("log")
+    axes[2].set_xticks([16, 32, 64, 256], ["16", "32", "64", "256"])
+    axes[2].minorticks_off()
     panel(axes[3], ["d64_m2", "d64_m2_noise0.01", "d64_m2_noise0.03", "d64_m2_noise0.1"],
           [0, 0.01, 0.03, 0.1], "noise sigma off the manifold", "d = 64, m = 2, noisy inputs",
           logx=True)
@@ -483,7 +487,15 @@ def main(argv=None) -> int:
             log("## check FAILED: " + "; ".join(failures))
             return 1
         partial = args.out / f".{NAME}_partial.json"
+        if args.resume and partial.exists():
+            import json
+
+            done = json.loads(partial.read_text())["cases"]
+            result["cases"] = {k: v for k, v in done.items() if k in cfg["cases"]}
+            log(f"\n## resumed: {', '.join(result['cases'])} from {partial}")
         for name in cfg["cases"]:
+            if name in result["cases"]:
+                continue
             log(f"\n## {name}")
             result["cases"][name] = run_case(jc, CASES[name], cfg, args, log)
             C.write_json(partial, result)

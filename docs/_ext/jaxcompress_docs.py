@@ -52,8 +52,7 @@ SEE_ALSO = {
                    "and the {doc}`API reference <../api/index>` for every argument",
 }
 #: The hand-written pages of ``docs/`` (their links are rewritten as Sphinx reads them).
-HANDWRITTEN = ("index", "methods", "shrink", "certificates", "flax", "trace", "io",
-               "scale_out", "reproduce", "layout")
+HANDWRITTEN = tuple(sorted(p.stem for p in DOCS.glob("*.md") if p.name != "README.md"))
 
 #: API sections: defining module -> section title. Modules not listed get a section named after
 #: themselves, at the end, so a new module's names are documented without editing this file.

@@ -102,24 +102,22 @@ def _fori(p, x):
 
 
 def test_a_scan_is_its_unrolled_layers():
-    """A random scanned stack, the same stack indexed by ``fori_loop`` and the same layers as
-    separate leaves in a Python loop compress to the same network (equal error estimates,
-    equal kernels: each slice holds its own layer's kept neurons), by collocation in forward
-    order (each layer re-fitted on the compressed layers before it) and by derivative matching
-    in backward order."""
+    """A random stack indexed by ``fori_loop`` (collocation in forward order: each layer
+    re-fitted on the compressed layers before it) and under ``scan`` (derivative matching in
+    backward order) compresses to the network its layers compress to as separate leaves in a
+    Python loop (equal error estimates, equal kernels: each slice holds its own layer's kept
+    neurons)."""
     params = _params(1, 16, 3)
     layers = [jax.tree.map(lambda a, i=i: a[i], params["stack"]) for i in range(3)]
     loose = {"inp": params["inp"], "layers": layers, "out": params["out"]}
-    for method, fns in ((jc.collocation(3), (scanned, _fori)),
-                        (jc.derivative_matching(3), (scanned,))):
+    for method, fn in ((jc.collocation(3), _fori), (jc.derivative_matching(3), scanned)):
         ref, ref_info = jc.compress(jc.trace(_unrolled, loose, X2), method, domain=BALL)
         assert float(ref_info.error_estimate) > 1e-6        # a real compression, not a copy
-        for fn in fns:
-            small, info = jc.compress(jc.trace(fn, params, X2), method, domain=BALL)
-            np.testing.assert_allclose(info.error_estimate, ref_info.error_estimate, rtol=1e-9)
-            for i, layer in enumerate(ref.params["layers"]):
-                np.testing.assert_allclose(small.params["stack"]["kernel"][i], layer["kernel"],
-                                           atol=1e-12)
+        small, info = jc.compress(jc.trace(fn, params, X2), method, domain=BALL)
+        np.testing.assert_allclose(info.error_estimate, ref_info.error_estimate, rtol=1e-9)
+        for i, layer in enumerate(ref.params["layers"]):
+            np.testing.assert_allclose(small.params["stack"]["kernel"][i], layer["kernel"],
+                                       atol=1e-12)
 
 
 def test_a_residual_stream_under_scan():

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress._checks import check_finite
-from jaxcompress._sobol import quasi_random
+from jaxcompress._sobol import SOBOL_MAX_DIM, quasi_random
 
 __all__ = ["DOMAIN_TYPES", "NODE_KINDS", "Ball", "Box", "Domain", "Parameterization", "Points",
            "check_domain", "check_radius", "domain_center", "domain_valid"]
@@ -63,6 +63,14 @@ def check_radius(radius, where: str) -> None:
         ok = False
     if not ok:
         raise ValueError(f"{where}: radius must be one finite positive number, got {radius!r}")
+
+
+#: Number of points of the error estimate (:func:`jaxcompress.evaluate.error_estimate`, and
+#: ``CompressInfo.error_estimate``).
+ERROR_POINTS = 256
+#: Index of the first quasi-random point of the error estimate: far past any collocation node set
+#: (those start at index 0), so the estimate is measured on points no method was fitted on.
+ERROR_SKIP = 1 << 24
 
 
 class Domain(abc.ABC):
@@ -133,15 +141,10 @@ class Domain(abc.ABC):
         """The fixed points of the error estimate (:func:`jaxcompress.evaluate.error_points`):
         the domain's quasi-random points ``ERROR_SKIP .. ERROR_SKIP + n - 1``, far past any
         collocation node set; a :class:`Points` domain returns its held-out rows."""
-        from jaxcompress.evaluate import ERROR_SKIP
-
         return self.sobol(int(n), skip=ERROR_SKIP, dtype=dtype)
 
     def estimate_description(self) -> str:
         """The points of the error estimate, in words (``CompressInfo.estimated_on``)."""
-        from jaxcompress._sobol import SOBOL_MAX_DIM
-        from jaxcompress.evaluate import ERROR_POINTS
-
         kind = "Sobol" if self.dim <= SOBOL_MAX_DIM else "Kronecker"
         return f"{ERROR_POINTS} {kind} points of the domain"
 

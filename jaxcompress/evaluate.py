@@ -20,21 +20,22 @@ import jax.numpy as jnp
 
 from jaxcompress._checks import check_key, check_positive_int
 from jaxcompress.activations import get_activation
-from jaxcompress.domains import Domain, Points, check_domain, domain_valid
+from jaxcompress.domains import (
+    ERROR_POINTS,
+    ERROR_SKIP,
+    Domain,
+    Points,
+    check_domain,
+    domain_valid,
+)
 from jaxcompress.mlp import Params, apply, validate_params
 from jaxcompress.placement import Placement
 
 __all__ = ["ERROR_POINTS", "ERROR_SKIP", "error_estimate", "error_points", "search_sup",
            "sup_error"]
 
-#: Number of points of :func:`error_estimate` (and of ``CompressInfo.error_estimate``).
-ERROR_POINTS = 256
 #: Points per chunk of :func:`error_estimate` in a sharded compression.
 SHARDED_CHUNK = 16
-#: Index of the first Sobol point (of the domain's cube sequence) used by :func:`error_points`:
-#: far past any collocation node set (those start at index 0), so the estimate is measured on
-#: points no method was fitted on.
-ERROR_SKIP = 1 << 24
 
 
 def error_points(domain, n: int = ERROR_POINTS, dtype=None) -> jax.Array:

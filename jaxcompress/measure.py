@@ -31,9 +31,10 @@ from jaxcompress.graph.network import apply_fn
 from jaxcompress.io import LoadedModel, LoadedNetwork
 from jaxcompress.mlp import validate_params
 from jaxcompress.modules import ModuleNetwork
-from jaxcompress.networks import is_network
+from jaxcompress.networks import as_network, is_network
+from jaxcompress.profile import DataProfile, network_profile
 
-__all__ = ["error_estimate", "network_sup_error", "sup_error"]
+__all__ = ["data_profile", "error_estimate", "network_sup_error", "sup_error"]
 
 
 def _fn_params(obj: Any, activation, where: str, name: str) -> tuple[Callable, Any, int | None]:
@@ -215,3 +216,30 @@ def network_sup_error(plan: Plan, teacher, leaves, domain, key, *, n_samples: in
     return _plan_sup_error(list(teacher), list(leaves), domain, key, plan=plan,
                            n_samples=n_samples, local_search_steps=local_search_steps,
                            n_starts=n_starts)
+
+
+def data_profile(net, x, *, activation=None, rtol: float = 1e-6) -> DataProfile:
+    """The singular-value profile of every compressible set's activations at the data ``x``,
+    their numerical ranks at ``rtol``, the data's intrinsic dimension and the paper's width scale
+    (see :mod:`jaxcompress.profile`). Host side (concrete parameters and data).
+
+    Args:
+      net: any network :func:`jaxcompress.compress` takes (a params list with ``activation=``,
+        ``jc.trace(...)``, a module, a loaded file).
+      x: ``(N, d_in)`` inputs, real and finite.
+      activation: for a params list.
+      rtol: the tolerance of the ranks, in ``(0, 1)``.
+
+    >>> params = [{"kernel": 0.3 * layer["kernel"], "bias": layer["bias"]}
+    ...           for layer in jc.init_mlp(jax.random.PRNGKey(0), [32, 64, 64, 1])]
+    >>> u = jax.random.uniform(jax.random.PRNGKey(1), (500, 2), minval=-1, maxval=1)
+    >>> x = jnp.tanh(u @ jax.random.normal(jax.random.PRNGKey(2), (2, 32)))  # a 2-D surface
+    >>> prof = jc.data_profile(params, x, activation="tanh", rtol=1e-6)
+    >>> round(prof.intrinsic_dim)
+    2
+    >>> prof.widths                        # of 64 neurons each, 32 inputs
+    (55, 43)
+    """
+    where = "data_profile"
+    return network_profile(as_network(net, activation=activation, where=where), x, rtol=rtol,
+                           where=where)

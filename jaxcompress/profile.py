@@ -24,7 +24,8 @@ can measure the same thing from the data:
 - the paper's **width scale** ``C(m + k, m)`` at that ``m`` (:meth:`DataProfile.width_scale`),
   and the order whose ``D_k`` matches each set's rank (:meth:`DataProfile.orders`).
 
-``jc.data_matching(x, rtol=...)`` uses the ranks as its widths.
+``jc.data_matching(x, rtol=...)`` uses the ranks as its widths. The public entry point is
+:func:`jaxcompress.data_profile` (any network); :func:`network_profile` takes a traced network.
 """
 
 from __future__ import annotations
@@ -36,10 +37,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcompress import driver
 from jaxcompress._checks import as_real_array, check_finite
+from jaxcompress.domains import Points
+from jaxcompress.features import DataFeatures
+from jaxcompress.methods import BestOf, Method
 from jaxcompress.taylor import num_monomials
 
-__all__ = ["DataProfile", "SetProfile", "data_profile", "intrinsic_dimension"]
+__all__ = ["DataProfile", "SetProfile", "intrinsic_dimension", "network_profile", "rank_widths"]
 
 #: Rows the intrinsic-dimension estimate uses at most (a deterministic, evenly strided subset).
 INTRINSIC_POINTS = 4096
@@ -206,41 +211,14 @@ def intrinsic_dimension(x, *, max_points: int = INTRINSIC_POINTS) -> float:
     return float(ok.sum() / total) if total > 0 else float("inf")
 
 
-def data_profile(net, x, *, activation=None, rtol: float = 1e-6) -> DataProfile:
-    """The singular-value profile of every compressible set's activations at the data ``x``,
-    their numerical ranks at ``rtol``, the data's intrinsic dimension and the paper's width scale
-    (see the module docstring). Host side (concrete parameters and data).
-
-    Args:
-      net: any network :func:`jaxcompress.compress` takes (a params list with ``activation=``,
-        ``jc.trace(...)``, a module, a loaded file).
-      x: ``(N, d_in)`` inputs, real and finite.
-      activation: for a params list.
-      rtol: the tolerance of the ranks, in ``(0, 1)``.
-
-    >>> params = [{"kernel": 0.3 * layer["kernel"], "bias": layer["bias"]}
-    ...           for layer in jc.init_mlp(jax.random.PRNGKey(0), [32, 64, 64, 1])]
-    >>> u = jax.random.uniform(jax.random.PRNGKey(1), (500, 2), minval=-1, maxval=1)
-    >>> x = jnp.tanh(u @ jax.random.normal(jax.random.PRNGKey(2), (2, 32)))  # a 2-D surface
-    >>> prof = jc.data_profile(params, x, activation="tanh", rtol=1e-6)
-    >>> round(prof.intrinsic_dim)
-    2
-    >>> prof.widths                        # of 64 neurons each, 32 inputs
-    (55, 43)
-    """
-    from jaxcompress import driver
-    from jaxcompress.domains import Points
-    from jaxcompress.features import DataFeatures
-    from jaxcompress.networks import as_network
-
-    where = "data_profile"
+def network_profile(net, x, *, rtol: float = 1e-6, where: str = "data_profile") -> DataProfile:
+    """:func:`jaxcompress.data_profile` of a :class:`~jaxcompress.Network` (host side)."""
     if not (isinstance(rtol, (int, float, np.floating)) and 0 < float(rtol) < 1):
         raise ValueError(f"{where}: rtol must be a number in (0, 1), got {rtol!r}")
     if isinstance(x, jax.core.Tracer):
         raise TypeError(f"{where}: x must be concrete (host-side diagnostic, not under jax.jit)")
     x = as_real_array(x, where, "x")
     check_finite(x, where, "x")
-    net = as_network(net, activation=activation, where=where)
     d = int(net.x.shape[-1])
     if x.ndim != 2 or x.shape[1] != d or x.shape[0] < 1:
         raise ValueError(f"{where}: x has shape {x.shape}; expected (N, {d}) (the network takes "
@@ -249,10 +227,8 @@ def data_profile(net, x, *, activation=None, rtol: float = 1e-6) -> DataProfile:
         raise ValueError(f"{where}: the network has no compressible group:\n" + str(net))
     if any(isinstance(v, jax.core.Tracer) for v in net.leaves):
         raise TypeError(f"{where}: the parameters must be concrete (host-side diagnostic)")
-    plan = net.plan()
-    dtype = net.x.dtype
-    xs = jnp.asarray(x, dtype)
-    got = driver.features(plan, DataFeatures(xs), net.leaves, Points(xs))
+    xs = jnp.asarray(x, net.x.dtype)
+    got = driver.features(net.plan(), DataFeatures(xs), net.leaves, Points(xs))
     sets = []
     for i, name in enumerate(net.set_names()):
         z = np.asarray(got[i][0].z, np.float64)
@@ -266,9 +242,6 @@ def data_profile(net, x, *, activation=None, rtol: float = 1e-6) -> DataProfile:
 def rank_widths(net, method, where: str):
     """``method`` with its widths from the data's numerical ranks where it asks for them
     (``jc.data_matching(x, rtol=...)`` without ``widths=``), else ``method`` unchanged."""
-    from jaxcompress.features import DataFeatures
-    from jaxcompress.methods import BestOf, Method
-
     def one(m):
         if not (isinstance(m, Method) and isinstance(m.features, DataFeatures)
                 and m.features.rtol is not None and m.widths is None):
@@ -279,7 +252,8 @@ def rank_widths(net, method, where: str):
                             "so it needs concrete data and parameters (not under jax.jit): take "
                             "the widths from jc.data_profile(net, x, rtol=...).widths outside "
                             "and pass widths=")
-        return m.with_widths(data_profile(net, m.features.x, rtol=m.features.rtol).widths)
+        return m.with_widths(network_profile(net, m.features.x, rtol=m.features.rtol,
+                                             where=where).widths)
 
     if isinstance(method, BestOf):
         return dataclasses.replace(method, methods=tuple(one(m) for m in method.methods))

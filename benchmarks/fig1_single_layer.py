@@ -63,7 +63,7 @@ PAPER = {
 }
 FULL = {"sizes": [3, 2048, 2048], "radii": [0.5, 1.0, 2.0, 4.0], "kmax": 9,
         "samples": 4096, "steps": 100, "starts": 16}
-QUICK = {"sizes": [3, 64, 64], "radii": [0.5, 1.0], "kmax": 2,
+QUICK = {"sizes": [3, 64, 64], "radii": [0.5, 1.0], "kmax": 1,
          "samples": 256, "steps": 3, "starts": 4}
 
 

@@ -629,10 +629,8 @@ def _stack_step(plan, method, i, s, refs, leaves, teacher, current, original, wi
                                            dtype)
         else:
             feats, ids = refs[j]
-        target = None
-        if forward and fmap.refit and len(part.tensors()) == 1:
-            teacher_kernel, _ = _out_kernel(plan, part, _taken(teacher, taken), original)
-            target = jnp.matmul(refs[j][0].z, teacher_kernel, precision=HIGHEST)
+        target = (_refit_target(plan, part, refs[j][0].z, teacher, taken, original)
+                  if forward and fmap.refit else None)
         leaves, infos[j] = _step(plan, method, part, feats, ids, leaves, current, width,
                                  target, placement, pad=full)
         kepts[j] = infos[j].kept
@@ -708,12 +706,8 @@ def run(plan: Plan, method: Method, leaves: Sequence, domain,
                                    prefix=True)[i]
         else:
             feats, ids = refs[i]
-        target = None
-        if forward and fmap.refit and len(s.tensors()) == 1:
-            # the teacher's readers, their columns where earlier sets kept them (a stream's
-            # set comes first and slices the columns of every block's output kernel)
-            teacher_kernel, _ = _out_kernel(plan, s, _taken(teacher, taken), original)
-            target = jnp.matmul(refs[i][0].z, teacher_kernel, precision=HIGHEST)
+        target = (_refit_target(plan, s, refs[i][0].z, teacher, taken, original)
+                  if forward and fmap.refit else None)
         leaves, infos[i] = _step(plan, method, s, feats, ids, leaves, current, widths[i],
                                  target, placement)
         for member in s.members:
@@ -842,6 +836,16 @@ def _scatter(value, axis: int, idx, width: int):
         out[index] = value
         return out
     return jnp.zeros(shape, value.dtype).at[index].set(value)
+
+
+def _refit_target(plan: Plan, s, z, teacher, taken, original):
+    """The forward re-fit's target ``Z K_teacher`` of a set with one consumed tensor (else
+    ``None``): the teacher's readers, their columns where earlier sets kept them (a stream's set
+    comes first and slices the columns of every block's output kernel)."""
+    if len(s.tensors()) != 1:
+        return None
+    teacher_kernel, _ = _out_kernel(plan, s, _taken(teacher, taken), original)
+    return jnp.matmul(z, teacher_kernel, precision=HIGHEST)
 
 
 def _estimate(plan: Plan, teacher, small, domain, placement) -> jax.Array:

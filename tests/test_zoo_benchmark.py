@@ -113,8 +113,16 @@ def test_operator_target_is_the_antiderivative_of_each_input_function():
     np.testing.assert_allclose(sensors, inputs(s).T, rtol=1e-12, atol=1e-12)
 
 
+#: One model of each task (sdf: linen and Equinox; image; pinn; the operator, whose target was
+#: the wrong shape) by default, each model built as it is trained (op by op, 0.1-1 s a model);
+#: every model with -m slow.
+SHAPE_DEFAULT = ("linen_compact", "eqx_mlp", "fourier_relu", "pinn_tanh", "deeponet")
+
+
 @pytest.mark.usefixtures("user_broadcasting")
-@pytest.mark.parametrize("name", Z.MODELS + Z.TIED_MODELS)
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=[] if n in SHAPE_DEFAULT else [pytest.mark.slow])
+    for n in Z.MODELS + Z.TIED_MODELS])
 def test_every_task_target_has_the_model_output_shape(name):
     """The zoo trains under rank promotion (user code adds biases by broadcasting), where a
     target of the wrong shape broadcasts silently (the first DeepONet target did): each model's

@@ -334,8 +334,6 @@ def _normal_quantile(p: np.ndarray) -> np.ndarray:
         ((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0)
     x = np.where(p < lo, tail(np.sqrt(-2.0 * np.log(np.minimum(p, lo)))), x)
     x = np.where(p > hi, -tail(np.sqrt(-2.0 * np.log(np.minimum(1.0 - p, lo)))), x)
-    import math
-
     cdf = 0.5 * np.vectorize(math.erfc, otypes=[np.float64])(-x / math.sqrt(2.0))
     err = cdf - p
     step = err * math.sqrt(2.0 * math.pi) * np.exp(0.5 * x * x)
@@ -346,8 +344,6 @@ def _gamma_p(a: float, x: np.ndarray) -> np.ndarray:
     """The regularised lower incomplete gamma function ``P(a, x)`` for ``a > 0``, ``x >= 0``:
     the series ``x^a e^-x / Gamma(a + 1) sum_n x^n / ((a + 1) ... (a + n))`` (all terms
     positive, summed until they stop changing the sum)."""
-    from math import lgamma
-
     x = np.asarray(x, np.float64)
     term = np.ones_like(x)
     total = np.ones_like(x)
@@ -357,7 +353,7 @@ def _gamma_p(a: float, x: np.ndarray) -> np.ndarray:
         term = term * x / (a + n)
         total = total + term
     with np.errstate(divide="ignore"):
-        log_pre = np.where(x > 0, a * np.log(np.maximum(x, 1e-300)) - x - lgamma(a + 1.0),
+        log_pre = np.where(x > 0, a * np.log(np.maximum(x, 1e-300)) - x - math.lgamma(a + 1.0),
                            -np.inf)
     return np.minimum(1.0, np.exp(log_pre) * total)
 

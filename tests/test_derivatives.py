@@ -172,8 +172,8 @@ def test_a_traced_network(user_broadcasting):
               "w2": jax.random.normal(k[1], (16, 12)) / 4, "b2": jnp.full((12,), 0.1),
               "w3": jax.random.normal(k[2], (12, 1)) / 3, "b3": jnp.zeros(1)}
 
-    compressor = jc.trace(fn, params, X).compressor(jc.derivative_matching(3),
-                                                    domain=jc.Ball(2, 1.0))
+    compressor = jc.compressor(jc.trace(fn, params, X), jc.derivative_matching(3),
+                               domain=jc.Ball(2, 1.0))
 
     def loss_and_kept(p):
         small, info = compressor(p)
@@ -217,6 +217,15 @@ def test_pivoted_qr_derivative_of_a_rank_deficient_tall_matrix():
     (c, (perm, rank)), (dc, _) = jax.jvp(coef, (z,), (dz,))
     (cp, (pp, rp)), (cm, (pm, rm)) = coef(z + H * dz), coef(z - H * dz)
     assert int(rank) == int(rp) == int(rm) == 2
-    assert np.array_equal(perm, pp) and np.array_equal(perm, pm)
+    # the basis is the same; the pivots past the rank are rounding noise (the two columns left
+    # have zero residual: which comes third depends on the last bit), so the coefficients are
+    # compared by column, not in pivot order
+    assert np.array_equal(perm[:2], pp[:2]) and np.array_equal(perm[:2], pm[:2])
+
+    def by_column(coefs, order):
+        return np.asarray(coefs)[:, np.argsort(np.asarray(order))]
+
     np.testing.assert_array_equal(dc[2], 0.0)
-    np.testing.assert_allclose(dc, (cp - cm) / (2 * H), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(by_column(dc, perm),
+                               (by_column(cp, pp) - by_column(cm, pm)) / (2 * H),
+                               rtol=1e-6, atol=1e-8)

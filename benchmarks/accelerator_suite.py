@@ -131,7 +131,7 @@ def correctness(jax, jnp, np, jc, quick: bool) -> dict:
 
 def roofline(jax, jnp, jc, quick: bool, dtype: str, machine: dict, budget: float) -> dict:
     """Warm and first-call times of compress against the roofline, up to the widest that fits."""
-    from jaxcompress.compression import memory_estimate
+    from jaxcompress.planning import memory_estimate
     from jaxcompress.taylor import memory_limit
 
     k = 3 if quick else 10

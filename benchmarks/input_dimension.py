@@ -6,7 +6,7 @@ Derivative matching keeps ``D_k = C(m + k, m)`` neurons per layer and its Taylor
 script measures, for m = 1 ... ``--max-dim``:
 
 * ``D_k``, the coefficient pairs, the library's memory estimate
-  (:func:`jaxcompress.compression.memory_estimate`) and XLA's per-device memory of the compiled
+  (:func:`jaxcompress.planning.memory_estimate`) and XLA's per-device memory of the compiled
   compression (arguments + temporaries, :meth:`jax.stages.Compiled.memory_analysis`);
 * the first call (compile + run) and the warm median of ``jc.compress(teacher,
   jc.derivative_matching(k), ...)``, after checking its answer;
@@ -78,8 +78,9 @@ def main(argv=None) -> int:
     from jax.sharding import Mesh
 
     import jaxcompress as jc
-    from jaxcompress.driver import memory_estimate, run_jit
+    from jaxcompress.driver import run_jit
     from jaxcompress.graph import Network
+    from jaxcompress.planning import memory_estimate
     from jaxcompress.sharding import params_placement
     from jaxcompress.taylor import memory_limit
 

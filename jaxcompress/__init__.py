@@ -36,6 +36,7 @@ from jaxcompress.compression import (
     LayerInfo,
     compress,
     compress_layer,
+    compressor,
     trim,
     trim_info,
 )
@@ -52,7 +53,7 @@ from jaxcompress.features import (
 from jaxcompress.frontier import Frontier, FrontierRow
 from jaxcompress.graph import Compressed, Network, trace
 from jaxcompress.io import LoadedModel, LoadedNetwork, load, load_npz, save, save_npz
-from jaxcompress.measure import data_profile, error_estimate, sup_error
+from jaxcompress.measure import error_estimate, sup_error
 from jaxcompress.methods import (
     BestOf,
     Method,
@@ -65,7 +66,7 @@ from jaxcompress.mlp import apply, init_mlp, layer_sizes, num_params, validate_p
 from jaxcompress.modules import CompressedModule, ModuleNetwork, trace_module
 from jaxcompress.networks import shard
 from jaxcompress.polishing import PolishHistory, polish
-from jaxcompress.profile import DataProfile, intrinsic_dimension
+from jaxcompress.profile import DataProfile, data_profile, intrinsic_dimension
 from jaxcompress.select import (
     OMP,
     Exhaustive,
@@ -141,6 +142,7 @@ __all__ = [
     "compress",
     "compress_layer",
     "compress_to_tolerance",
+    "compressor",
     "data_matching",
     "data_profile",
     "derivative_features",

@@ -16,34 +16,33 @@ numerical rank held fixed (the selection is piecewise constant in the parameters
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress import sharding
 from jaxcompress._checks import check_compute_dtype, check_info_matches, finite_number
 from jaxcompress.activations import get_activation
 from jaxcompress.domains import Ball, check_domain, check_radius
-from jaxcompress.driver import (
-    check_memory,
-    check_method,
-    memory_estimate,
-    resolve_widths,
-    trim_leaves,
-)
-from jaxcompress.graph import Compressed, Network, compress_network, compressed
+from jaxcompress.driver import run_any, run_jit
+from jaxcompress.graph import Compressed, Network, compressed
+from jaxcompress.graph.match import refuse_kinks
+from jaxcompress.graph.plan import Plan
 from jaxcompress.io import LoadedModel, LoadedNetwork
 from jaxcompress.layer import CompressInfo, LayerInfo, compress_layer
 from jaxcompress.methods import BestOf, Method, default_domain, derivative_matching
 from jaxcompress.mlp import Params, layer_sizes, require_single_network, validate_params
 from jaxcompress.modules import CompressedModule, ModuleNetwork
 from jaxcompress.networks import as_network, is_network, network_placement
+from jaxcompress.placement import Placement
+from jaxcompress.planning import check_method, resolve_widths
+from jaxcompress.profile import rank_widths
 
-__all__ = ["CompressInfo", "LayerInfo", "as_network", "check_memory", "check_method",
-           "compress", "compress_layer", "memory_estimate", "resolve_widths", "same_kind",
-           "trim", "trim_info"]
+__all__ = ["CompressInfo", "LayerInfo", "compress", "compress_layer", "compress_network",
+           "compressor", "same_kind", "trim", "trim_info"]
 
 
 #: Method factories by name (for the message of ``compress(params, "collocation", ...)``).
@@ -192,6 +191,75 @@ def compress(
     return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(params), small), info
 
 
+def _checked(net: Network, method, domain, where: str, placement) -> Any:
+    """The eager checks of a compression (at trace time, before anything compiles); returns
+    the method (widths from the data's ranks where it asks for them) and the domain (default:
+    the unit ball, or the data for data matching: :func:`~jaxcompress.methods.default_domain`)."""
+    if not isinstance(method, (Method, BestOf)):
+        raise TypeError(f"{where}: a network needs a method (e.g. jc.collocation(k)), got "
+                        f"{type(method).__name__} {method!r:.60}")
+    if not net.compressible:
+        raise ValueError(f"{where}: the network has no compressible group:\n" + str(net))
+    dtype = net.x.dtype
+    method, domain = default_domain(method, domain, int(net.x.shape[-1]), where)
+    check_domain(domain, net.x.shape[-1], where, dtype)
+    method = rank_widths(net, method, where)
+    methods = method.methods if isinstance(method, BestOf) else (method,)
+    if net.kind == "traced":
+        refuse_kinks(net.compressible, methods, where, dtype)
+    check_method(method, net.plan(), domain, where,
+                 devices=1 if placement is None else placement.devices,
+                 set_names=net.set_names())
+    return method, domain
+
+
+def _same_widths(plan: Plan, methods, domain) -> bool:
+    return len({resolve_widths(m, plan.sizes, domain) for m in methods}) == 1
+
+
+def compress_network(net: Network, method, domain=None, placement: Placement | None = None,
+                     where: str = "compress") -> tuple[list, CompressInfo]:
+    """The compressed leaves of ``net`` and the record: checked eagerly, then the one driver in
+    one ``jax.jit`` (a best-of whose candidates' widths differ picks on the host)."""
+    method, domain = _checked(net, method, domain, where, placement)
+    plan = net.plan()
+    if isinstance(method, BestOf) and not _same_widths(plan, method.methods, domain):
+        results = [run_jit(net.leaves, m, domain, plan=plan, placement=placement)
+                   for m in method.methods]
+        est = [float(info.error_estimate) for _, info in results]
+        choice = int(np.argmin([e if np.isfinite(e) else np.inf for e in est]))
+        small, info = results[choice]
+        return small, dataclasses.replace(
+            info, method=method.describe(), choice=jnp.asarray(choice, jnp.int32),
+            candidates=tuple(m.describe() for m in method.methods))
+    return run_jit(net.leaves, method, domain, plan=plan, placement=placement)
+
+
+def compressor(net, method, *, domain=None, activation=None
+               ) -> Callable[[Any], tuple[Any, CompressInfo]]:
+    """A pure function ``params -> (small_params, info)`` of a network's structure, checked once
+    here, for ``jax.vmap`` over a stack of teachers or ``jax.jit``: ``params`` is a pytree of the
+    network's structure (its own parameters, or a stack of teachers' along a leading axis under
+    ``vmap``), ``small_params`` the same pytree with smaller leaves.
+
+    Example: ``jax.vmap(jc.compressor(net, jc.collocation(3)))(stacked_params)``.
+    """
+    where = "compressor"
+    net = as_network(net, activation=activation, where=where)
+    method, domain = _checked(net, method, domain, where, placement=None)
+    plan, treedef = net.plan(), jax.tree_util.tree_structure(net.params)
+    if isinstance(method, BestOf) and not _same_widths(plan, method.methods, domain):
+        raise ValueError(f"{where}: best_of under a pure function needs candidates of equal "
+                         "widths (the choice is made per teacher, inside the program); give "
+                         "them the same order or widths=")
+
+    def compress_params(params):
+        small, info = run_any(plan, method, jax.tree_util.tree_leaves(params), domain, None)
+        return jax.tree_util.tree_unflatten(treedef, small), info
+
+    return compress_params
+
+
 def _shorthand(method, domain, order, radius, d: int, where: str):
     """The method and domain of a call: given, or the paper's one-liner ``order=`` (and
     ``radius=``) for ``derivative_matching(order)`` on ``Ball(d_in, radius)``."""
@@ -270,7 +338,7 @@ def trim(params: Params | Compressed, info: CompressInfo | None = None, *,
     """
     del info
     if isinstance(params, Compressed):   # any network: every compressible set, its readers
-        leaves, _ = trim_leaves(params.network.plan(), jax.tree_util.tree_leaves(params.params),
+        leaves, _ = params.network.plan().trim(jax.tree_util.tree_leaves(params.params),
                                 _atol(atol, "trim"))
         return params.replace(jax.tree_util.tree_unflatten(
             jax.tree_util.tree_structure(params.params), leaves))
@@ -301,7 +369,7 @@ def trim_info(info: CompressInfo, params: Params, *, atol: float = 0.0) -> Compr
     [(2, 2)]
     """
     if isinstance(params, Compressed):
-        _, masks = trim_leaves(params.network.plan(), jax.tree_util.tree_leaves(params.params),
+        _, masks = params.network.plan().trim(jax.tree_util.tree_leaves(params.params),
                                _atol(atol, "trim_info"))
         if len(masks) != len(info.layers):
             raise ValueError(f"trim_info: info has {len(info.layers)} records; the network has "

@@ -24,17 +24,17 @@ from jaxcompress import evaluate
 from jaxcompress._checks import check_key, check_positive_int, describe
 from jaxcompress.activations import get_activation
 from jaxcompress.domains import Domain, check_domain, domain_valid
-from jaxcompress.driver import Plan, flat_output
 from jaxcompress.evaluate import ERROR_POINTS, error_points, search_sup
 from jaxcompress.graph import Compressed, Network
 from jaxcompress.graph.network import apply_fn
+from jaxcompress.graph.plan import Plan, flat_output
 from jaxcompress.io import LoadedModel, LoadedNetwork
 from jaxcompress.mlp import validate_params
 from jaxcompress.modules import ModuleNetwork
-from jaxcompress.networks import as_network, is_network
-from jaxcompress.profile import DataProfile, network_profile
+from jaxcompress.networks import is_network
+from jaxcompress.placement import Placement
 
-__all__ = ["data_profile", "error_estimate", "network_sup_error", "sup_error"]
+__all__ = ["error_estimate", "network_sup_error", "plan_estimate", "sup_error"]
 
 
 def _fn_params(obj: Any, activation, where: str, name: str) -> tuple[Callable, Any, int | None]:
@@ -61,7 +61,7 @@ def _fn_params(obj: Any, activation, where: str, name: str) -> tuple[Callable, A
 @dataclasses.dataclass(frozen=True)
 class _Flat:
     """``fn(params, x)`` with an output pytree (several heads) as one array
-    (:func:`jaxcompress.driver.flat_output`); equal for equal ``fn``: one compilation."""
+    (:func:`jaxcompress.graph.plan.flat_output`); equal for equal ``fn``: one compilation."""
 
     fn: Callable
 
@@ -209,7 +209,7 @@ def _plan_sup_error(teacher, leaves, domain, key, *, plan: Plan, n_samples, loca
 def network_sup_error(plan: Plan, teacher, leaves, domain, key, *, n_samples: int = 8192,
                       local_search_steps: int = 100, n_starts: int = 16) -> jax.Array:
     """:func:`sup_error` of one network at two sets of leaves of the same shapes (a teacher and
-    a compressed candidate at the teacher's shapes: :func:`jaxcompress.driver.expand`), one
+    a compressed candidate at the teacher's shapes: :meth:`jaxcompress.graph.plan.Plan.expand`), one
     compilation for every candidate."""
     if not isinstance(plan, Plan):
         raise TypeError(f"network_sup_error: expected a driver Plan, got {describe(plan)}")
@@ -218,28 +218,15 @@ def network_sup_error(plan: Plan, teacher, leaves, domain, key, *, n_samples: in
                            n_starts=n_starts)
 
 
-def data_profile(net, x, *, activation=None, rtol: float = 1e-6) -> DataProfile:
-    """The singular-value profile of every compressible set's activations at the data ``x``,
-    their numerical ranks at ``rtol``, the data's intrinsic dimension and the paper's width scale
-    (see :mod:`jaxcompress.profile`). Host side (concrete parameters and data).
-
-    Args:
-      net: any network :func:`jaxcompress.compress` takes (a params list with ``activation=``,
-        ``jc.trace(...)``, a module, a loaded file).
-      x: ``(N, d_in)`` inputs, real and finite.
-      activation: for a params list.
-      rtol: the tolerance of the ranks, in ``(0, 1)``.
-
-    >>> params = [{"kernel": 0.3 * layer["kernel"], "bias": layer["bias"]}
-    ...           for layer in jc.init_mlp(jax.random.PRNGKey(0), [32, 64, 64, 1])]
-    >>> u = jax.random.uniform(jax.random.PRNGKey(1), (500, 2), minval=-1, maxval=1)
-    >>> x = jnp.tanh(u @ jax.random.normal(jax.random.PRNGKey(2), (2, 32)))  # a 2-D surface
-    >>> prof = jc.data_profile(params, x, activation="tanh", rtol=1e-6)
-    >>> round(prof.intrinsic_dim)
-    2
-    >>> prof.widths                        # of 64 neurons each, 32 inputs
-    (55, 43)
-    """
-    where = "data_profile"
-    return network_profile(as_network(net, activation=activation, where=where), x, rtol=rtol,
-                           where=where)
+def plan_estimate(plan: Plan, teacher, small, domain, placement: Placement | None = None
+                  ) -> jax.Array:
+    """``max |F - F~|`` of one network at two sets of leaves on the domain's fixed Sobol points
+    (:func:`jaxcompress.evaluate.error_points`; NaN for an invalid traced domain): the error
+    estimate every compression records (``CompressInfo.error_estimate``). Traceable."""
+    if plan.chain is not None:
+        return evaluate.error_estimate(plan.chain.lower(teacher), plan.chain.lower(small),
+                                       activation=plan.chain.activation, domain=domain,
+                                       placement=placement)
+    pts = error_points(domain, dtype=plan.x.dtype)
+    est = jnp.max(jnp.abs(plan.apply(teacher, pts) - plan.apply(small, pts)))
+    return jnp.where(domain.valid(), est, jnp.nan)

@@ -31,9 +31,9 @@ import optax.tree_utils as otu
 from jaxcompress._checks import check_info_matches, check_key
 from jaxcompress.activations import get_activation
 from jaxcompress.domains import check_domain
-from jaxcompress.driver import Plan, flat_output
 from jaxcompress.evaluate import error_estimate, error_points
 from jaxcompress.graph import Compressed
+from jaxcompress.graph.plan import Plan, flat_output
 from jaxcompress.layer import format_span
 from jaxcompress.mlp import Params, apply, layer_sizes, validate_params
 from jaxcompress.networks import as_network, is_network

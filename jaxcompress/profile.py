@@ -42,9 +42,11 @@ from jaxcompress._checks import as_real_array, check_finite
 from jaxcompress.domains import Points
 from jaxcompress.features import DataFeatures
 from jaxcompress.methods import BestOf, Method
+from jaxcompress.networks import as_network
 from jaxcompress.taylor import num_monomials
 
-__all__ = ["DataProfile", "SetProfile", "intrinsic_dimension", "network_profile", "rank_widths"]
+__all__ = ["DataProfile", "SetProfile", "data_profile", "intrinsic_dimension", "network_profile",
+           "rank_widths"]
 
 #: Rows the intrinsic-dimension estimate uses at most (a deterministic, evenly strided subset).
 INTRINSIC_POINTS = 4096
@@ -160,7 +162,8 @@ class DataProfile:
         import matplotlib
 
         if ax is None:
-            matplotlib.use("Agg") if path is not None else None
+            if path is not None:
+                matplotlib.use("Agg")
             import matplotlib.pyplot as plt
 
             fig, ax = plt.subplots(figsize=(6.4, 4.2), constrained_layout=True)
@@ -211,8 +214,10 @@ def intrinsic_dimension(x, *, max_points: int = INTRINSIC_POINTS) -> float:
     return float(ok.sum() / total) if total > 0 else float("inf")
 
 
-def network_profile(net, x, *, rtol: float = 1e-6, where: str = "data_profile") -> DataProfile:
-    """:func:`jaxcompress.data_profile` of a :class:`~jaxcompress.Network` (host side)."""
+def network_profile(net, x, *, rtol: float = 1e-6, where: str = "data_profile",
+                    intrinsic: bool = True) -> DataProfile:
+    """:func:`jaxcompress.data_profile` of a :class:`~jaxcompress.Network` (host side); without
+    ``intrinsic`` the TwoNN estimate (``O(N^2)`` distances) is skipped and reads NaN."""
     if not (isinstance(rtol, (int, float, np.floating)) and 0 < float(rtol) < 1):
         raise ValueError(f"{where}: rtol must be a number in (0, 1), got {rtol!r}")
     if isinstance(x, jax.core.Tracer):
@@ -236,7 +241,8 @@ def network_profile(net, x, *, rtol: float = 1e-6, where: str = "data_profile") 
         prof = SetProfile(name=name, width=int(z.shape[1]), singular_values=sv, rank=1)
         sets.append(dataclasses.replace(prof, rank=prof.rank_at(float(rtol))))
     return DataProfile(sets=tuple(sets), rtol=float(rtol), num_points=int(x.shape[0]),
-                       input_dim=d, intrinsic_dim=intrinsic_dimension(x))
+                       input_dim=d,
+                       intrinsic_dim=intrinsic_dimension(x) if intrinsic else float("nan"))
 
 
 def rank_widths(net, method, where: str):
@@ -253,8 +259,35 @@ def rank_widths(net, method, where: str):
                             "the widths from jc.data_profile(net, x, rtol=...).widths outside "
                             "and pass widths=")
         return m.with_widths(network_profile(net, m.features.x, rtol=m.features.rtol,
-                                             where=where).widths)
+                                             where=where, intrinsic=False).widths)
 
     if isinstance(method, BestOf):
         return dataclasses.replace(method, methods=tuple(one(m) for m in method.methods))
     return one(method)
+
+
+def data_profile(net, x, *, activation=None, rtol: float = 1e-6) -> DataProfile:
+    """The singular-value profile of every compressible set's activations at the data ``x``,
+    their numerical ranks at ``rtol``, the data's intrinsic dimension and the paper's width scale
+    (see :mod:`jaxcompress.profile`). Host side (concrete parameters and data).
+
+    Args:
+      net: any network :func:`jaxcompress.compress` takes (a params list with ``activation=``,
+        ``jc.trace(...)``, a module, a loaded file).
+      x: ``(N, d_in)`` inputs, real and finite.
+      activation: for a params list.
+      rtol: the tolerance of the ranks, in ``(0, 1)``.
+
+    >>> params = [{"kernel": 0.3 * layer["kernel"], "bias": layer["bias"]}
+    ...           for layer in jc.init_mlp(jax.random.PRNGKey(0), [32, 64, 64, 1])]
+    >>> u = jax.random.uniform(jax.random.PRNGKey(1), (500, 2), minval=-1, maxval=1)
+    >>> x = jnp.tanh(u @ jax.random.normal(jax.random.PRNGKey(2), (2, 32)))  # a 2-D surface
+    >>> prof = jc.data_profile(params, x, activation="tanh", rtol=1e-6)
+    >>> round(prof.intrinsic_dim)
+    2
+    >>> prof.widths                        # of 64 neurons each, 32 inputs
+    (55, 43)
+    """
+    where = "data_profile"
+    return network_profile(as_network(net, activation=activation, where=where), x, rtol=rtol,
+                           where=where)

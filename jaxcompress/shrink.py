@@ -28,9 +28,9 @@ that still does *their* job. This module measures candidates the way the user as
    tried after the others; the search stops when no set can lose one neuron.
 
 Every polished candidate is padded to its widths rounded up to powers of two (those the width
-search starts from, for the whole width search; :func:`jaxcompress.driver.place`: its missing
-neurons zero in their producers and in the rows that read them) and polished with a mask that
-keeps the padding at zero, so the whole width search, and the order it starts from, compile one
+search starts from, for the whole width search; :meth:`jaxcompress.graph.plan.Plan.place`: its
+missing neurons zero in their producers and in the rows that read them) and polished with a mask
+that keeps the padding at zero, so the whole width search, and the order it starts from, compile one
 polishing loop and one measurement (with ``shrink_steps == steps``, the defaults).
 """
 
@@ -51,15 +51,15 @@ import numpy as np
 import optax
 
 from jaxcompress._checks import check_key, check_positive_int, describe
-from jaxcompress.compression import same_kind
+from jaxcompress.compression import compress_network, same_kind
 from jaxcompress.domains import Domain, check_domain
-from jaxcompress.driver import Plan, place, restrict, run, set_widths, trim_leaves
-from jaxcompress.driver import _estimate as driver_estimate
+from jaxcompress.driver import run
 from jaxcompress.evaluate import error_points
 from jaxcompress.frontier import Frontier, FrontierRow
-from jaxcompress.graph import Network, compress_network
+from jaxcompress.graph import Network
+from jaxcompress.graph.plan import Plan
 from jaxcompress.layer import CompressInfo
-from jaxcompress.measure import network_sup_error
+from jaxcompress.measure import network_sup_error, plan_estimate
 from jaxcompress.methods import BestOf, Method, collocation, derivative_matching
 from jaxcompress.mlp import leaf_count
 from jaxcompress.networks import as_network
@@ -239,7 +239,7 @@ class Bench:
     def estimate(self, leaves) -> jax.Array:
         """``max |F - F~|`` on the error estimate's fixed Sobol points
         (:func:`jaxcompress.evaluate.error_points`), as the driver records it."""
-        return driver_estimate(self.plan, self.teacher, list(leaves), self.domain, None)
+        return plan_estimate(self.plan, self.teacher, list(leaves), self.domain, None)
 
     def rel_l2(self, leaves) -> float:
         return float(_rel_l2(self.teacher, list(leaves), self.domain, plan=self.plan,
@@ -266,8 +266,8 @@ class Bench:
         return self._trimmed(small, info, method, order)
 
     def _trimmed(self, leaves, info: CompressInfo, method: Method, order) -> Candidate:
-        widths = set_widths(self.plan, leaves)
-        leaves, masks = trim_leaves(self.plan.at_widths(widths), leaves)
+        widths = self.plan.set_widths(leaves)
+        leaves, masks = self.plan.at_widths(widths).trim(leaves)
         layers = tuple(dataclasses.replace(
             li, kept=np.asarray(li.kept)[m], width_out=int(m.sum()),
             rank=np.minimum(np.asarray(li.rank), int(m.sum())).astype(np.int32))
@@ -339,12 +339,12 @@ class _Space:
 
     def pad(self, leaves) -> tuple[list, list]:
         leaves = [np.asarray(v) for v in leaves]      # on the host: no dispatch per leaf
-        kept = [np.arange(w) for w in set_widths(self.plan, leaves)]
+        kept = [np.arange(w) for w in self.plan.set_widths(leaves)]
         ones = [np.ones_like(v) for v in leaves]
-        return place(self.plan, leaves, kept), place(self.plan, ones, kept)
+        return self.plan.place(leaves, kept), self.plan.place(ones, kept)
 
     def unpad(self, leaves, widths: Sequence[int]) -> list:
-        return restrict(self.plan, leaves, [np.arange(W) < w for W, w in
+        return self.plan.restrict(leaves, [np.arange(W) < w for W, w in
                                             zip(self.widths, widths, strict=True)])
 
 
@@ -360,7 +360,7 @@ def _saving(plan: Plan, cand: Candidate, s: int) -> int:
     """Parameters dropped with one neuron of set ``s``."""
     masks = [np.ones(w, bool) for w in cand.widths]
     masks[s][-1] = False
-    return leaf_count(cand.leaves) - leaf_count(restrict(plan.at_widths(cand.widths),
+    return leaf_count(cand.leaves) - leaf_count(plan.at_widths(cand.widths).restrict(
                                                         cand.leaves, masks))
 
 

@@ -30,7 +30,7 @@ from jaxcompress.certificates.chain import domain_geometry
 from jaxcompress.certificates.prepared import Prepared
 from jaxcompress.certificates.report import Certificate
 from jaxcompress.domains import Ball
-from jaxcompress.driver import expand, features, run, truncate
+from jaxcompress.driver import features, run, truncate
 from jaxcompress.features import DerivativeFeatures
 from jaxcompress.frontier import Frontier
 from jaxcompress.graph import Compressed, Network, compressed
@@ -246,7 +246,7 @@ def _masked_jit(leaves, ks, domain, feats, *, plan, ids, only, order, selector):
     method = derivative_matching(order, selector=selector, widths=widths)
     small, info = run(plan, method, leaves, domain, teacher_features=cached, only=only,
                       skip=False)
-    return expand(plan, small, info.layers)
+    return plan.expand(small, info.layers)
 
 
 @functools.partial(jax.jit, static_argnames=("plan", "ids", "only", "padded"))
@@ -257,7 +257,7 @@ def _candidate_jit(leaves, method, domain, feats, *, plan, ids, only, padded):
     cached = {i: _per_part(feats[i], ids[i], lambda f, ids_i, k=orders[i]: truncate(
         f, None if ids_i is None else np.asarray(ids_i), k)) for i in only}
     small, info = run(plan, method, leaves, domain, teacher_features=cached, only=only)
-    return (expand(plan, small, info.layers) if padded else small), info
+    return (plan.expand(small, info.layers) if padded else small), info
 
 
 @dataclasses.dataclass(frozen=True)
@@ -562,7 +562,7 @@ def _result(problem: _Problem, small: list, info: CompressInfo, orders, report, 
     """The result of a search: a params list back for a params list, else the user's pytree
     with the :class:`~jaxcompress.Compressed` beside it."""
     net = problem.net
-    err = problem.measure(expand(net.plan(), small, info.layers))
+    err = problem.measure(net.plan().expand(small, info.layers))
     if net.kind == "params":
         params, small_net = net.plan().chain.lower(small), None
     else:

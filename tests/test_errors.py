@@ -448,7 +448,7 @@ def test_cli_before_row_is_the_rounding_floor_and_help_shows_defaults(tmp_path, 
 
 def test_memory_estimate_names_the_parts_and_divides_over_devices(monkeypatch) -> None:
     from jaxcompress import taylor
-    from jaxcompress.compression import memory_estimate
+    from jaxcompress.planning import memory_estimate
 
     sizes = [8, 4096, 4096, 1]
     one = memory_estimate(jc.derivative_matching(6), sizes, jnp.float64, jc.Ball(8, 1.0))

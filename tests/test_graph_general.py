@@ -230,12 +230,12 @@ def test_polish_a_traced_network_and_a_module():
 
 
 def test_vmap_over_a_stack_of_teachers():
-    """net.compressor(method) is pure: jax.jit(jax.vmap(.)) over stacked teachers gives each
+    """jc.compressor(net, method) is pure: jax.jit(jax.vmap(.)) over stacked teachers gives each
     one's result (the second teacher checked against its own compression). Under jit: run
     eagerly, the batched group-by-group program dispatched op by op took 10-40 s."""
     stack = [_layers(jax.random.PRNGKey(20 + i), [16, 8, 8, 1]) for i in range(2)]
     net = jc.trace(_fourier, stack[0], X2)
-    run = net.compressor(jc.collocation(2), domain=BALL)
+    run = jc.compressor(net, jc.collocation(2), domain=BALL)
     small, info = jax.jit(jax.vmap(run))(jax.tree.map(lambda *a: jnp.stack(a), *stack))
     assert info.error_estimate.shape == (2,) and small[0][0].shape == (2, 16, 6)
     one, one_info = jax.jit(run)(stack[1])

@@ -115,7 +115,7 @@ def test_widths_are_one_per_set():
                                          r"compressible sets .*: groups 1, 2, 3, 4, 5"):
         jc.compress(net, jc.collocation(3, widths=(8, 8, 8, 8, 8)), domain=BALL)
     with pytest.raises(ValueError, match=r"width 30 for groups 1, 2, 3, 4, 5 must be in \[1, 24\]"):
-        net.compressor(jc.collocation(3, widths=(30,)))
+        jc.compressor(net, jc.collocation(3, widths=(30,)))
 
 
 def test_residual_add_of_two_groups_ties_them():

@@ -4,7 +4,7 @@ A subprocess measures, for each (network, method), how much the process's peak r
 (``VmHWM``, reset between cases through ``/proc/self/clear_refs``; else ``ru_maxrss`` in a fresh
 process per case) grows during one ``compress`` call of a new shape, compilation included, after a
 warm-up compression of another shape has loaded the runtime. The library's estimate
-(:func:`jaxcompress.compression.memory_estimate`) must be at least that.
+(:func:`jaxcompress.planning.memory_estimate`) must be at least that.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import jax.numpy as jnp
 import pytest
 
 import jaxcompress as jc
-from jaxcompress.compression import memory_estimate
 from jaxcompress.features import taylor_compile_cost
+from jaxcompress.planning import memory_estimate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,7 @@ import json, os, resource, sys
 import jax
 jax.config.update("jax_enable_x64", True)
 import jaxcompress as jc
-from jaxcompress.compression import memory_estimate
+from jaxcompress.planning import memory_estimate
 
 def peak():
     try:

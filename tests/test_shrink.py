@@ -15,7 +15,6 @@ import pytest
 
 import jaxcompress as jc
 from jaxcompress import cli
-from jaxcompress.driver import place, restrict, set_widths
 from jaxcompress.polishing import polish_leaves
 from jaxcompress.shrink import _Space
 
@@ -49,10 +48,10 @@ def test_a_padded_candidate_is_the_same_network_and_polishes_as_the_narrower_one
     net = jc.trace(_skip, _skip_params(), X)
     small, _ = jc.compress(net, jc.collocation(widths=(5, 4), order=2), domain=BALL)
     leaves, plan = jax.tree_util.tree_leaves(small.params), net.plan()
-    assert set_widths(plan, leaves) == (5, 4)
+    assert plan.set_widths(leaves) == (5, 4)
     space = _Space(plan, (9, 7))
     padded, mask = space.pad(leaves)
-    assert set_widths(space.plan, padded) == (9, 7)
+    assert space.plan.set_widths(padded) == (9, 7)
     x = BALL.sobol(64)
     np.testing.assert_allclose(plan.apply(padded, x), plan.apply(leaves, x), rtol=0, atol=1e-14)
     for p, m in zip(padded, mask, strict=True):   # mask: one on the candidate, zero on padding
@@ -61,11 +60,11 @@ def test_a_padded_candidate_is_the_same_network_and_polishes_as_the_narrower_one
     for a, b in zip(space.unpad(padded, (5, 4)), leaves, strict=True):
         np.testing.assert_array_equal(a, b)
     # restrict keeps exactly the chosen neurons, place puts them where it is told
-    chosen = restrict(plan.at_widths((5, 4)), leaves, [np.isin(np.arange(5), [0, 2, 4]),
+    chosen = plan.at_widths((5, 4)).restrict(leaves, [np.isin(np.arange(5), [0, 2, 4]),
                                                        np.isin(np.arange(4), [1, 3])])
-    assert set_widths(plan, chosen) == (3, 2)
+    assert plan.set_widths(chosen) == (3, 2)
     np.testing.assert_array_equal(chosen[1], np.asarray(leaves[1])[:, [0, 2, 4]])  # kernel 0
-    assert set_widths(space.plan, place(space.plan, chosen, [np.arange(3), np.arange(2)])) == (
+    assert space.plan.set_widths(space.plan.place(chosen, [np.arange(3), np.arange(2)])) == (
         9, 7)
 
     direct, _ = polish_leaves(plan, leaves, plan, net.leaves, domain=BALL, steps=6, points=64)

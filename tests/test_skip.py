@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxcompress as jc
-from jaxcompress.driver import resolve_widths, skipped_sets
+from jaxcompress.planning import resolve_widths, skipped_sets
 
 
 class _Spy(jc.DerivativeFeatures):

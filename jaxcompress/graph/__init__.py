@@ -101,17 +101,12 @@ compressing never writes the activation registry.
 
 from jaxcompress.graph.analysis import Analysis
 from jaxcompress.graph.match import MATCH_GRID, chain_activation, match_activation
-from jaxcompress.graph.network import (
-    Compressed,
-    Network,
-    compress_network,
-    compressed,
-    trace,
-)
+from jaxcompress.graph.network import Compressed, Network, compressed, trace
+from jaxcompress.graph.plan import Plan
 from jaxcompress.graph.rules import RULES, register_rule
 from jaxcompress.graph.table import format_table
 from jaxcompress.graph.values import Consumer, Group
 
 __all__ = ["MATCH_GRID", "RULES", "Analysis", "Compressed", "Consumer", "Group", "Network",
-           "chain_activation", "compress_network", "compressed", "format_table",
-           "match_activation", "register_rule", "trace"]
+           "Plan", "chain_activation", "compressed", "format_table", "match_activation",
+           "register_rule", "trace"]

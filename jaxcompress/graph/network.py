@@ -6,7 +6,8 @@ are tied into one index set, which are pinned and why. Front ends build it:
 :meth:`Network.from_params` for a params list (the chain built directly, no tracing),
 :func:`trace` for any JAX function, :func:`jaxcompress.trace_module` for a module; a
 :class:`Compressed` result is a network again (:meth:`Compressed.as_network`). The driver
-(:mod:`jaxcompress.driver`) sees only :meth:`Network.plan`.
+(:mod:`jaxcompress.driver`) sees only :meth:`Network.plan` (the records of
+:mod:`jaxcompress.graph.plan`); this package imports nothing of the driver.
 """
 
 from __future__ import annotations
@@ -21,34 +22,25 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress.activations import Activation, get_activation
-from jaxcompress.domains import check_domain
-from jaxcompress.driver import (
+from jaxcompress.graph.analysis import Analysis, chain_of, close_sets, close_stacks, pin_shared
+from jaxcompress.graph.match import analytic_call, chain_activation
+from jaxcompress.graph.plan import (
     ChainPlan,
     LayerLeaves,
     Plan,
     Producer,
     Reader,
     SetPlan,
-    best,
-    check_method,
     flat_output,
-    resolve_widths,
-    run,
-    run_jit,
 )
-from jaxcompress.graph.analysis import Analysis, chain_of, close_sets, close_stacks, pin_shared
-from jaxcompress.graph.match import analytic_call, chain_activation, refuse_kinks
 from jaxcompress.graph.rules import interpret
 from jaxcompress.graph.table import format_table
 from jaxcompress.graph.values import Consumer, Group, Val
 from jaxcompress.layer import CompressInfo
-from jaxcompress.methods import BestOf, Method, default_domain
 from jaxcompress.mlp import Params, SizedNetwork, apply, leaf_count
-from jaxcompress.placement import Placement
-from jaxcompress.profile import rank_widths
 from jaxcompress.program import trace_program
 
-__all__ = ["Compressed", "Network", "compress_network", "compressed", "trace"]
+__all__ = ["Compressed", "Network", "apply_fn", "compressed", "trace"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -165,7 +157,7 @@ class Network(SizedNetwork):
                     d_out=self.groups[-1].width if self.groups else 0, chain=chain)
 
     def plan(self) -> Plan:
-        """The static :class:`~jaxcompress.driver.Plan` of this network."""
+        """The static :class:`~jaxcompress.graph.plan.Plan` of this network."""
         return self._plan
 
     def lower(self, params: Any = None) -> Params:
@@ -176,26 +168,6 @@ class Network(SizedNetwork):
                              + "\n  ".join(self.why_not))
         return self.plan().chain.lower(jax.tree_util.tree_leaves(
             self.params if params is None else params))
-
-    def compressor(self, method, *, domain=None) -> Callable[[Any], tuple[Any, CompressInfo]]:
-        """A pure function ``params -> (small_params, info)`` of this network's structure,
-        checked once here, for ``jax.vmap`` over a stack of teachers or ``jax.jit``.
-
-        Example: ``jax.vmap(net.compressor(jc.collocation(3)))(stacked_params)``.
-        """
-        where = "compressor"
-        method, domain = _checked(self, method, domain, where, placement=None)
-        plan, treedef = self.plan(), jax.tree_util.tree_structure(self.params)
-        if isinstance(method, BestOf) and not _same_widths(plan, method.methods, domain):
-            raise ValueError(f"{where}: best_of under a pure function needs candidates of equal "
-                             "widths (the choice is made per teacher, inside the program); give "
-                             "them the same order or widths=")
-
-        def compress_params(params):
-            small, info = _run(plan, method, jax.tree_util.tree_leaves(params), domain, None)
-            return jax.tree_util.tree_unflatten(treedef, small), info
-
-        return compress_params
 
     # -- front end: a params list ---------------------------------------------------------------
 
@@ -446,62 +418,6 @@ class Compressed(SizedNetwork):
         if self.polymorphic:
             return trace(net.fn, self.params, jax.ShapeDtypeStruct(net.x.shape, net.x.dtype))
         return Network.from_params(self.lowered, net.activation)
-
-
-# ------------------------------------------------------------------------------------------------
-# Compressing a network
-# ------------------------------------------------------------------------------------------------
-
-
-def _checked(net: Network, method, domain, where: str, placement) -> Any:
-    """The eager checks of a compression (at trace time, before anything compiles); returns
-    the method (widths from the data's ranks where it asks for them) and the domain (default:
-    the unit ball, or the data for data matching: :func:`~jaxcompress.methods.default_domain`)."""
-    if not isinstance(method, (Method, BestOf)):
-        raise TypeError(f"{where}: a network needs a method (e.g. jc.collocation(k)), got "
-                        f"{type(method).__name__} {method!r:.60}")
-    if not net.compressible:
-        raise ValueError(f"{where}: the network has no compressible group:\n" + str(net))
-    dtype = net.x.dtype
-    method, domain = default_domain(method, domain, int(net.x.shape[-1]), where)
-    check_domain(domain, net.x.shape[-1], where, dtype)
-    method = rank_widths(net, method, where)
-    methods = method.methods if isinstance(method, BestOf) else (method,)
-    if net.kind == "traced":
-        refuse_kinks(net.compressible, methods, where, dtype)
-    check_method(method, net.plan(), domain, where,
-                 devices=1 if placement is None else placement.devices,
-                 set_names=net.set_names())
-    return method, domain
-
-
-def _same_widths(plan: Plan, methods, domain) -> bool:
-    return len({resolve_widths(m, plan.sizes, domain) for m in methods}) == 1
-
-
-def _run(plan: Plan, method, leaves, domain, placement):
-    """The driver, traced inline (for an outer ``jit`` / ``vmap``)."""
-    if isinstance(method, BestOf):
-        return best([run(plan, m, leaves, domain, placement) for m in method.methods], method)
-    return run(plan, method, leaves, domain, placement)
-
-
-def compress_network(net: Network, method, domain=None, placement: Placement | None = None,
-                     where: str = "compress") -> tuple[list, CompressInfo]:
-    """The compressed leaves of ``net`` and the record: checked eagerly, then the one driver in
-    one ``jax.jit`` (a best-of whose candidates' widths differ picks on the host)."""
-    method, domain = _checked(net, method, domain, where, placement)
-    plan = net.plan()
-    if isinstance(method, BestOf) and not _same_widths(plan, method.methods, domain):
-        results = [run_jit(net.leaves, m, domain, plan=plan, placement=placement)
-                   for m in method.methods]
-        est = [float(info.error_estimate) for _, info in results]
-        choice = int(np.argmin([e if np.isfinite(e) else np.inf for e in est]))
-        small, info = results[choice]
-        return small, dataclasses.replace(
-            info, method=method.describe(), choice=jnp.asarray(choice, jnp.int32),
-            candidates=tuple(m.describe() for m in method.methods))
-    return run_jit(net.leaves, method, domain, plan=plan, placement=placement)
 
 
 def compressed(net: Network, leaves, info) -> Compressed:

@@ -52,7 +52,7 @@ from jaxcompress.features import (
 )
 from jaxcompress.frontier import Frontier, FrontierRow
 from jaxcompress.graph import Compressed, Network, trace
-from jaxcompress.io import LoadedModel, LoadedNetwork, load, load_npz, save, save_npz
+from jaxcompress.io import LoadedNetwork, load, load_npz, save, save_npz
 from jaxcompress.measure import error_estimate, sup_error
 from jaxcompress.methods import (
     BestOf,
@@ -116,7 +116,6 @@ __all__ = [
     "LayerCertificate",
     "LayerFeatures",
     "LayerInfo",
-    "LoadedModel",
     "LoadedNetwork",
     "MaxVol",
     "Measured",

@@ -121,26 +121,23 @@ def _check_output_path(path: str) -> None:
 
 
 def _load_model(path: str, activation: str | None):
-    """``(params, activation, metadata)`` of a network file: a params list, or a saved traced
-    network or module that is a chain of dense layers (its stored chain)."""
+    """The chain of dense layers of a network file (a :class:`~jaxcompress.LoadedNetwork` of a
+    params list: ``.params``, ``.activation``, ``.metadata``): a saved params list or ``.npz``,
+    or a saved traced network or module that is such a chain (its stored chain)."""
     import jaxcompress as jc
-    from jaxcompress.io import LoadedNetwork, resolve_activation
+    from jaxcompress.io import load_npz, loaded_chain, resolve_activation
 
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such file: {path!r}")
     if path.endswith(".npz"):
-        return jc.load_npz(path, activation=activation)
+        return load_npz(path, activation=activation)
     model = jc.load(path)
-    if isinstance(model, LoadedNetwork):
-        if model.chain is None:
-            raise ValueError(f"{path!r} is a saved traced network that is not a chain of dense "
-                             "layers with a registered activation; the command line compresses "
-                             "and certifies chains (use jc.compress on the network in Python)")
-        params, act = model.chain
-        resolve_activation(act, activation, repr(path))
-        return jc.LoadedModel(params, act, dict(model.metadata))
+    if model.chain is None:
+        raise ValueError(f"{path!r} is a saved traced network that is not a chain of dense "
+                         "layers with a registered activation; the command line compresses "
+                         "and certifies chains (use jc.compress on the network in Python)")
     resolve_activation(model.activation, activation, repr(path))
-    return model
+    return loaded_chain(model.chain, model.activation, dict(model.metadata))
 
 
 def _order_search(params, act: str, domain, eps: float, max_order: int, method: str,

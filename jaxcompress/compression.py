@@ -28,21 +28,20 @@ from jaxcompress._checks import check_compute_dtype, check_info_matches, finite_
 from jaxcompress.activations import get_activation
 from jaxcompress.domains import Ball, check_domain, check_radius
 from jaxcompress.driver import run_any, run_jit
-from jaxcompress.graph import Compressed, Network, compressed
+from jaxcompress.graph import Compressed, Network
 from jaxcompress.graph.match import refuse_kinks
 from jaxcompress.graph.plan import Plan
-from jaxcompress.io import LoadedModel, LoadedNetwork
 from jaxcompress.layer import CompressInfo, LayerInfo, compress_layer
 from jaxcompress.methods import BestOf, Method, default_domain, derivative_matching
 from jaxcompress.mlp import Params, layer_sizes, require_single_network, validate_params
-from jaxcompress.modules import CompressedModule, ModuleNetwork
-from jaxcompress.networks import as_network, is_network, network_placement
+from jaxcompress.networks import as_network, network_placement
 from jaxcompress.placement import Placement
 from jaxcompress.planning import check_method, resolve_widths
 from jaxcompress.profile import rank_widths
+from jaxcompress.protocol import NetworkLike
 
 __all__ = ["CompressInfo", "LayerInfo", "compress", "compress_layer", "compress_network",
-           "compressor", "same_kind", "trim", "trim_info"]
+           "compressed_like", "compressor", "trim", "trim_info"]
 
 
 #: Method factories by name (for the message of ``compress(params, "collocation", ...)``).
@@ -167,28 +166,24 @@ def compress(
         raise TypeError(f"{where}: method must be a jc.Method or jc.best_of(...) (e.g. "
                         f"jc.derivative_matching(k)), got {type(method).__name__} "
                         f"{method!r:.60}{hint}")
-    if is_network(params) and not isinstance(params, LoadedModel):
-        return _compress_network(params, method, activation=activation, domain=domain,
-                                 order=order, radius=radius)
-    if isinstance(params, LoadedModel):
-        params, activation = params.params, _loaded_activation(params, activation, where)
-    if activation is None:
-        raise TypeError(f"{where}: activation= is required for a params list (a registered "
-                        "name such as 'tanh'); only a network from jc.trace carries its own")
-    params = validate_params(params, where=where)
-    act = get_activation(activation)
-    d, dtype = require_single_network(
-        params, where=where, hint="wrap compress in jax.vmap for a stack of networks")
-    check_compute_dtype(dtype, where)
-    method, domain = _shorthand(method, domain, order, radius, d, where)
-    check_domain(domain, d, where, dtype)
-    placement = sharding.params_placement(params)
+    if isinstance(params, NetworkLike):
+        net = as_network(params, activation=activation, where=where)
+    else:
+        if activation is None:
+            raise TypeError(f"{where}: activation= is required for a params list (a registered "
+                            "name such as 'tanh'); only a network from jc.trace carries its own")
+        params = validate_params(params, where=where)
+        require_single_network(params, where=where,
+                               hint="wrap compress in jax.vmap for a stack of networks")
+        net = Network.from_params(params, get_activation(activation))
+    check_compute_dtype(net.x.dtype, where)
+    method, domain = _shorthand(method, domain, order, radius, int(net.x.shape[-1]), where)
+    placement = network_placement(net)
     if placement is not None:
         for m in method.methods if isinstance(method, BestOf) else (method,):
             sharding.check_selector(m.selector, where)
-    small, info = compress_network(Network.from_params(params, act), method, domain, placement,
-                                   where)
-    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(params), small), info
+    small, info = compress_network(net, method, domain, placement, where)
+    return compressed_like(params, net, small, info, domain), info
 
 
 def _checked(net: Network, method, domain, where: str, placement) -> Any:
@@ -282,39 +277,15 @@ def _shorthand(method, domain, order, radius, d: int, where: str):
     return default_domain(method, domain, d, where)
 
 
-def _loaded_activation(model: LoadedModel, activation, where: str) -> str:
-    if activation is not None and get_activation(activation).name != model.activation:
-        raise ValueError(f"{where}: the file says activation {model.activation!r}; got "
-                         f"activation={activation!r}")
-    return model.activation
-
-
-def _compress_network(obj, method, *, activation, domain, order, radius):
-    """:func:`compress` of a network object: the same kind back (a module's rebuilt module)."""
-    where = "compress"
-    net = as_network(obj, activation=activation, where=where)
-    method, domain = _shorthand(method, domain, order, radius, int(net.x.shape[-1]), where)
-    placement = network_placement(net)
-    if placement is not None:
-        for m in method.methods if isinstance(method, BestOf) else (method,):
-            sharding.check_selector(m.selector, where)
-    small, info = compress_network(net, method, domain, placement, where)
-    return same_kind(obj, net, small, info, domain), info
-
-
-def same_kind(obj, net: Network, small, info: CompressInfo | None, domain=None):
-    """The leaves ``small`` of ``net`` (``obj``'s network) as the kind of thing ``obj`` is: a
-    params list for a params list or a loaded file (its stored chain), a
-    :class:`~jaxcompress.CompressedModule` for a module, else a
-    :class:`~jaxcompress.Compressed`."""
-    if not is_network(obj) or isinstance(obj, (LoadedModel, LoadedNetwork)):
-        return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(net.params), small)
-    result = compressed(net, small, info)
-    source = obj.as_network() if isinstance(obj, CompressedModule) else obj
-    if isinstance(source, ModuleNetwork):
-        domain = Ball(net.x.shape[-1], 1.0) if domain is None else domain
-        return CompressedModule.of(result, source, domain)
-    return result
+def compressed_like(obj, net: Network, small, info: CompressInfo | None, domain=None):
+    """The compressed leaves ``small`` of ``net`` (``obj``'s network) as what
+    :func:`compress` returns for ``obj``: a params list for a params list, else what the kind
+    answers (:meth:`~jaxcompress.protocol.NetworkLike.compressed_as`: a
+    :class:`~jaxcompress.Compressed`, a module's :class:`~jaxcompress.CompressedModule`, a
+    params list for a loaded params list)."""
+    if isinstance(obj, NetworkLike):
+        return obj.compressed_as(net, list(small), info, domain)
+    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(net.params), small)
 
 
 def trim(params: Params | Compressed, info: CompressInfo | None = None, *,

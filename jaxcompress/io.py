@@ -44,7 +44,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -53,18 +53,12 @@ import numpy as np
 from jaxcompress._checks import check_info_matches
 from jaxcompress.activations import get_activation, registered_activations
 from jaxcompress.graph import Compressed, Network
+from jaxcompress.graph.network import apply_fn
 from jaxcompress.layer import CompressInfo
-from jaxcompress.mlp import (
-    Params,
-    SizedNetwork,
-    layer_sizes,
-    leaf_count,
-    num_params,
-    validate_params,
-)
-from jaxcompress.modules import ModuleNetwork
+from jaxcompress.mlp import Params, apply, layer_sizes, leaf_count, validate_params
+from jaxcompress.protocol import NetworkLike
 
-__all__ = ["LoadedModel", "LoadedNetwork", "info_to_dict", "load", "load_npz",
+__all__ = ["LoadedNetwork", "info_to_dict", "load", "load_npz", "loaded_chain",
            "resolve_activation", "save", "save_npz"]
 
 FORMAT = "jaxcompress"
@@ -78,80 +72,125 @@ _ZIP_MAGIC = b"PK\x03\x04"
 _MSGPACK_MAP_MARKERS = tuple(bytes([b]) for b in range(0x80, 0x90)) + (b"\xde", b"\xdf")
 
 
-class LoadedModel(NamedTuple):
-    """What :func:`load` returns: ``(params, activation, metadata)``, a named tuple.
-
-    Unpack it (``params, activation, metadata = jc.load(path)``), index it
-    (``jc.load(path)[0]``) or use the names (``.params``, ``.activation``, ``.metadata``,
-    ``.sizes``).
-    """
-
-    params: Params
-    activation: str
-    metadata: dict[str, Any]
-
-    @property
-    def sizes(self) -> list[int]:
-        return layer_sizes(self.params)
-
-    def layer_sizes(self) -> list[int]:
-        return layer_sizes(self.params)
-
-    def num_params(self) -> int:
-        return num_params(self.params)
-
-
 @dataclasses.dataclass(frozen=True, eq=False)
-class LoadedNetwork(SizedNetwork):
-    """What :func:`load` returns for a compressed traced network: call it, ``loaded(x)``.
+class LoadedNetwork(NetworkLike):
+    """What :func:`load` returns for every file: a network, ``loaded(x)``.
+
+    A saved params list (and an ``.npz``) is a chain of dense layers: ``loaded.params`` is the
+    params list, ``loaded.activation`` its activation, and the triple unpacks as before,
+    ``params, activation, metadata = jc.load(path)``. A saved traced network or module runs its
+    stored program (:mod:`jax.export`; no Python code of the original model is needed):
+    ``loaded.params`` are the compressed leaves by path.
 
     Attributes:
-      params: the compressed leaves by path (:func:`jax.tree_util.keystr` in the original
-        pytree), in flatten order.
+      params: a params list (a saved params list), or the leaves by path
+        (:func:`jax.tree_util.keystr` in the original pytree), in flatten order.
+      metadata: the user's metadata (and the compression record, ``metadata["compression"]``).
       info: the :class:`~jaxcompress.CompressInfo` saved with it, or ``None``.
-      metadata: the user's metadata.
-      exported: the :class:`jax.export.Exported` program.
+      activation: the chain's activation name (a params list, or a traced network saved with
+        its chain of dense layers), else ``None``.
+      exported: the :class:`jax.export.Exported` program of a traced network (``None`` for a
+        params list).
       params_are_inputs: whether the program takes ``params``' leaves as inputs (else the
         weights are inside it).
-      sizes: ``[d_in]`` and every neuron group's width, as saved.
-      chain: for a chain of dense layers with a registered activation, ``(params list,
-        activation)``: what :func:`jaxcompress.compress` and :func:`jaxcompress.certify` of
-        the loaded network use; else ``None``.
+      stored_sizes: ``[d_in]`` and every neuron group's width, as saved (``None`` for a file
+        saved before they were stored).
+      chain: the params list of its chain of dense layers with a registered activation, or
+        ``None``: what :func:`jaxcompress.compress` and :func:`jaxcompress.certify` of the
+        loaded network read.
     """
 
-    params: dict[str, np.ndarray]
-    info: CompressInfo | None
+    params: Any
     metadata: dict[str, Any]
-    exported: Any
-    params_are_inputs: bool
-    sizes: tuple[int, ...] | None = None
-    chain: tuple[Params, str] | None = None
+    info: CompressInfo | None = None
+    activation: str | None = None
+    exported: Any = None
+    params_are_inputs: bool = False
+    stored_sizes: tuple[int, ...] | None = None
+    chain: Params | None = None
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        """The compressed function on a batch ``x`` of shape ``(n, d_in)``, any ``n``."""
+        """The network on a batch ``x`` of shape ``(n, d_in)``, any ``n``."""
+        if self.exported is None:
+            return apply(self.params, x, activation=self.activation)
         if self.params_are_inputs:
             return self.exported.call(list(self.params.values()), x)
         return self.exported.call(x)
 
     def apply(self, params, x: jax.Array) -> jax.Array:
-        """``loaded(x)`` (its parameters are inside it; ``params`` is ignored): the
-        ``fn(params, x)`` form the measurements use."""
+        """``loaded(x)`` (a traced network's parameters are inside its program; ``params`` is
+        ignored): the ``fn(params, x)`` form the measurements use."""
         del params
         return self(x)
 
+    @property
+    def sizes(self) -> list[int]:
+        """``[d_in, d_1, ..., d_out]`` (:meth:`layer_sizes`)."""
+        return self.layer_sizes()
+
     def layer_sizes(self) -> list[int]:
         """``[d_in]`` and every neuron group's width, as saved."""
-        if self.sizes is None:
+        if self.exported is None:
+            return layer_sizes(self.params)
+        if self.stored_sizes is None:
             raise ValueError("layer_sizes: this file was saved before jaxcompress stored the "
                              "layer sizes of a traced network; save it again with jc.save")
-        return list(self.sizes)
+        return list(self.stored_sizes)
+
+    @property
+    def input_dim(self) -> int | None:
+        return None if self.exported is not None and self.stored_sizes is None else \
+            self.layer_sizes()[0]
 
     def num_params(self) -> int:
         return leaf_count(self.params)
 
+    def function(self):
+        if self.exported is None:
+            return apply_fn(get_activation(self.activation)), self.params
+        return self.apply, ()
 
-# a NamedTuple cannot subclass the protocol; it implements it
-SizedNetwork.register(LoadedModel)
+    def as_network(self) -> Network:
+        if self.chain is None:
+            raise ValueError(
+                "this saved network is not a chain of dense layers, and its program is stored "
+                "exported (StableHLO), which the trace cannot read; trace your own function "
+                "again with its parameters (loaded.params, by path)")
+        return Network.from_params(self.chain, self.activation)
+
+    def check_activation(self, activation, where: str) -> None:
+        if activation is None:
+            return
+        if self.chain is None:
+            super().check_activation(activation, where)
+        if get_activation(activation).name != self.activation:
+            raise ValueError(f"{where}: the file says activation {self.activation!r}; got "
+                             f"activation={activation!r}")
+
+    def compressed_as(self, net: Network, leaves: list, info, domain=None) -> Params:
+        """A loaded chain compresses to a params list (what a saved params list is)."""
+        del info, domain
+        return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(net.params), leaves)
+
+    def with_params(self, params) -> LoadedNetwork:
+        if self.exported is not None:
+            raise TypeError("with_params: a saved traced network's program holds its weights; "
+                            "load its parameters into your own function instead")
+        return dataclasses.replace(self, params=params, chain=params)
+
+    def _triple(self) -> tuple:
+        if self.exported is not None:
+            raise TypeError("a saved traced network is not a (params, activation, metadata) "
+                            "triple: call it, loaded(x), and read loaded.params and "
+                            "loaded.metadata")
+        return self.params, self.activation, self.metadata
+
+    def __iter__(self):
+        """``params, activation, metadata = jc.load(path)`` of a saved params list."""
+        return iter(self._triple())
+
+    def __getitem__(self, i: int):
+        return self._triple()[i]
 
 
 def _digest(params: list[dict[str, np.ndarray]]) -> str:
@@ -187,7 +226,7 @@ def info_to_dict(info) -> dict[str, Any]:
 
 def save(
     path: str | os.PathLike,
-    params: Params | Network | ModuleNetwork | Compressed,
+    params: Params | NetworkLike,
     *,
     activation: str | None = None,
     metadata: dict[str, Any] | None = None,
@@ -198,9 +237,11 @@ def save(
 
     Args:
       path: the file to write (conventionally ``*.jcz``); written atomically.
-      params: the network, any dtype; stored bit-exact. Or a traced network, compressed or
-        not (a :class:`~jaxcompress.Network`, :class:`~jaxcompress.ModuleNetwork`,
-        :class:`~jaxcompress.Compressed`, :class:`~jaxcompress.CompressedModule`): its leaves
+      params: a params list (with ``activation=``), any dtype; stored bit-exact; or a loaded
+        params list (:class:`LoadedNetwork`, its own activation). Or a traced network,
+        compressed or not (a :class:`~jaxcompress.Network`,
+        :class:`~jaxcompress.ModuleNetwork`, :class:`~jaxcompress.Compressed`,
+        :class:`~jaxcompress.CompressedModule`): its leaves
         and its program (:mod:`jax.export`, a symbolic batch dimension) are stored, and, for a
         chain of dense layers with a registered activation, the chain itself (so the command
         line can compress and certify it); see the module docstring. :func:`load` gives back a
@@ -220,7 +261,13 @@ def save(
     if os.path.isdir(path):
         raise ValueError(f"save: path {os.fspath(path)!r} is a folder; expected a file name "
                          "(e.g. model.jcz)")
-    if isinstance(params, (Network, ModuleNetwork, Compressed)):
+    if isinstance(params, LoadedNetwork):
+        if params.exported is not None:
+            raise TypeError("save: a loaded traced network is its file already (copy the file); "
+                            "save the network you compressed, or your own function's network")
+        params.check_activation(activation, "save")
+        params, activation = params.params, params.activation
+    if isinstance(params, NetworkLike):
         if activation is not None:
             raise ValueError(f"save: a traced network carries its activation in its "
                              f"program; expected no activation=, got {activation!r}")
@@ -287,12 +334,10 @@ def _traced_doc(obj, *, metadata, info, x) -> dict:
     The program is checked before it is stored: on 16 fixed inputs its output must equal
     ``small(x)`` to rounding."""
     where = "save"
-    if isinstance(obj, Network):
-        comp = Compressed(obj.params, obj)
-    elif isinstance(obj, ModuleNetwork):
-        comp = Compressed(obj.params, obj.network)
-    else:
+    if isinstance(obj, Compressed):
         comp, info = obj, obj.info if info is None else info
+    else:
+        comp = Compressed(obj.params, obj.as_network())
     spec = comp.network.x
     if x is not None and (len(np.shape(x)) != 2 or np.shape(x)[1] != spec.shape[1]):
         raise ValueError(f"{where}: x must be example inputs of shape (n, {spec.shape[1]}) (the "
@@ -376,14 +421,15 @@ def _load_traced(path, doc: dict) -> LoadedNetwork:
     comp = metadata.get("compression")
     info = CompressInfo.from_dict(comp) if comp is not None else None
     sizes = doc.get("sizes")
-    chain = doc.get("chain")
+    chain, activation = doc.get("chain"), None
     if chain is not None:
-        chain = ([{k: np.asarray(v) for k, v in layer.items()} for layer in
-                  _as_list(chain["params"])], str(chain["activation"]))
-    return LoadedNetwork(params=dict(zip(paths, leaves, strict=True)), info=info,
-                         metadata=metadata, exported=exported, params_are_inputs=inputs,
-                         sizes=None if sizes is None else tuple(int(v) for v in
-                                                                _as_list(sizes)),
+        chain, activation = ([{k: np.asarray(v) for k, v in layer.items()} for layer in
+                              _as_list(chain["params"])], str(chain["activation"]))
+    return LoadedNetwork(params=dict(zip(paths, leaves, strict=True)), metadata=metadata,
+                         info=info, activation=activation, exported=exported,
+                         params_are_inputs=inputs,
+                         stored_sizes=None if sizes is None else tuple(int(v) for v in
+                                                                       _as_list(sizes)),
                          chain=chain)
 
 
@@ -397,12 +443,13 @@ def _bad(path, why: str, where: str = "load") -> ValueError:
                       f"{why}")
 
 
-def load(path: str | os.PathLike) -> LoadedModel | LoadedNetwork:
-    """Read a file written by :func:`save` (or an ``.npz``, see :func:`load_npz`).
+def load(path: str | os.PathLike) -> LoadedNetwork:
+    """Read a file written by :func:`save` (or an ``.npz``, see :func:`load_npz`): a
+    :class:`LoadedNetwork`, callable on a batch, ``jc.load(path)(x)``, whatever was saved.
 
     The widths come from the file, so nothing about the model needs to be known in advance.
-    Arrays are returned with the dtype and bits they were saved with. A params list comes back
-    as a :class:`LoadedModel`, a compressed traced network as a :class:`LoadedNetwork`.
+    Arrays are returned with the dtype and bits they were saved with. A saved params list also
+    unpacks as ``params, activation, metadata = jc.load(path)``.
 
     Raises:
       ValueError: for a truncated or corrupted file, one written by another program, or a
@@ -444,7 +491,7 @@ def load(path: str | os.PathLike) -> LoadedModel | LoadedNetwork:
     if layer_sizes(params) != list(doc.get("sizes", [])):
         raise _bad(path, "the stored sizes do not match the parameters")
     get_activation(activation)
-    return LoadedModel(params=params, activation=activation, metadata=metadata)
+    return loaded_chain(params, activation, metadata)
 
 
 def save_npz(path: str | os.PathLike, params: Params, *, activation: str | None = None) -> None:
@@ -459,7 +506,15 @@ def save_npz(path: str | os.PathLike, params: Params, *, activation: str | None 
     np.savez(path, **arrays)
 
 
-def load_npz(path: str | os.PathLike, *, activation: str | None = None) -> LoadedModel:
+def loaded_chain(params: Params, activation: str, metadata: dict) -> LoadedNetwork:
+    """A loaded params list (a saved one, or an ``.npz``)."""
+    comp = metadata.get("compression")
+    info = CompressInfo.from_dict(comp) if isinstance(comp, dict) else None
+    return LoadedNetwork(params=params, metadata=metadata, info=info, activation=activation,
+                         chain=params)
+
+
+def load_npz(path: str | os.PathLike, *, activation: str | None = None) -> LoadedNetwork:
     """Read an ``.npz`` of the params convention.
 
     Format: arrays ``kernel_0`` ``(d_in, d_1)``, ``bias_0`` ``(d_1,)``, ``kernel_1``, ... for every
@@ -492,7 +547,7 @@ def load_npz(path: str | os.PathLike, *, activation: str | None = None) -> Loade
         [{"kernel": jnp.asarray(files[f"kernel_{i}"]), "bias": jnp.asarray(files[f"bias_{i}"])}
          for i in range(n)], where="load_npz")
     act = resolve_activation(stored_act, activation, f"load_npz: {os.fspath(path)!r}")
-    return LoadedModel(params=params, activation=act, metadata={})
+    return loaded_chain(params, act, {})
 
 
 def resolve_activation(stored: str | None, given: str | None, where: str) -> str:

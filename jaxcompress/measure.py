@@ -12,7 +12,6 @@ the compilation).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -22,17 +21,13 @@ import jax.numpy as jnp
 
 from jaxcompress import evaluate
 from jaxcompress._checks import check_key, check_positive_int, describe
-from jaxcompress.activations import get_activation
 from jaxcompress.domains import Domain, check_domain, domain_valid
 from jaxcompress.evaluate import ERROR_POINTS, error_points, search_sup
-from jaxcompress.graph import Compressed, Network
-from jaxcompress.graph.network import apply_fn
-from jaxcompress.graph.plan import Plan, flat_output
-from jaxcompress.io import LoadedModel, LoadedNetwork
+from jaxcompress.graph.plan import Plan
 from jaxcompress.mlp import validate_params
-from jaxcompress.modules import ModuleNetwork
-from jaxcompress.networks import is_network
+from jaxcompress.networks import network_like
 from jaxcompress.placement import Placement
+from jaxcompress.protocol import NetworkLike
 
 __all__ = ["error_estimate", "network_sup_error", "plan_estimate", "sup_error"]
 
@@ -40,33 +35,18 @@ __all__ = ["error_estimate", "network_sup_error", "plan_estimate", "sup_error"]
 def _fn_params(obj: Any, activation, where: str, name: str) -> tuple[Callable, Any, int | None]:
     """``(fn, params, d_in)`` with ``fn(params, x)`` the network ``obj`` (``d_in`` ``None`` for
     a plain callable)."""
-    if isinstance(obj, (Network, ModuleNetwork)):
-        net = obj.network if isinstance(obj, ModuleNetwork) else obj
-        return _Flat(net.fn), net.params, int(net.x.shape[-1])
-    if isinstance(obj, Compressed):
-        return _Flat(obj.apply), obj.params, int(obj.network.x.shape[-1])
-    if isinstance(obj, LoadedNetwork):
-        return obj.apply, (), (None if obj.sizes is None else obj.sizes[0])
-    if isinstance(obj, LoadedModel):
-        return apply_fn(get_activation(obj.activation)), obj.params, obj.sizes[0]
-    if callable(obj) and not isinstance(obj, (list, tuple, dict)):
+    if not isinstance(obj, NetworkLike) and callable(obj) and not isinstance(
+            obj, (list, tuple, dict)):
         return _called(obj), (), None
-    params = validate_params(obj, where=f"{where}: {name}", check_finite=False)
-    if activation is None:
+    if not isinstance(obj, NetworkLike) and activation is None:
+        validate_params(obj, where=f"{where}: {name}", check_finite=False)
         raise TypeError(f"{where}: activation= is required for a params list ({name}); the "
                         "other kinds of network carry their own")
-    return apply_fn(get_activation(activation)), params, int(params[0]["kernel"].shape[-2])
-
-
-@dataclasses.dataclass(frozen=True)
-class _Flat:
-    """``fn(params, x)`` with an output pytree (several heads) as one array
-    (:func:`jaxcompress.graph.plan.flat_output`); equal for equal ``fn``: one compilation."""
-
-    fn: Callable
-
-    def __call__(self, params, x):
-        return flat_output(self.fn(params, x), x)
+    # activation= is the params lists' among the two: any other kind carries its own
+    net = network_like(obj, activation=None if isinstance(obj, NetworkLike) else activation,
+                       where=f"{where}: {name}", check_finite=False)
+    fn, params = net.function()
+    return fn, params, net.input_dim
 
 
 def _called(f: Callable) -> Callable:
@@ -102,7 +82,7 @@ def _both(a, b, activation, domain, where: str):
 
 
 def _both_lists(a, b) -> bool:
-    return not any(is_network(v) or (callable(v) and not isinstance(v, (list, tuple)))
+    return not any(isinstance(v, NetworkLike) or (callable(v) and not isinstance(v, (list, tuple)))
                    for v in (a, b))
 
 

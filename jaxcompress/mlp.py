@@ -17,7 +17,6 @@ produced by ``jax.vmap``); validation only looks at the trailing axes.
 
 from __future__ import annotations
 
-import abc
 import functools
 from collections.abc import Sequence
 from typing import Any
@@ -29,8 +28,9 @@ import numpy as np
 from jaxcompress._checks import check_key, describe
 from jaxcompress.activations import Activation, get_activation
 from jaxcompress.placement import Placement, constrain_neurons
+from jaxcompress.protocol import NetworkLike
 
-__all__ = ["SizedNetwork", "apply", "init_mlp", "layer_sizes", "leaf_count", "num_params",
+__all__ = ["apply", "init_mlp", "layer_sizes", "leaf_count", "num_params",
            "param_count", "validate_params"]
 
 Params = list[dict[str, jax.Array]]
@@ -177,27 +177,12 @@ def apply(params: Params, x: jax.Array, *, activation: str | Activation,
                          placement=placement)
 
 
-class SizedNetwork(abc.ABC):
-    """The protocol of a network other than a params list that :func:`layer_sizes` and
-    :func:`num_params` measure: a traced :class:`~jaxcompress.Network` or module, a compressed
-    result (:class:`~jaxcompress.Compressed`, its module form), a loaded model."""
-
-    @abc.abstractmethod
-    def layer_sizes(self) -> list[int]:
-        """``[d_in]`` and the width of every neuron group in program order (for a chain of
-        dense layers: ``[d_in, d_1, ..., d_L, d_out]``)."""
-
-    @abc.abstractmethod
-    def num_params(self) -> int:
-        """The number of scalars in the parameter leaves."""
-
-
 def _is_params_list(params: Any) -> bool:
     return (isinstance(params, (list, tuple)) and len(params) > 0
             and all(isinstance(layer, dict) and "kernel" in layer for layer in params))
 
 
-def layer_sizes(params: Params | SizedNetwork) -> list[int]:
+def layer_sizes(params: Any) -> list[int]:
     """``[d_in, d_1, ..., d_L, d_out]`` of a params list, or of any network: a traced network
     or module, a compressed result, a loaded model (``d_in`` and the width of every neuron
     group in program order).
@@ -205,7 +190,7 @@ def layer_sizes(params: Params | SizedNetwork) -> list[int]:
     >>> jc.layer_sizes(jc.init_mlp(jax.random.PRNGKey(0), [2, 16, 8, 1]))
     [2, 16, 8, 1]
     """
-    if isinstance(params, SizedNetwork):
+    if isinstance(params, NetworkLike):
         return params.layer_sizes()
     if not _is_params_list(params):
         raise TypeError("layer_sizes: expected a params list [{'kernel': ..., 'bias': ...}, ...] "
@@ -221,14 +206,14 @@ def param_count(sizes: Sequence[int]) -> int:
     return int(sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:], strict=True)))
 
 
-def num_params(params: Params | SizedNetwork) -> int:
+def num_params(params: Any) -> int:
     """Number of scalar parameters of one network: kernels and biases of a params list, every
     parameter leaf of a traced network, module, compressed result or loaded model.
 
     >>> jc.num_params(jc.init_mlp(jax.random.PRNGKey(0), [2, 16, 8, 1]))
     193
     """
-    if isinstance(params, SizedNetwork):
+    if isinstance(params, NetworkLike):
         return params.num_params()
     return param_count(layer_sizes(params))
 

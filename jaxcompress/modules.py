@@ -52,15 +52,16 @@ import importlib.util
 import math
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcompress.domains import Ball
 from jaxcompress.evaluate import error_points
-from jaxcompress.graph import Compressed, Network, trace
-from jaxcompress.mlp import SizedNetwork
+from jaxcompress.graph import Compressed, Network, compressed, trace
+from jaxcompress.protocol import NetworkLike
 
 if TYPE_CHECKING:
     import flax.linen as nn
@@ -72,7 +73,7 @@ _KINDS = ("nnx", "linen", "equinox")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class ModuleNetwork(SizedNetwork):
+class ModuleNetwork(NetworkLike):
     """A traced module: the :class:`~jaxcompress.Network` of ``fn(params, x)`` and what rebuilds
     the module (build with :func:`trace_module`; ``print`` shows the network's table).
 
@@ -115,6 +116,29 @@ class ModuleNetwork(SizedNetwork):
         return (f"{self.network}\nmodule: {type(self.model).__name__} ({self.kind}), applied "
                 f"{how}")
 
+    # -- the network protocol -------------------------------------------------------------------
+
+    placeable: ClassVar[bool] = True
+
+    def __call__(self, x: jax.Array) -> Any:
+        """The module on a batch (its output as the module returns it)."""
+        return self.network(x)
+
+    def as_network(self) -> Network:
+        return self.network
+
+    def function(self) -> tuple[Callable, Any]:
+        return self.network.function()
+
+    def with_params(self, params: Any) -> ModuleNetwork:
+        return dataclasses.replace(self, network=self.network.with_params(params))
+
+    def compressed_as(self, net: Network, leaves: list, info, domain=None) -> CompressedModule:
+        """A :class:`CompressedModule`: the compressed network with its module rebuilt (checked
+        on ``domain``'s points; default the unit ball)."""
+        domain = Ball(net.x.shape[-1], 1.0) if domain is None else domain
+        return CompressedModule.of(compressed(net, leaves, info), self, domain)
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class CompressedModule(Compressed):
@@ -140,11 +164,20 @@ class CompressedModule(Compressed):
         """The same compressed network without its module."""
         return Compressed(self.params, self.network, self.info, self.polymorphic, self.why)
 
-    def as_network(self) -> ModuleNetwork:
-        """The compressed module traced again (its module rebuilt at the new sizes first)."""
+    @functools.cached_property
+    def module_network(self) -> ModuleNetwork:
+        """The compressed module traced again (its module rebuilt at the new sizes first): a
+        :class:`ModuleNetwork` to compress, measure or save again."""
         return trace_module(self.module, jax.ShapeDtypeStruct(self.network.x.shape,
                                                               self.network.x.dtype),
                             variables=self.params if self.source.kind == "linen" else None)
+
+    def as_network(self) -> Network:
+        """The :class:`~jaxcompress.Network` of :attr:`module_network`."""
+        return self.module_network.network
+
+    def compressed_as(self, net: Network, leaves: list, info, domain=None) -> CompressedModule:
+        return self.module_network.compressed_as(net, leaves, info, domain)
 
     @functools.cached_property
     def module(self) -> Any:

@@ -36,7 +36,8 @@ from jaxcompress.graph import Compressed
 from jaxcompress.graph.plan import Plan, flat_output
 from jaxcompress.layer import format_span
 from jaxcompress.mlp import Params, apply, layer_sizes, validate_params
-from jaxcompress.networks import as_network, is_network
+from jaxcompress.networks import as_network
+from jaxcompress.protocol import NetworkLike
 
 __all__ = ["DEFAULT_POINTS", "DEFAULT_STEPS", "PolishHistory", "default_optimizer", "polish",
            "polish_leaves"]
@@ -458,7 +459,7 @@ def _polish_traced(student, teacher, *, activation, domain, info, steps, optimiz
     if activation is not None:
         raise ValueError(f"{where}: a compressed traced network carries its own activations; "
                          "drop activation=")
-    if not is_network(teacher):
+    if not isinstance(teacher, NetworkLike):
         raise TypeError(f"{where}: the teacher of a compressed traced network is a network "
                         "(the one it came from, jc.trace(...) or jc.trace_module(...)), got "
                         f"{type(teacher).__name__}")

@@ -51,7 +51,7 @@ import numpy as np
 import optax
 
 from jaxcompress._checks import check_key, check_positive_int, describe
-from jaxcompress.compression import compress_network, same_kind
+from jaxcompress.compression import compress_network, compressed_like
 from jaxcompress.domains import Domain, check_domain
 from jaxcompress.driver import run
 from jaxcompress.evaluate import error_points
@@ -319,7 +319,7 @@ class Bench:
 
     def result(self, cand: Candidate) -> Any:
         """``cand`` as the kind of network the teacher is."""
-        return same_kind(self.obj, self.net, list(cand.leaves), cand.info, self.domain)
+        return compressed_like(self.obj, self.net, list(cand.leaves), cand.info, self.domain)
 
     def frontier(self, rows, history, batch: int | None) -> Frontier:
         speed = None if batch is None else self.throughput(self.teacher, batch)

@@ -39,6 +39,7 @@ from jaxcompress.measure import network_sup_error
 from jaxcompress.methods import derivative_matching
 from jaxcompress.mlp import Params, layer_sizes, param_count
 from jaxcompress.networks import as_network
+from jaxcompress.protocol import NetworkLike
 from jaxcompress.select import MaxVol, Selector, as_selector
 from jaxcompress.shrink import (
     Bench,
@@ -546,10 +547,11 @@ class Measured(ToleranceStrategy):
         info = dataclasses.replace(cand.info, method=what,
                                    error_estimate=bench.estimate(cand.leaves))
         cand = dataclasses.replace(cand, info=info)
-        result = bench.result(cand)
-        small = (result if isinstance(result, Compressed)
-                 else compressed(problem.net, list(cand.leaves), info))
-        params = result if isinstance(result, list) else result.params
+        result = bench.result(cand)   # what compress returns for the user's network
+        if isinstance(result, NetworkLike):
+            small, params = result, result.params
+        else:                          # a params list: its Compressed beside it
+            small, params = compressed(problem.net, list(cand.leaves), info), result
         return ToleranceResult(
             params=params, orders=(cand.order,) * len(cand.widths), report=None,
             measured_error=sup, info=info, mode=self.name, history=tuple(problem.history),

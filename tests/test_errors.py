@@ -369,14 +369,15 @@ def test_apply_names_the_input_size(params) -> None:
 # --- files and the command line ------------------------------------------------------------------
 
 
-def test_load_returns_a_named_tuple(params, tmp_path) -> None:
+def test_load_of_a_params_list_is_a_network_that_still_unpacks(params, tmp_path) -> None:
     path = tmp_path / "m.jcz"
     jc.save(path, params, activation="tanh", metadata={"note": "x"})
     loaded = jc.load(path)
     p, act, meta = loaded
     assert loaded[1] == act == loaded.activation == "tanh"
     assert loaded[2]["note"] == "x" and loaded.sizes == [2, 6, 6, 1]
-    assert loaded._fields == ("params", "activation", "metadata")
+    x = jnp.linspace(-1.0, 1.0, 8).reshape(4, 2)
+    np.testing.assert_array_equal(loaded(x), jc.apply(p, x, activation="tanh"))
 
 
 def test_a_stored_activation_is_never_replaced(params, tmp_path) -> None:

@@ -57,6 +57,41 @@ def test_sizes_and_counts_of_every_kind(module_result, tmp_path):
             jc.num_params(junk)
 
 
+def test_every_kind_is_callable_and_answers_one_protocol(module_result, tmp_path):
+    """net(x) for every kind (a traced Network too) and jc.load(path)(x) for every file; each
+    answers as_network(), its sizes and its params, and measures as a function."""
+    from jaxcompress.protocol import NetworkLike
+
+    model, mnet, small, _ = module_result
+    params = jc.init_mlp(jax.random.PRNGKey(0), [2, 16, 12, 3], dtype=jnp.float32)
+    x = BALL.sobol(16, dtype=jnp.float32)
+    net = jc.trace(_tanh_mlp, params, X)
+    tsmall, _ = jc.compress(net, jc.collocation(2), domain=BALL)
+    jc.save(tmp_path / "chain.jcz", params, activation="tanh")
+    jc.save(tmp_path / "traced.jcz", tsmall)
+    jc.save(tmp_path / "module.jcz", small)
+    want = {"params list": _tanh_mlp(params, x), "traced": _tanh_mlp(params, x),
+            "compressed": _tanh_mlp(tsmall.params, x), "module": model(x),
+            "compressed module": small.module(x)}
+    kinds = {"params list": jc.Network.from_params(params, "tanh"), "traced": net,
+             "compressed": tsmall, "module": mnet, "compressed module": small}
+    loaded = {"params list": jc.load(tmp_path / "chain.jcz"),
+              "compressed": jc.load(tmp_path / "traced.jcz"),
+              "compressed module": jc.load(tmp_path / "module.jcz")}
+    for name, obj in [*kinds.items(), *((f"loaded {k}", v) for k, v in loaded.items())]:
+        expected = want[name.removeprefix("loaded ")]
+        assert isinstance(obj, NetworkLike), name
+        np.testing.assert_allclose(obj(x), expected, rtol=1e-5, atol=1e-6, err_msg=name)
+        fn, p = obj.function()
+        np.testing.assert_allclose(fn(p, x), expected, rtol=1e-5, atol=1e-6, err_msg=name)
+        assert jc.layer_sizes(obj)[0] == 2 and jc.num_params(obj) > 0, name
+        if name != "loaded compressed module":      # a chain of dense layers is stored
+            assert isinstance(obj.as_network(), jc.Network), name
+    assert jc.load(tmp_path / "traced.jcz").info is not None
+    with pytest.raises(TypeError, match="not a .params, activation, metadata. triple"):
+        _, _, _ = jc.load(tmp_path / "traced.jcz")
+
+
 def test_a_non_chain_network_counts_every_group_and_leaf():
     def fn(p, x):
         h = jnp.tanh(x @ p["w1"] + p["b1"])

@@ -13,10 +13,10 @@ from jaxcompress.certificates.a_posteriori import a_posteriori
 from jaxcompress.certificates.a_priori import ours_a_priori, paper_a_priori
 from jaxcompress.certificates.prepared import Prepared
 from jaxcompress.certificates.report import Certificate, LayerCertificate
-from jaxcompress.graph import Compressed
 from jaxcompress.layer import CompressInfo
 from jaxcompress.mlp import Params, num_params
-from jaxcompress.networks import as_network, is_network
+from jaxcompress.networks import as_network
+from jaxcompress.protocol import NetworkLike
 
 
 def certify(
@@ -95,7 +95,7 @@ def certify(
       JSON-ready.
     """
     check_positive_int(n_samples, "certify", "n_samples")
-    if is_network(params):
+    if isinstance(params, NetworkLike):
         net = as_network(params, activation=activation, where="certify")
         if not net.chain:
             raise ValueError("certify: the certificate is the paper's, for a chain of dense "
@@ -105,10 +105,9 @@ def certify(
     elif activation is None:
         raise TypeError("certify: activation= is required for a params list (a registered "
                         "name such as 'tanh'); a network from jc.trace carries its own")
-    if isinstance(compressed, Compressed):
+    if isinstance(compressed, NetworkLike):   # a compressed result (its record), a file
         info = compressed.info if info is None else info
-        compressed = compressed.as_network().lower() if not compressed.network.chain else (
-            compressed.lowered)
+        compressed = compressed.as_network().lower()
     prep = Prepared(params, activation, domain, rho0=rho0, n_samples=n_samples, seed=seed)
     return certify_prepared(prep, eps=eps, delta=delta, compressed=compressed, info=info,
                             k_max=k_max, extra_orders=extra_orders)

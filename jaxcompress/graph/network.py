@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +26,7 @@ from jaxcompress.graph.analysis import Analysis, chain_of, close_sets, close_sta
 from jaxcompress.graph.match import analytic_call, chain_activation
 from jaxcompress.graph.plan import (
     ChainPlan,
+    FlatFn,
     LayerLeaves,
     Plan,
     Producer,
@@ -37,14 +38,15 @@ from jaxcompress.graph.rules import interpret
 from jaxcompress.graph.table import format_table
 from jaxcompress.graph.values import Consumer, Group, Val
 from jaxcompress.layer import CompressInfo
-from jaxcompress.mlp import Params, SizedNetwork, apply, leaf_count
+from jaxcompress.mlp import Params, apply, leaf_count
 from jaxcompress.program import trace_program
+from jaxcompress.protocol import NetworkLike
 
 __all__ = ["Compressed", "Network", "apply_fn", "compressed", "trace"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Network(SizedNetwork):
+class Network(NetworkLike):
     """A network as neuron groups (build with :func:`trace`, :func:`jaxcompress.trace_module` or
     :meth:`from_params`; ``print`` it for a table).
 
@@ -132,6 +134,27 @@ class Network(SizedNetwork):
 
     def __str__(self) -> str:
         return format_table(self)
+
+    # -- the network protocol -------------------------------------------------------------------
+
+    placeable: ClassVar[bool] = True
+
+    def __call__(self, x: jax.Array) -> Any:
+        """``fn(params, x)``: the network on a batch (its output as ``fn`` returns it)."""
+        return self.fn(self.params, x)
+
+    def as_network(self) -> Network:
+        return self
+
+    def function(self) -> tuple[Callable, Any]:
+        return (self.fn if self.kind == "params" else FlatFn(self.fn)), self.params
+
+    def with_params(self, params: Any) -> Network:
+        return dataclasses.replace(self, params=params)
+
+    def compressed_as(self, net: Network, leaves: list, info, domain=None) -> Compressed:
+        del domain
+        return compressed(net, leaves, info)
 
     # -- what the driver sees -------------------------------------------------------------------
 
@@ -337,7 +360,7 @@ def _check_rowwise(fn, params, shape: jax.ShapeDtypeStruct, prog) -> None:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Compressed(SizedNetwork):
+class Compressed(NetworkLike):
     """A compressed network: ``small.params`` (your pytree, same structure, smaller leaves),
     ``small(x)``, and a network again (compress, certify, measure or save it).
 
@@ -390,6 +413,15 @@ class Compressed(SizedNetwork):
     def replace(self, params: Any) -> Compressed:
         """The same compressed network with other parameters (e.g. polished ones)."""
         return dataclasses.replace(self, params=params)
+
+    with_params = replace
+
+    def function(self) -> tuple[Callable, Any]:
+        return FlatFn(self.apply), self.params
+
+    def compressed_as(self, net: Network, leaves: list, info, domain=None) -> Compressed:
+        del domain
+        return compressed(net, leaves, info)
 
     def layer_sizes(self) -> list[int]:
         """``[d_in]`` and every neuron group's width after compression, in program order."""

@@ -34,8 +34,8 @@ from jaxcompress.mlp import Params, apply
 from jaxcompress.placement import Placement
 from jaxcompress.program import Program, trace_program
 
-__all__ = ["Block", "ChainPlan", "LayerLeaves", "Plan", "Producer", "Reader", "SetPlan",
-           "flat_output"]
+__all__ = ["Block", "ChainPlan", "FlatFn", "LayerLeaves", "Plan", "Producer", "Reader",
+           "SetPlan", "flat_output"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -551,3 +551,14 @@ def flat_output(y, x) -> jax.Array:
         raise ValueError("fn(params, x) returned no arrays")
     batch = tuple(np.shape(x)[:-1])
     return jnp.concatenate([jnp.reshape(v, batch + (-1,)) for v in leaves], axis=-1)
+
+
+@dataclasses.dataclass(frozen=True)
+class FlatFn:
+    """``fn(params, x)`` with an output pytree (several heads) as one array
+    (:func:`flat_output`); equal for equal ``fn``, so equal programs share a compilation."""
+
+    fn: Callable
+
+    def __call__(self, params, x):
+        return flat_output(self.fn(params, x), x)

@@ -32,7 +32,7 @@ Selectors:
     On TPU, where it is unavailable, the pure-JAX greedy Gram-Schmidt of :class:`GreedyGS`.
 :class:`GreedyGS`
     The same greedy rule (largest remaining column norm) as a pure-JAX modified Gram-Schmidt with
-    re-orthogonalisation, jit-able on every backend.
+    re-orthogonalisation, jit-able on every backend (:func:`greedy_pivoted_qr`).
 :class:`MaxVol`
     Pivoted-QR start, then Goreinov-Tyrtyshnikov swaps ``K_i <-> j`` while
     ``|C_ij| > 1 + delta``; each swap multiplies ``|det Z_K|`` by ``|C_ij|``, so it terminates
@@ -68,13 +68,14 @@ Pivots below ``rtol |R_00|`` count as rank deficient; the default is :func:`defa
 
 Distributed selection (columns split over a mesh axis, inside :func:`jax.shard_map`; used by
 :mod:`jaxcompress.sharding`) is a method of the selector, :meth:`Selector.distributed_select`.
-The greedy selectors take each step's choice over every device's columns, so they keep the
-neurons one device keeps, in the same pivot order, whatever the number of devices (up to
-rounding and exact ties): :class:`PivotedQR` and :class:`GreedyGS`
-(:func:`distributed_pivoted_qr`: the greedy rule, which is ``geqp3``'s), :class:`MaxVol` (then
-:func:`distributed_maxvol`) and :class:`OMP` (:func:`distributed_output_greedy`). Every step
-gathers one ``(value, global index)`` pair per device (:func:`global_argmax`) and sums one
-masked column (:func:`gather_columns`). The others keep the default, the tournament of
+The greedy selectors have one implementation each, on one device or with a mesh axis
+(:func:`greedy_pivoted_qr`, :func:`output_greedy`, :func:`maxvol`, each taking ``axis=``): each
+step's choice is taken over every device's columns, so the sharded forms keep the neurons one
+device keeps, in the same pivot order, whatever the number of devices (up to rounding and exact
+ties): :class:`PivotedQR` and :class:`GreedyGS` (the greedy rule, which is ``geqp3``'s),
+:class:`MaxVol` (then :func:`maxvol`'s swaps) and :class:`OMP`. Every step gathers one
+``(value, global index)`` pair per device (:func:`global_argmax`) and sums one masked column
+(:func:`gather_columns`). The others keep the default, the tournament of
 :func:`tournament_select`, which is exact for :class:`WeightNorm` (a top-``m`` by norm) and may
 depend on the device count for :class:`Exhaustive` and user selectors; :class:`RandomChoice`
 has no sharded form.
@@ -100,6 +101,7 @@ __all__ = [
     "MAX_EXHAUSTIVE_SUBSETS",
     "RTOL_EPS",
     "SELECTORS",
+    "TIE_EPS",
     "Exhaustive",
     "GreedyGS",
     "MaxVol",
@@ -113,20 +115,22 @@ __all__ = [
     "as_selector",
     "basis_coefficients",
     "coefficients_from_r",
+    "complete_perm",
     "default_rtol",
-    "distributed_maxvol",
-    "distributed_output_greedy",
-    "distributed_pivoted_qr",
     "gather_columns",
     "global_argmax",
     "greedy_pivoted_qr",
     "lstsq_coefficients",
     "lstsq_tangent",
+    "maxvol",
     "output_greedy",
     "select_columns",
     "tournament_select",
 ]
 
+#: Scores of :func:`output_greedy` within ``TIE_EPS`` machine epsilons (relative) of the best
+#: count as tied; the largest residual norm among them is taken.
+TIE_EPS = 64.0
 #: Largest number of subsets the ``Exhaustive`` selector will enumerate.
 MAX_EXHAUSTIVE_SUBSETS = 200_000
 
@@ -197,49 +201,6 @@ def coefficients_from_r(r_mat: jax.Array, rank: jax.Array) -> jax.Array:
     rhs = jnp.where(live[:, None], r_mat, 0)
     inv = jax.scipy.linalg.solve_triangular(r11, eye, lower=False)
     return jnp.matmul(inv, rhs, precision=HIGHEST)
-
-
-def greedy_pivoted_qr(z: jax.Array, m: int) -> tuple[jax.Array, jax.Array]:
-    """Pure-JAX column-pivoted QR by greedy modified Gram-Schmidt (works on TPU).
-
-    At step ``i`` the remaining column with the largest residual norm is moved to position
-    ``i`` and the residuals of all columns are orthogonalised against it (twice, for
-    stability). Equivalent to Businger-Golub pivoting in exact arithmetic.
-
-    Returns:
-      ``perm`` (n,) and ``R`` (m, n) with ``Z[:, perm] = Q R``.
-    """
-    dsz, n = z.shape
-    dtype = z.dtype
-
-    cols = jnp.arange(n, dtype=jnp.int32)
-
-    def step(i, carry):
-        res, perm, r_mat = carry
-        i = jnp.asarray(i, jnp.int32)
-        norms = jnp.sum(res * res, axis=0)
-        norms = jnp.where(cols < i, -1.0, norms)
-        p = jnp.argmax(norms).astype(jnp.int32)
-        # swap columns i and p everywhere
-        swap = cols.at[i].set(p).at[p].set(i)
-        res, perm, r_mat = res[:, swap], perm[swap], r_mat[:, swap]
-        col = res[:, i]
-        nrm = jnp.sqrt(jnp.sum(col * col))
-        q = jnp.where(nrm > 0, col / jnp.where(nrm > 0, nrm, 1), 0)
-        later = cols > i
-        proj = jnp.matmul(q, res, precision=HIGHEST)
-        res = res - jnp.outer(q, jnp.where(later, proj, 0))
-        proj2 = jnp.matmul(q, res, precision=HIGHEST)
-        res = res - jnp.outer(q, jnp.where(later, proj2, 0))
-        row = jnp.where(later, proj + proj2, 0).at[i].set(nrm)
-        r_mat = r_mat.at[i].set(row)
-        res = res.at[:, i].set(0)
-        return res, perm, r_mat
-
-    init = (z, jnp.arange(n, dtype=jnp.int32), jnp.zeros((m, n), dtype))
-    _, perm, r_mat = jax.lax.fori_loop(0, m, step, init)
-    del dsz
-    return perm, r_mat
 
 
 def _geqp3(z: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -337,86 +298,6 @@ def _r_of(z_perm: jax.Array, m: int) -> jax.Array:
     return r_mat * sign[:, None]
 
 
-def _maxvol(coef: jax.Array, perm: jax.Array, rank: jax.Array, delta, max_swaps: int):
-    """Goreinov-Tyrtyshnikov swaps on the basis rows ``< rank`` of ``coef`` (pivot order)."""
-    m, n = coef.shape
-    rows = jnp.arange(m, dtype=jnp.int32)
-    cols = jnp.arange(n, dtype=jnp.int32)
-
-    def masked_abs(c):
-        return jnp.where((rows < rank)[:, None], jnp.abs(c), 0)
-
-    def cond(state):
-        c, _, it = state
-        return (jnp.max(masked_abs(c)) > 1 + delta) & (it < max_swaps)
-
-    def body(state):
-        c, p, it = state
-        flat = jnp.argmax(masked_abs(c)).astype(jnp.int32)
-        i, j = flat // n, flat % n
-        # Sherman-Morrison: column j enters the basis at row i.
-        piv = c[i, j]
-        u = c[:, j] - (rows == i).astype(c.dtype)
-        c = c - jnp.outer(u, c[i] / piv)
-        swap = cols.at[i].set(j).at[j].set(i)
-        return c[:, swap], p[swap], it + 1
-
-    _, perm, swaps = jax.lax.while_loop(cond, body, (coef, perm, jnp.int32(0)))
-    return perm, swaps
-
-
-def output_greedy(z: jax.Array, target: jax.Array, m: int, rtol) -> jax.Array:
-    """Greedy forward selection of ``m`` columns of ``z`` to fit ``target`` (see ``"omp"``).
-
-    Args:
-      z: ``(D, n)`` features.
-      target: ``(D, t)`` what the kept columns must reproduce (``z @ out_kernel``).
-      m: columns to keep (static).
-      rtol: columns whose residual norm is below ``rtol`` times the largest column norm count as
-        dependent and are taken last.
-
-    Returns:
-      ``perm`` ``(n,)`` in pivot order (``perm[:m]`` kept, in the order chosen).
-    """
-    dsz, n = z.shape
-    col2 = jnp.sum(z * z, axis=0)
-    floor = (rtol * rtol) * jnp.max(col2)
-    t_norm2 = jnp.sum(target * target)
-    tiny = jnp.finfo(z.dtype).tiny
-
-    cols = jnp.arange(n, dtype=jnp.int32)
-
-    def step(i, carry):
-        zr, rt, perm = carry
-        i = jnp.asarray(i, jnp.int32)
-        n2 = jnp.sum(zr * zr, axis=0)
-        proj = jnp.matmul(zr.T, rt, precision=HIGHEST)  # (n, t)
-        gain = jnp.sum(proj * proj, axis=1) / jnp.maximum(n2, tiny)
-        taken = cols < i
-        valid = ~taken & (n2 > floor)
-        fitted = jnp.sum(rt * rt) <= (rtol * rtol) * t_norm2
-        # target fitted to rounding: fall back to the pivoted-QR rule (largest residual norm)
-        score = jnp.where(fitted, n2, gain)
-        score = jnp.where(valid, score, jnp.where(taken, -2.0, -1.0 + n2 / jnp.max(col2 + tiny)))
-        p = jnp.argmax(score).astype(jnp.int32)
-        swap = cols.at[i].set(p).at[p].set(i)
-        zr, perm = zr[:, swap], perm[swap]
-        col = zr[:, i]
-        nrm = jnp.sqrt(jnp.sum(col * col))
-        q = jnp.where(nrm > 0, col / jnp.where(nrm > 0, nrm, 1), 0)
-        later = (cols > i).astype(z.dtype)
-        for _ in range(2):  # twice is enough (Kahan-Parlett)
-            zr = zr - jnp.outer(q, jnp.matmul(q, zr, precision=HIGHEST) * later)
-            rt = rt - jnp.outer(q, jnp.matmul(q, rt, precision=HIGHEST))
-        zr = zr.at[:, i].set(0)
-        return zr, rt, perm
-
-    init = (z, target, jnp.arange(n, dtype=jnp.int32))
-    _, _, perm = jax.lax.fori_loop(0, m, step, init)
-    del dsz
-    return perm
-
-
 def _exhaustive(z: jax.Array, m: int) -> jax.Array:
     dsz, n = z.shape
     n_sub = math.comb(n, m)
@@ -468,7 +349,8 @@ def lstsq_coefficients(
 
 
 # ------------------------------------------------------------------------------------------------
-# Distributed selection: columns split over a mesh axis (called inside jax.shard_map)
+# The greedy selectors: one implementation, on one device or with the columns split over a mesh
+# axis (inside jax.shard_map)
 # ------------------------------------------------------------------------------------------------
 
 
@@ -480,31 +362,38 @@ class DistributedSelection(NamedTuple):
     swaps: jax.Array  # () int32: maxvol swaps (0 for the other selectors)
 
 
-def _offset(n_loc: int, axis: str) -> jax.Array:
-    """The global index of this device's first column (devices hold contiguous blocks)."""
+def _offset(n_loc: int, axis: str | None) -> jax.Array:
+    """The global index of this device's first column (devices hold contiguous blocks; ``0``
+    on one device, ``axis=None``)."""
+    if axis is None:
+        return jnp.int32(0)
     return jax.lax.axis_index(axis).astype(jnp.int32) * n_loc
 
 
-def global_argmax(score: jax.Array, axis: str) -> tuple[jax.Array, jax.Array]:
+def global_argmax(score: jax.Array, axis: str | None = None) -> tuple[jax.Array, jax.Array]:
     """``(value, global index)`` of the largest of the scores of every device's columns.
 
-    One ``all_gather`` of one ``(value, index)`` pair per device. Ties go to the smallest global
-    index, as LAPACK's ``idamax`` takes the first: each device's :func:`jnp.argmax` takes its
-    first maximum, and devices hold increasing blocks of columns.
+    One ``all_gather`` of one ``(value, index)`` pair per device (none on one device). Ties go
+    to the smallest global index, as LAPACK's ``idamax`` takes the first: each device's
+    :func:`jnp.argmax` takes its first maximum, and devices hold increasing blocks of columns.
     """
     p = jnp.argmax(score).astype(jnp.int32)
+    if axis is None:
+        return score[p], p
     vals = jax.lax.all_gather(score[p], axis)
     idx = jax.lax.all_gather(_offset(score.shape[0], axis) + p, axis)
     best = jnp.argmax(vals)
     return vals[best], idx[best]
 
 
-def gather_columns(z: jax.Array, idx: jax.Array, axis: str) -> jax.Array:
+def gather_columns(z: jax.Array, idx: jax.Array, axis: str | None = None) -> jax.Array:
     """The columns of global indices ``idx`` (``(m,)``, replicated) of the split ``z``.
 
     Each device contributes the columns it owns (zeros elsewhere) to one ``psum``:
-    ``rows x m`` numbers, on every device.
+    ``rows x m`` numbers, on every device (``z[:, idx]`` on one device).
     """
+    if axis is None:
+        return z[:, idx]
     n_loc = z.shape[1]
     local = idx - _offset(n_loc, axis)
     mine = (local >= 0) & (local < n_loc)
@@ -512,7 +401,7 @@ def gather_columns(z: jax.Array, idx: jax.Array, axis: str) -> jax.Array:
     return jax.lax.psum(cols, axis)
 
 
-def _owned(n_loc: int, g: jax.Array, axis: str) -> jax.Array:
+def _owned(n_loc: int, g: jax.Array, axis: str | None) -> jax.Array:
     """``(n_loc,)`` bool: which of this device's columns has global index ``g``."""
     return _offset(n_loc, axis) + jnp.arange(n_loc, dtype=jnp.int32) == g
 
@@ -531,20 +420,22 @@ def _unit(col: jax.Array) -> tuple[jax.Array, jax.Array]:
     return jnp.where(nrm > 0, col / jnp.where(nrm > 0, nrm, 1), 0), nrm
 
 
-def distributed_pivoted_qr(z: jax.Array, m: int, axis: str) -> tuple[jax.Array, jax.Array]:
-    """Greedy column-pivoted QR of a matrix whose columns are split over the mesh axis ``axis``.
+def greedy_pivoted_qr(z: jax.Array, m: int, axis: str | None = None
+                      ) -> tuple[jax.Array, jax.Array]:
+    """Greedy column-pivoted QR (modified Gram-Schmidt, re-orthogonalised): pure JAX, on one
+    device or with the columns of ``z`` split over the mesh axis ``axis``.
 
-    Inside :func:`jax.shard_map`; ``z`` (``rows x n_loc``) is this device's block of columns.
-    Step ``i`` takes the remaining column with the largest residual norm over *all* devices
-    (:func:`global_argmax`: one all-gather of one pair per device), broadcasts it (one ``psum``
-    of a masked column), and every device orthogonalises its own remaining columns against it
-    (:func:`greedy_pivoted_qr`'s rule, re-orthogonalised once). So the pivots are those of the
-    single-device greedy pivoted QR, whatever the number of devices, up to rounding and exact
-    ties: Businger-Golub's pivot order, which LAPACK ``geqp3`` computes with downdated norms.
+    Step ``i`` takes the remaining column with the largest residual norm (over *all* devices:
+    :func:`global_argmax`, one all-gather of one pair per device), broadcasts it (one ``psum``
+    of a masked column) and every device orthogonalises its own remaining columns against it.
+    The pivots are Businger-Golub's, which LAPACK ``geqp3`` computes with downdated norms: the
+    same whatever the number of devices, up to rounding and exact ties. Inside
+    :func:`jax.shard_map` ``z`` (``rows x n_loc``) is this device's block of columns.
 
     Returns:
-      ``kept`` ``(m,)`` global column indices in pivot order and ``diag`` ``(m,)``, the pivots'
-      residual norms ``|R_ii|`` (zero past the row count, where LAPACK's R has no rows).
+      ``kept`` ``(m,)`` (global) column indices in pivot order and ``diag`` ``(m,)``, the
+      pivots' residual norms ``|R_ii|`` (zero past the row count, where LAPACK's R has no
+      rows).
     """
     rows, n_loc = z.shape
 
@@ -563,25 +454,31 @@ def distributed_pivoted_qr(z: jax.Array, m: int, axis: str) -> tuple[jax.Array, 
     return kept, diag
 
 
-def distributed_output_greedy(z: jax.Array, target: jax.Array, m: int, rtol,
-                              axis: str) -> tuple[jax.Array, jax.Array]:
-    """:func:`output_greedy` with the columns of ``z`` split over the mesh axis ``axis``.
+def output_greedy(z: jax.Array, target: jax.Array, m: int, rtol, axis: str | None = None
+                  ) -> tuple[jax.Array, jax.Array]:
+    """Greedy forward selection of ``m`` columns of ``z`` to fit ``target`` (:class:`OMP`), on
+    one device or with the columns split over the mesh axis ``axis``.
 
-    Inside :func:`jax.shard_map`: ``z`` (``rows x n_loc``) is this device's block, ``target``
-    (``rows x t``) is replicated. Each step scores this device's columns exactly as
-    :func:`output_greedy` does (the largest column norm is a ``pmax``), takes the global best
-    (:func:`global_argmax`), broadcasts it and orthogonalises the local columns and the target
-    residual (every device applies the same update to its copy of the target).
+    Step ``i`` keeps the column whose residual ``r_j`` (orthogonalised against the kept ones)
+    removes the most of the residual ``R_T`` of ``target``, ``||r_j^T R_T||^2 / ||r_j||^2``
+    (ties to rounding, :data:`TIE_EPS`, to the largest residual norm); once ``target`` is fitted
+    to ``rtol`` it continues with the pivoted-QR rule (the largest residual norm). Columns whose
+    residual norm falls below ``rtol`` times the largest column norm count as dependent and are
+    taken last. Inside :func:`jax.shard_map` ``z`` (``rows x n_loc``) is this device's block and
+    ``target`` (``rows x t``) is replicated: each step scores this device's columns, takes the
+    global best (:func:`global_argmax`), broadcasts it and orthogonalises the local columns and
+    the target residual (every device applies the same update to its copy of the target).
 
     Returns:
-      ``kept`` ``(m,)`` global indices in the order chosen and ``diag`` ``(m,)``, the chosen
+      ``kept`` ``(m,)`` (global) indices in the order chosen and ``diag`` ``(m,)``, the chosen
       columns' residual norms (the ``|R_ii|`` of the kept columns in that order).
     """
     rows, n_loc = z.shape
     col2 = jnp.sum(z * z, axis=0)
-    tiny = jnp.finfo(z.dtype).tiny
+    tiny, eps = jnp.finfo(z.dtype).tiny, jnp.finfo(z.dtype).eps
     # a threshold for comparisons only (pmax has no derivative rule)
-    max2 = jax.lax.pmax(jax.lax.stop_gradient(jnp.max(col2)), axis)
+    max2 = jax.lax.stop_gradient(jnp.max(col2))
+    max2 = max2 if axis is None else jax.lax.pmax(max2, axis)
     floor = (rtol * rtol) * max2
     t_norm2 = jnp.sum(target * target)
 
@@ -594,7 +491,12 @@ def distributed_output_greedy(z: jax.Array, target: jax.Array, m: int, rtol,
         fitted = jnp.sum(rt * rt) <= (rtol * rtol) * t_norm2
         score = jnp.where(fitted, n2, gain)
         score = jnp.where(valid, score, jnp.where(taken, -2.0, -1.0 + n2 / (max2 + tiny)))
-        _, g = global_argmax(score, axis)
+        # equal gains (to rounding) go to the largest residual norm, the pivoted-QR rule: with
+        # one direction of the rows left (the last pick at D_k rows) every column's gain is
+        # |R_T|^2, and rounding alone would choose
+        top, _ = global_argmax(score, axis)
+        near = score >= top - TIE_EPS * eps * jnp.abs(top)
+        _, g = global_argmax(jnp.where(near, n2, -1.0), axis)
         q, nrm = _unit(gather_columns(zr, g[None], axis)[:, 0])
         mine = _owned(n_loc, g, axis)
         taken = taken | mine
@@ -634,18 +536,21 @@ def basis_coefficients(basis: jax.Array, z: jax.Array, rank, rtol,
     return coef[:, width:], jnp.arange(width, dtype=jnp.int32) < rank
 
 
-def distributed_maxvol(z: jax.Array, kept: jax.Array, rank, delta, max_swaps: int, rtol,
-                       axis: str) -> tuple[jax.Array, jax.Array]:
-    """:func:`_maxvol`'s swaps with the columns of ``z`` split over the mesh axis ``axis``.
+def maxvol(z: jax.Array, kept: jax.Array, rank, delta, max_swaps: int, rtol,
+           axis: str | None = None) -> tuple[jax.Array, jax.Array]:
+    """Goreinov-Tyrtyshnikov swaps from the basis ``kept``, on one device or with the columns
+    of ``z`` split over the mesh axis ``axis``.
 
-    Inside :func:`jax.shard_map`. Each device holds the coefficients ``C`` (``m x n_loc``) of its
-    columns against the basis ``Z_K`` (:func:`basis_coefficients`); while the largest ``|C_ij|``
-    over every device (rows ``< rank``) exceeds ``1 + delta``, column ``j`` (global) enters the
-    basis at row ``i``: its coefficient column is broadcast (one ``psum``) and every device
-    applies the Sherman-Morrison update ``C <- C - (c_j - e_i) C_i / C_ij`` to its own columns.
+    With ``C`` the coefficients of every column against the basis ``Z_K``
+    (:func:`basis_coefficients`; each device holds its own columns' ``m x n_loc``), while the
+    largest ``|C_ij|`` (rows ``< rank``, over every device) exceeds ``1 + delta``, column ``j``
+    enters the basis at row ``i``: its coefficient column is broadcast (one ``psum``) and every
+    device applies the Sherman-Morrison update ``C <- C - (c_j - e_i) C_i / C_ij`` to its own
+    columns. Each swap multiplies ``|det Z_K|`` by ``|C_ij| > 1 + delta``, so it terminates with
+    every ``|C_ij| <= 1 + delta`` (Lemma 10's bound up to ``delta``).
 
     Returns:
-      the kept global indices after the swaps and the number of swaps.
+      the kept (global) indices after the swaps and the number of swaps.
     """
     m = kept.shape[0]
     n_loc = z.shape[1]
@@ -655,7 +560,8 @@ def distributed_maxvol(z: jax.Array, kept: jax.Array, rank, delta, max_swaps: in
 
     def cond(state):
         c, _, it = state
-        biggest = jax.lax.pmax(jnp.max(jnp.where(live, jnp.abs(c), 0)), axis)
+        biggest = jnp.max(jnp.where(live, jnp.abs(c), 0))
+        biggest = biggest if axis is None else jax.lax.pmax(biggest, axis)
         return (biggest > 1 + delta) & (it < max_swaps)
 
     def body(state):
@@ -663,14 +569,29 @@ def distributed_maxvol(z: jax.Array, kept: jax.Array, rank, delta, max_swaps: in
         best = jnp.max(jnp.where(live, jnp.abs(c), 0), axis=0)  # (n_loc,): best row per column
         _, g = global_argmax(best, axis)
         mine = _owned(n_loc, g, axis)
-        cj = jax.lax.psum(jnp.sum(jnp.where(mine[None, :], c, 0), axis=1), axis)  # (m,)
+        cj = jnp.sum(jnp.where(mine[None, :], c, 0), axis=1)  # (m,)
+        cj = cj if axis is None else jax.lax.psum(cj, axis)
         i = jnp.argmax(jnp.where(rows < rank, jnp.abs(cj), 0)).astype(jnp.int32)
         u = cj - (rows == i).astype(c.dtype)
         c = c - jnp.outer(u, c[i] / cj[i])
-        return c, kept.at[i].set(g), it + 1
+        # a surplus kept column (a row past the rank) entering the basis trades places with
+        # the column it replaces, which stays kept: the kept columns stay distinct
+        inside = kept == g
+        swapped = jnp.where(inside, kept[i], kept).at[i].set(g)
+        return c, swapped, it + 1
 
     _, kept, swaps = jax.lax.while_loop(cond, body, (coef, kept, jnp.int32(0)))
     return kept, swaps
+
+
+def complete_perm(kept: jax.Array, n: int, order: jax.Array | None = None) -> jax.Array:
+    """The pivot order of a selection: the ``m`` kept columns in their order, then the other
+    ``n - m`` in the order of ``order`` (a permutation of the ``n`` columns; default
+    increasing)."""
+    order = jnp.arange(n, dtype=jnp.int32) if order is None else order.astype(jnp.int32)
+    kept_col = jnp.zeros((n,), bool).at[kept].set(True)
+    rest = order[jnp.argsort(kept_col[order], stable=True)[: n - kept.shape[0]]]
+    return jnp.concatenate([kept.astype(jnp.int32), rest])
 
 
 def tournament_select(selector: Selector, z: jax.Array, m: int, *, axis: str,
@@ -804,8 +725,18 @@ def _rtol(rtol, dtype) -> float:
 
 
 def _distributed_qr(z, m, axis, rtol) -> DistributedSelection:
-    kept, diag = distributed_pivoted_qr(z, m, axis)
+    kept, diag = greedy_pivoted_qr(z, m, axis)
     return DistributedSelection(kept=kept, rank=_numerical_rank(diag, rtol), swaps=jnp.int32(0))
+
+
+def _greedy_selection(z, m, rtol) -> Selection:
+    """:func:`greedy_pivoted_qr` on one device as a :class:`Selection` (the coefficients from
+    the kept basis, as the sharded step computes them: :func:`basis_coefficients`)."""
+    kept, diag = greedy_pivoted_qr(z, m)
+    rank = _numerical_rank(diag, rtol)
+    perm = complete_perm(kept, z.shape[1])
+    coef, _ = basis_coefficients(z[:, kept], z[:, perm], rank, rtol, False)
+    return Selection(perm=perm, coef=coef, rank=rank, swaps=jnp.int32(0))
 
 
 def _qr_selection(r_mat, perm, m, rtol) -> Selection:
@@ -834,8 +765,7 @@ class PivotedQR(Selector):
     def __call__(self, z, m, *, out_kernel=None, target=None, layer=0) -> Selection:
         rtol = _rtol(self.rtol, z.dtype)
         if jax.default_backend() == "tpu":
-            perm, r_mat = greedy_pivoted_qr(z, m)
-            return _qr_selection(r_mat, perm, m, rtol)
+            return _greedy_selection(z, m, rtol)
         return _lapack_selection(z, m, rtol)
 
     def distributed_select(self, z, m, *, axis, out_kernel=None, target=None,
@@ -861,8 +791,7 @@ class GreedyGS(Selector):
         _check_rtol(self.rtol, "GreedyGS")
 
     def __call__(self, z, m, *, out_kernel=None, target=None, layer=0) -> Selection:
-        perm, r_mat = greedy_pivoted_qr(z, m)
-        return _qr_selection(r_mat, perm, m, _rtol(self.rtol, z.dtype))
+        return _greedy_selection(z, m, _rtol(self.rtol, z.dtype))
 
     def distributed_select(self, z, m, *, axis, out_kernel=None, target=None,
                            layer=0) -> DistributedSelection:
@@ -900,7 +829,8 @@ class MaxVol(Selector):
         rtol = _rtol(self.rtol, z.dtype)
         start = PivotedQR(rtol=rtol)(z, m)
         max_swaps = 50 * m if self.max_swaps is None else self.max_swaps
-        perm, swaps = _maxvol(start.coef, start.perm, start.rank, self.delta, max_swaps)
+        kept, swaps = maxvol(z, start.perm[:m], start.rank, self.delta, max_swaps, rtol)
+        perm = complete_perm(kept, z.shape[1], start.perm)
         r_mat = _r_of(z[:, perm], m)
         return Selection(perm=perm, coef=coefficients_from_r(r_mat, start.rank),
                          rank=start.rank, swaps=swaps)
@@ -910,8 +840,7 @@ class MaxVol(Selector):
         rtol = _rtol(self.rtol, z.dtype)
         start = _distributed_qr(z, m, axis, rtol)
         max_swaps = 50 * m if self.max_swaps is None else self.max_swaps
-        kept, swaps = distributed_maxvol(z, start.kept, start.rank, self.delta, max_swaps, rtol,
-                                         axis)
+        kept, swaps = maxvol(z, start.kept, start.rank, self.delta, max_swaps, rtol, axis)
         return DistributedSelection(kept=kept, rank=start.rank, swaps=swaps)
 
 
@@ -969,7 +898,8 @@ class OMP(Selector):
                     f"OMP: needs out_kernel of shape ({z.shape[1]}, t) (the next layer's "
                     f"kernel), got {None if out_kernel is None else np.shape(out_kernel)}")
             target = jnp.matmul(z, jnp.asarray(out_kernel, z.dtype), precision=HIGHEST)
-        perm = output_greedy(z, jnp.asarray(target, z.dtype), m, rtol)
+        kept, _ = output_greedy(z, jnp.asarray(target, z.dtype), m, rtol)
+        perm = complete_perm(kept, z.shape[1])
         return _qr_selection(_r_of(z[:, perm], m), perm, m, rtol)
 
     def distributed_select(self, z, m, *, axis, out_kernel=None, target=None,
@@ -978,7 +908,7 @@ class OMP(Selector):
         if target is None:
             target = jax.lax.psum(jnp.matmul(z, jnp.asarray(out_kernel, z.dtype),
                                              precision=HIGHEST), axis)
-        kept, diag = distributed_output_greedy(z, jnp.asarray(target, z.dtype), m, rtol, axis)
+        kept, diag = output_greedy(z, jnp.asarray(target, z.dtype), m, rtol, axis)
         return DistributedSelection(kept=kept, rank=_numerical_rank(diag, rtol),
                                     swaps=jnp.int32(0))
 

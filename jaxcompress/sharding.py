@@ -28,22 +28,22 @@ device; ours, not the paper's):
   whatever the number of devices (up to rounding and exact ties;
   :attr:`jaxcompress.Selector.device_independent`): :class:`~jaxcompress.PivotedQR` and
   :class:`~jaxcompress.GreedyGS` run the greedy column pivoting over every device's columns
-  (:func:`jaxcompress.select.distributed_pivoted_qr`: at each of the ``width`` steps every
-  device finds its largest remaining residual norm, one all-gather of ``(value, global index)``
-  per device picks the global one, ties to the smallest index as LAPACK's, the owner's residual
-  column is broadcast by a ``psum`` and every device orthogonalises its own columns against
-  it); :class:`~jaxcompress.MaxVol` continues with the swaps taken at the global largest
-  ``|C_ij|`` (:func:`jaxcompress.select.distributed_maxvol`), :class:`~jaxcompress.OMP` takes
-  the global best score at each step (:func:`jaxcompress.select.distributed_output_greedy`),
-  and the :class:`~jaxcompress.WeightNorm` baseline's tournament is exact (the global top
-  norms are among every device's nominees). Per step: ``n_devices`` pairs gathered and one
-  column of ``rows`` numbers summed. The selectors without a device-independent form
-  (:class:`~jaxcompress.Exhaustive`, user selectors that do not override it) keep the
-  default, a tournament (:func:`jaxcompress.select.tournament_select`): every device runs the
-  selector on its own columns and nominates ``min(2 width, n_local)`` candidates, the
-  candidates are gathered and the selector runs again among them. That is exact whenever the
-  features have rank ``<= width`` and is the tournament pivoting of rank-revealing QR otherwise
-  (Grigori, Demmel & Xiang 2011): later pivots may differ from a single device's;
+  (:func:`jaxcompress.select.greedy_pivoted_qr` with a mesh axis: at each of the ``width`` steps
+  every device finds its largest remaining residual norm, one all-gather of ``(value, global
+  index)`` per device picks the global one, ties to the smallest index as LAPACK's, the owner's
+  residual column is broadcast by a ``psum`` and every device orthogonalises its own columns
+  against it); :class:`~jaxcompress.MaxVol` continues with the swaps taken at the global largest
+  ``|C_ij|`` (:func:`jaxcompress.select.maxvol`), :class:`~jaxcompress.OMP` takes the global best
+  score at each step (:func:`jaxcompress.select.output_greedy`), and the
+  :class:`~jaxcompress.WeightNorm` baseline's tournament is exact (the global top norms are among
+  every device's nominees). Per step: ``n_devices`` pairs gathered and one column of ``rows``
+  numbers summed. The selectors without a device-independent form
+  (:class:`~jaxcompress.Exhaustive`, user selectors that do not override it) keep the default, a
+  tournament (:func:`jaxcompress.select.tournament_select`): every device runs the selector on its
+  own columns and nominates ``min(2 width, n_local)`` candidates, the candidates are gathered and
+  the selector runs again among them. That is exact whenever the features have rank ``<= width``
+  and is the tournament pivoting of rank-revealing QR otherwise (Grigori, Demmel & Xiang 2011):
+  later pivots may differ from a single device's;
 * **re-weighting** contracts over the sharded neurons: each device solves for its own columns'
   coefficients against the chosen basis and multiplies by its own rows of the next kernel, and
   one ``psum`` adds the ``width x d_{l+1}`` results.

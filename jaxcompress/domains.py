@@ -65,7 +65,7 @@ def check_radius(radius, where: str) -> None:
         raise ValueError(f"{where}: radius must be one finite positive number, got {radius!r}")
 
 
-#: Number of points of the error estimate (:func:`jaxcompress.evaluate.error_estimate`, and
+#: Number of points of the error estimate (:func:`jaxcompress.measure.error_estimate`, and
 #: ``CompressInfo.error_estimate``).
 ERROR_POINTS = 256
 #: Index of the first quasi-random point of the error estimate: far past any collocation node set
@@ -138,7 +138,7 @@ class Domain(abc.ABC):
         """``n`` collocation nodes of a kind in :attr:`node_kinds`."""
 
     def estimate_points(self, n: int, dtype=None) -> jax.Array:
-        """The fixed points of the error estimate (:func:`jaxcompress.evaluate.error_points`):
+        """The fixed points of the error estimate (:func:`jaxcompress.measure.error_points`):
         the domain's quasi-random points ``ERROR_SKIP .. ERROR_SKIP + n - 1``, far past any
         collocation node set; a :class:`Points` domain returns its held-out rows."""
         return self.sobol(int(n), skip=ERROR_SKIP, dtype=dtype)
@@ -639,7 +639,7 @@ class Points(Domain):
       x: ``(N, d_in)`` inputs, real and finite (the rows a data method fits on; polishing and
         collocation nodes are drawn from them).
       held_out: ``(M, d_in)`` inputs the error estimate and the measurements use (default:
-        ``x``): :func:`jaxcompress.evaluate.error_points` returns all of them, and
+        ``x``): :func:`jaxcompress.measure.error_points` returns all of them, and
         :func:`jaxcompress.sup_error` on this domain is the exact maximum over them.
 
     :func:`jaxcompress.data_matching` without a domain compresses on ``Points(fitted rows,

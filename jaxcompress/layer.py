@@ -31,7 +31,7 @@ import numpy as np
 
 from jaxcompress import sharding
 from jaxcompress._checks import describe
-from jaxcompress.evaluate import ERROR_POINTS
+from jaxcompress.domains import ERROR_POINTS
 from jaxcompress.features import LayerFeatures
 from jaxcompress.methods import Method
 from jaxcompress.mlp import HIGHEST
@@ -140,8 +140,8 @@ class CompressInfo:
       features, selector: the feature map's and selector's names (``"a|b"`` for a best-of).
       coordinates: ``"input"``, ``"bottleneck"`` or ``"parameterization"``.
       method: a description of the method.
-      error_estimate: ``max |F - F~|`` over the :data:`~jaxcompress.evaluate.ERROR_POINTS` fixed
-        Sobol points of the domain (:func:`jaxcompress.evaluate.error_points`), computed inside
+      error_estimate: ``max |F - F~|`` over the :data:`~jaxcompress.measure.ERROR_POINTS` fixed
+        Sobol points of the domain (:func:`jaxcompress.measure.error_points`), computed inside
         the compression's jit (one value per teacher under ``jax.vmap``): a lower bound on the
         sup error, measured on points no method was fitted on (ours, not the paper's).
       choice: for :func:`~jaxcompress.best_of`, the index of the winning candidate (per teacher

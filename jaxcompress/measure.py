@@ -1,13 +1,26 @@
-"""Errors between any two networks: :func:`sup_error` and :func:`error_estimate` for params
-lists, traced networks and modules, compressed results, loaded files, or plain callables.
+"""Errors between networks, measured: every measurement of the library is here.
 
-Two params lists go through :mod:`jaxcompress.evaluate` (``activation=`` shared by both). Any
-other pair is compared as functions ``f(x)`` of a batch: each network contributes its own
-program and parameters (``activation=`` only for a params list among them), so nothing is
-lowered or re-traced; the same protocol, samples plus projected gradient ascent
-(:func:`jaxcompress.evaluate.search_sup`), one compilation per pair of programs and shapes. A
-plain callable ``f(x)`` works too (compiled at every call: pass the network itself to reuse
-the compilation).
+* :func:`sup_error`: the paper's protocol (DESIGN section 2) for any two networks: evaluate
+  ``e(x) = max_o |F_a(x)_o - F_b(x)_o|`` on a uniform sample of the domain, then run projected
+  gradient ascent on ``e`` from the worst samples (normalised steps of decaying length,
+  projected back onto the domain after each step) (:func:`search_sup`). The largest ``e`` seen
+  is a lower bound on the true sup norm that is tight in practice; :func:`jaxcompress.verify`
+  proves an upper bound, and the certificates (Theorems 5-6) give one for analytic chains.
+* :func:`error_estimate`: the cheap, deterministic, jit-able companion (ours, not the paper's):
+  the largest ``e`` over :data:`ERROR_POINTS` fixed Sobol points of the domain
+  (:func:`error_points`); :func:`plan_estimate` is the same on one network at two sets of
+  leaves, what every compression records (``CompressInfo.error_estimate``), and
+  :func:`network_sup_error` the sup error of such a pair (the searches' measurement: one
+  compilation for every candidate at the teacher's shapes).
+
+Any two networks can be compared: params lists (``activation=`` shared by the lists among
+them), traced networks and modules, compressed results, loaded files, or plain callables
+``f(x)`` of a batch. Two params lists take the closed-form chain (sharded when their leaves
+are); any other pair is compared as functions ``f(x)`` (the network protocol's
+:meth:`~jaxcompress.protocol.NetworkLike.function`: each network contributes its own program
+and parameters, so nothing is lowered or re-traced; one compilation per pair of programs and
+shapes). A plain callable is compiled at every call: pass the network itself to reuse the
+compilation.
 """
 
 from __future__ import annotations
@@ -19,17 +32,228 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcompress import evaluate
 from jaxcompress._checks import check_key, check_positive_int, describe
-from jaxcompress.domains import Domain, check_domain, domain_valid
-from jaxcompress.evaluate import ERROR_POINTS, error_points, search_sup
+from jaxcompress.activations import get_activation
+from jaxcompress.domains import (
+    ERROR_POINTS,
+    ERROR_SKIP,
+    Domain,
+    Points,
+    check_domain,
+    domain_valid,
+)
 from jaxcompress.graph.plan import Plan
-from jaxcompress.mlp import validate_params
+from jaxcompress.mlp import Params, apply, validate_params
 from jaxcompress.networks import network_like
 from jaxcompress.placement import Placement
 from jaxcompress.protocol import NetworkLike
 
-__all__ = ["error_estimate", "network_sup_error", "plan_estimate", "sup_error"]
+__all__ = ["ERROR_POINTS", "ERROR_SKIP", "error_estimate", "error_points", "network_sup_error",
+           "plan_estimate", "search_sup", "sup_error"]
+
+
+#: Points per chunk of :func:`error_estimate` in a sharded compression.
+SHARDED_CHUNK = 16
+
+
+def error_points(domain, n: int = ERROR_POINTS, dtype=None) -> jax.Array:
+    """The fixed points of :func:`error_estimate`: ``n`` Sobol points of ``domain``.
+
+    Points ``ERROR_SKIP, ERROR_SKIP + 1, ...`` of the Sobol sequence of the domain's bounding
+    cube that fall in the domain (a :class:`~jaxcompress.Ball`: rejection; a
+    :class:`~jaxcompress.Box`: all of them); for a :class:`~jaxcompress.Parameterization`
+    ``(iota, U)`` the images ``iota(u)`` of those points of ``U``; for
+    :class:`~jaxcompress.Points`, every held-out row (``n`` ignored). Deterministic; the domain's
+    numbers may be traced.
+    """
+    return domain.estimate_points(int(n), dtype=dtype)
+
+
+def _lists_error_estimate(
+    params_a: Params,
+    params_b: Params,
+    *,
+    activation,
+    domain,
+    n_points: int = ERROR_POINTS,
+    placement: Placement | None = None,
+) -> jax.Array:
+    """``max_p max_o |F_a(x_p)_o - F_b(x_p)_o|`` over the fixed points of :func:`error_points`.
+
+    A lower bound on the sup error over the domain, cheaper and deterministic where
+    :func:`sup_error` samples and searches. Pure and jit-able; evaluated in the dtype of
+    ``params_a``. Used inside :func:`jaxcompress.compress` for ``CompressInfo.error_estimate``,
+    per teacher under ``jax.vmap``.
+
+    The shapes are checked (the two networks' input and output sizes against each other and the
+    domain, ``n_points >= 1``): a ``ValueError`` names them. The result is **NaN** when the
+    domain's numbers do not describe a domain (a radius that is not finite and positive, a
+    non-finite centre or corner, ``lo >= hi``: :func:`jaxcompress.domains.domain_valid`), which
+    can only happen when they are traced (built eagerly, such a domain is refused), and when
+    either network is NaN somewhere on the points.
+    """
+    act = get_activation(activation)
+    n_points = check_positive_int(n_points, "error_estimate", "n_points")
+    _check_pair(params_a, params_b, domain, "error_estimate")
+    dtype = jnp.result_type(params_a[0]["kernel"])
+    x = error_points(domain, n_points, dtype)
+
+    def worst(xs):
+        return jnp.max(jnp.abs(apply(params_a, xs, activation=act, placement=placement)
+                               - apply(params_b, xs, activation=act, placement=placement)))
+
+    if placement is not None and n_points % SHARDED_CHUNK == 0:
+        # with neurons split over devices each contraction's partial sums are full width per
+        # device: evaluate in chunks of points to keep that buffer small
+        est = jnp.max(jax.lax.map(worst, x.reshape(-1, SHARDED_CHUNK, x.shape[-1])))
+    else:
+        est = worst(x)
+    return jnp.where(domain_valid(domain), est, jnp.nan)
+
+
+def _check_pair(params_a, params_b, domain, where: str) -> None:
+    """The two networks take the domain's inputs and have the same output size (shapes only:
+    traced params pass)."""
+    params_a = validate_params(params_a, where=f"{where}: params_a", check_finite=False)
+    params_b = validate_params(params_b, where=f"{where}: params_b", check_finite=False)
+    d_a, d_b = params_a[0]["kernel"].shape[-2], params_b[0]["kernel"].shape[-2]
+    o_a, o_b = params_a[-1]["kernel"].shape[-1], params_b[-1]["kernel"].shape[-1]
+    if d_a != d_b:
+        raise ValueError(f"{where}: params_a takes inputs of size {d_a}, params_b of size {d_b}; "
+                         "expected the same")
+    if o_a != o_b:
+        raise ValueError(f"{where}: the networks have different output sizes ({o_a} vs {o_b}); "
+                         "expected the same")
+    check_domain(domain, d_a, where, jnp.result_type(params_a[0]["kernel"]), check_values=False)
+
+
+def _error_fn(params_a, params_b, act):
+    def err(x):
+        diff = apply(params_a, x, activation=act) - apply(params_b, x, activation=act)
+        return jnp.max(jnp.abs(diff), axis=-1)
+
+    return err
+
+
+def search_sup(err, domain, key, dtype, *, n_samples, local_search_steps, n_starts,
+               return_point):
+    """The paper's protocol on ``err(x) -> (n,)``: the largest error over ``n_samples`` uniform
+    samples, then projected gradient ascent from the ``n_starts`` worst (traceable). On a
+    :class:`~jaxcompress.Points` domain, the exact maximum over its held-out rows (a finite set
+    has nothing between its points to search)."""
+    if isinstance(domain, Points):
+        x = domain.estimate_points(0, dtype)
+        e = err(x)
+        i = jnp.argmax(e)
+        return (e[i], x[i]) if return_point else e[i]
+    x = domain.sample(key, n_samples, dtype)
+    e = err(x)
+    best_i = jnp.argmax(e)
+    best_e, best_x = e[best_i], x[best_i]
+    if local_search_steps > 0 and n_starts > 0:
+        _, start_idx = jax.lax.top_k(e, min(n_starts, n_samples))
+        starts = x[start_idx]
+        grad = jax.vmap(jax.value_and_grad(lambda p: err(p[None])[0]))
+        step0 = 0.1 * jnp.asarray(domain.radius, dtype)
+
+        def body(t, carry):
+            pts, be, bx = carry
+            val, g = grad(pts)
+            i = jnp.argmax(val)
+            bx = jnp.where(val[i] > be, pts[i], bx)
+            be = jnp.maximum(be, val[i])
+            # floor at the dtype's smallest normal number: a literal like 1e-300 underflows to 0
+            # in float32 and a zero gradient (e.g. at the rounding floor) would give 0 / 0 = NaN
+            gnorm = jnp.linalg.norm(g, axis=1, keepdims=True)
+            gn = g / jnp.maximum(gnorm, jnp.finfo(dtype).tiny)
+            eta = step0 * (1.0 - t / local_search_steps)
+            return domain.project(pts + eta * gn), be, bx
+
+        pts, best_e, best_x = jax.lax.fori_loop(0, local_search_steps, body,
+                                                (starts, best_e, best_x))
+        final = err(pts)
+        i = jnp.argmax(final)
+        best_x = jnp.where(final[i] > best_e, pts[i], best_x)
+        best_e = jnp.maximum(best_e, final[i])
+    if return_point:
+        return best_e, best_x
+    return best_e
+
+
+@functools.partial(
+    jax.jit,
+    static_argnames=("act", "n_samples", "local_search_steps", "n_starts", "return_point"),
+)
+def _sup_error(params_a, params_b, domain, key, *, act, n_samples, local_search_steps,
+               n_starts, return_point):
+    dtype = jnp.result_type(params_a[0]["kernel"])
+    return search_sup(_error_fn(params_a, params_b, act), domain, key, dtype,
+                      n_samples=n_samples, local_search_steps=local_search_steps,
+                      n_starts=n_starts, return_point=return_point)
+
+
+def _lists_sup_error(
+    params_a: Params,
+    params_b: Params,
+    *,
+    activation: str,
+    domain,
+    key: jax.Array,
+    n_samples: int = 8192,
+    local_search_steps: int = 100,
+    n_starts: int = 16,
+    return_point: bool = False,
+):
+    r"""Estimate ``sup_{x in domain} max_o |F_a(x)_o - F_b(x)_o|``.
+
+    .. math::
+       \sup_{x \in \Omega}\, \max_o\, |F_a(x)_o - F_b(x)_o|
+
+    by the paper's protocol: the largest error over ``n_samples`` uniform samples of the domain,
+    then projected gradient ascent on the error from the ``n_starts`` worst samples (each step
+    projected back onto the domain). The result is a lower bound on the true supremum that is
+    tight in practice; :func:`jaxcompress.certify` gives upper bounds.
+
+
+    Args:
+      params_a, params_b: two networks with the same input and output sizes (hidden widths may
+        differ: typically a teacher and its compression).
+      activation: the activation name shared by both.
+      domain: e.g. :class:`jaxcompress.Ball` (needs ``sample``, ``project``, ``radius``).
+      key: PRNG key for the uniform sample.
+      n_samples: number of uniform samples.
+      local_search_steps: projected-gradient-ascent steps from the ``n_starts`` worst samples
+        (0 disables the local search).
+      n_starts: how many of the worst samples to refine.
+      return_point: also return the maximising input.
+
+    Returns:
+      The largest error seen (a scalar array), and the point when ``return_point``. Jit-compiled;
+      one compilation per shape and static setting.
+    """
+    act = get_activation(activation)
+    params_a = validate_params(params_a, where="sup_error")
+    params_b = validate_params(params_b, where="sup_error")
+    if isinstance(domain, Domain) and domain.parameter_map is not None:
+        raise TypeError("sup_error: domain must be a jaxcompress.Ball or jaxcompress.Box (the "
+                        "search samples and projects in the input space); a Parameterization "
+                        "has no projection: measure on its image with jc.error_estimate, or on "
+                        "a Ball / Box around it")
+    for name, p in (("params_a", params_a), ("params_b", params_b)):
+        if hasattr(domain, "dim") and p[0]["kernel"].shape[-2] != domain.dim:
+            raise ValueError(
+                f"sup_error: {name} takes inputs of size {p[0]['kernel'].shape[-2]}; the domain "
+                f"has dim {domain.dim}"
+            )
+    _check_pair(params_a, params_b, domain, "sup_error")
+    check_key(key, "sup_error")
+    n_samples = check_positive_int(n_samples, "sup_error", "n_samples")
+    local_search_steps = check_positive_int(local_search_steps, "sup_error",
+                                            "local_search_steps", minimum=0)
+    n_starts = check_positive_int(n_starts, "sup_error", "n_starts", minimum=0)
+    return _sup_error(params_a, params_b, domain, key, act=act, n_samples=int(n_samples),
+                      local_search_steps=int(local_search_steps), n_starts=int(n_starts),
+                      return_point=bool(return_point))
 
 
 def _fn_params(obj: Any, activation, where: str, name: str) -> tuple[Callable, Any, int | None]:
@@ -136,7 +360,7 @@ def sup_error(a, b, *, activation=None, domain, key: jax.Array, n_samples: int =
     if _both_lists(a, b):
         if activation is None:
             raise TypeError(f"{where}: activation= is required for params lists")
-        return evaluate.sup_error(a, b, activation=activation, domain=domain, key=key,
+        return _lists_sup_error(a, b, activation=activation, domain=domain, key=key,
                                   n_samples=n_samples, local_search_steps=local_search_steps,
                                   n_starts=n_starts, return_point=return_point)
     if isinstance(domain, Domain) and domain.parameter_map is not None:
@@ -155,7 +379,7 @@ def sup_error(a, b, *, activation=None, domain, key: jax.Array, n_samples: int =
 
 def error_estimate(a, b, *, activation=None, domain, n_points: int = ERROR_POINTS) -> jax.Array:
     """``max_p max_o |F_a(x_p)_o - F_b(x_p)_o|`` over the fixed Sobol points of the domain
-    (:func:`jaxcompress.evaluate.error_points`), for any two networks (as :func:`sup_error`).
+    (:func:`jaxcompress.measure.error_points`), for any two networks (as :func:`sup_error`).
 
     A lower bound on the sup error, cheap and deterministic; pure and jit-able. NaN when the
     domain's numbers (traced) describe no domain.
@@ -164,7 +388,7 @@ def error_estimate(a, b, *, activation=None, domain, n_points: int = ERROR_POINT
     if _both_lists(a, b):
         if activation is None:
             raise TypeError(f"{where}: activation= is required for params lists")
-        return evaluate.error_estimate(a, b, activation=activation, domain=domain,
+        return _lists_error_estimate(a, b, activation=activation, domain=domain,
                                        n_points=n_points)
     n_points = check_positive_int(n_points, where, "n_points")
     fa, pa, fb, pb, dtype = _both(a, b, activation, domain, where)
@@ -201,10 +425,10 @@ def network_sup_error(plan: Plan, teacher, leaves, domain, key, *, n_samples: in
 def plan_estimate(plan: Plan, teacher, small, domain, placement: Placement | None = None
                   ) -> jax.Array:
     """``max |F - F~|`` of one network at two sets of leaves on the domain's fixed Sobol points
-    (:func:`jaxcompress.evaluate.error_points`; NaN for an invalid traced domain): the error
+    (:func:`jaxcompress.measure.error_points`; NaN for an invalid traced domain): the error
     estimate every compression records (``CompressInfo.error_estimate``). Traceable."""
     if plan.chain is not None:
-        return evaluate.error_estimate(plan.chain.lower(teacher), plan.chain.lower(small),
+        return _lists_error_estimate(plan.chain.lower(teacher), plan.chain.lower(small),
                                        activation=plan.chain.activation, domain=domain,
                                        placement=placement)
     pts = error_points(domain, dtype=plan.x.dtype)

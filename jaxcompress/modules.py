@@ -59,8 +59,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress.domains import Ball
-from jaxcompress.evaluate import error_points
 from jaxcompress.graph import Compressed, Network, compressed, trace
+from jaxcompress.measure import error_points
 from jaxcompress.protocol import NetworkLike
 
 if TYPE_CHECKING:

@@ -31,10 +31,10 @@ import optax.tree_utils as otu
 from jaxcompress._checks import check_info_matches, check_key
 from jaxcompress.activations import get_activation
 from jaxcompress.domains import check_domain
-from jaxcompress.evaluate import error_estimate, error_points
 from jaxcompress.graph import Compressed
 from jaxcompress.graph.plan import Plan, flat_output
 from jaxcompress.layer import format_span
+from jaxcompress.measure import error_estimate, error_points
 from jaxcompress.mlp import Params, apply, layer_sizes, validate_params
 from jaxcompress.networks import as_network
 from jaxcompress.protocol import NetworkLike
@@ -84,7 +84,7 @@ class PolishHistory:
         :data:`CHUNKS` chunks).
       best_step: the step whose parameters were returned (0: the student as given); the lowest
         ``chunk_loss``, so the result is never worse than the start on the points.
-      error_before, error_after: :func:`jaxcompress.evaluate.error_estimate` of the student
+      error_before, error_after: :func:`jaxcompress.measure.error_estimate` of the student
         against the teacher (max error on 256 fixed Sobol points of the domain, none of them a
         polishing point) before and after.
       info: the ``CompressInfo`` passed in, with its ``error_estimate`` refreshed to
@@ -214,8 +214,8 @@ class _FnModel:
         return flat_output(self.teacher_fn(params, x), x)
 
     def estimate(self, teacher, student, domain):
-        """``max |F(x_p) - F~(x_p)|`` on :func:`~jaxcompress.evaluate.error_points` (NaN for an
-        invalid domain), as :func:`~jaxcompress.evaluate.error_estimate`."""
+        """``max |F(x_p) - F~(x_p)|`` on :func:`~jaxcompress.measure.error_points` (NaN for an
+        invalid domain), as :func:`~jaxcompress.measure.error_estimate`."""
         dtype = jnp.result_type(*jax.tree_util.tree_leaves(student))
         pts = error_points(domain, dtype=dtype)
         gap = jnp.max(jnp.abs(self.teacher(teacher, pts).astype(dtype) - self(student, pts)))
@@ -248,7 +248,7 @@ class _PlanModel:
         return self.teacher_plan.apply(leaves, x)
 
     def estimate(self, teacher, student, domain):
-        """``max |F(x_p) - F~(x_p)|`` on :func:`~jaxcompress.evaluate.error_points`."""
+        """``max |F(x_p) - F~(x_p)|`` on :func:`~jaxcompress.measure.error_points`."""
         dtype = jnp.result_type(*jax.tree_util.tree_leaves(student))
         pts = error_points(domain, dtype=dtype)
         gap = jnp.max(jnp.abs(self.teacher(teacher, pts).astype(dtype) - self(student, pts)))

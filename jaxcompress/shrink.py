@@ -54,12 +54,11 @@ from jaxcompress._checks import check_key, check_positive_int, describe
 from jaxcompress.compression import compress_network, compressed_like
 from jaxcompress.domains import Domain, check_domain
 from jaxcompress.driver import run
-from jaxcompress.evaluate import error_points
 from jaxcompress.frontier import Frontier, FrontierRow
 from jaxcompress.graph import Network
 from jaxcompress.graph.plan import Plan
 from jaxcompress.layer import CompressInfo
-from jaxcompress.measure import network_sup_error, plan_estimate
+from jaxcompress.measure import error_points, network_sup_error, plan_estimate
 from jaxcompress.methods import BestOf, Method, collocation, derivative_matching
 from jaxcompress.mlp import leaf_count
 from jaxcompress.networks import as_network
@@ -238,7 +237,7 @@ class Bench:
 
     def estimate(self, leaves) -> jax.Array:
         """``max |F - F~|`` on the error estimate's fixed Sobol points
-        (:func:`jaxcompress.evaluate.error_points`), as the driver records it."""
+        (:func:`jaxcompress.measure.error_points`), as the driver records it."""
         return plan_estimate(self.plan, self.teacher, list(leaves), self.domain, None)
 
     def rel_l2(self, leaves) -> float:

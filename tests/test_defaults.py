@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import jaxcompress as jc
-from jaxcompress.evaluate import ERROR_POINTS, error_points
+from jaxcompress.measure import ERROR_POINTS, error_points
 from jaxcompress.select import default_rtol
 
 POLY = "test_defaults_poly2"
@@ -78,7 +78,7 @@ def test_rank_deficient_layers_compress_exactly_with_bounded_coefficients(case, 
     scale = jnp.max(jnp.abs(jc.apply(reference, x, activation=act)))
     tol = 1e-5 if dtype == jnp.float32 else 1e-13
     assert float(err) <= tol * float(scale)
-    assert jc.layer_sizes(jc.trim(small, info))[1] == rank
+    assert jc.layer_sizes(jc.trim(small))[1] == rank
 
 
 def test_error_estimate_is_recorded_and_is_a_lower_bound():

@@ -8,7 +8,7 @@ import pytest
 
 import jaxcompress as jc
 from jaxcompress.domains import check_domain
-from jaxcompress.evaluate import ERROR_SKIP, error_points
+from jaxcompress.measure import ERROR_SKIP, error_points
 
 
 @pytest.mark.parametrize("dim", [1, 2, 3, 4])

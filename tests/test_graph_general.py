@@ -11,7 +11,7 @@ import pytest
 
 import jaxcompress as jc
 from jaxcompress.driver import run_jit
-from jaxcompress.evaluate import error_points
+from jaxcompress.measure import error_points
 
 X2 = jnp.zeros((4, 2), jnp.float32)
 BALL = jc.Ball(2, 1.0)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import jaxcompress as jc
-from jaxcompress.evaluate import error_points
+from jaxcompress.measure import error_points
 
 X2 = jnp.zeros((4, 2), jnp.float64)
 BALL = jc.Ball(2, 1.0)

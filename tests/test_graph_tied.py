@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import jaxcompress as jc
-from jaxcompress.evaluate import error_points
+from jaxcompress.measure import error_points
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 

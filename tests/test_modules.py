@@ -12,7 +12,7 @@ from flax import nnx
 from user_nets import GeluNet
 
 import jaxcompress as jc
-from jaxcompress.evaluate import error_points
+from jaxcompress.measure import error_points
 from jaxcompress.modules import _eqx_rebuild
 
 X = jnp.zeros((4, 2), jnp.float32)

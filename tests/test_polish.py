@@ -14,7 +14,7 @@ import optax
 import pytest
 
 import jaxcompress as jc
-from jaxcompress.evaluate import error_estimate
+from jaxcompress.measure import error_estimate
 from jaxcompress.polishing import DEFAULT_POINTS
 
 ACT = "sigmoid"

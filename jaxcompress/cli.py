@@ -175,6 +175,7 @@ def _compress_cmd(args: argparse.Namespace) -> int:
 
     jax.config.update("jax_enable_x64", True)  # never lose the bits of a float64 input
     import jaxcompress as jc
+    from jaxcompress.compression import trim_info
 
     if (args.order is None) == (args.eps is None):
         raise ValueError("compress: give exactly one of --order K or --eps TOL")
@@ -207,7 +208,7 @@ def _compress_cmd(args: argparse.Namespace) -> int:
         small, info, order, err = _order_search(params, act, domain, args.eps, args.max_order,
                                                 args.method, measure)
     # the rank-deficient neurons go, and the record follows (it describes what is saved)
-    small, info = jc.trim(small), jc.trim_info(info, small)
+    small, info = jc.trim(small), trim_info(info, small)
     secs = time.perf_counter() - t0
     # the smallest error measurable in this dtype: the teacher against itself, summed in another
     # order (its hidden neurons permuted)

@@ -33,7 +33,7 @@ from jaxcompress.graph.match import refuse_kinks
 from jaxcompress.graph.plan import Plan
 from jaxcompress.layer import CompressInfo, LayerInfo, compress_layer
 from jaxcompress.methods import BestOf, Method, default_domain, derivative_matching
-from jaxcompress.mlp import Params, layer_sizes, require_single_network, validate_params
+from jaxcompress.mlp import Params, require_single_network, validate_params
 from jaxcompress.networks import as_network, network_placement
 from jaxcompress.placement import Placement
 from jaxcompress.planning import check_method, resolve_widths
@@ -288,46 +288,21 @@ def compressed_like(obj, net: Network, small, info: CompressInfo | None, domain=
     return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(net.params), small)
 
 
-def trim(params: Params | Compressed, info: CompressInfo | None = None, *,
-         atol: float = 0.0) -> Params | Compressed:
-    """Drop hidden neurons whose outgoing weights are all zero (host side, not jit-able).
+def trim(net: Params | Compressed, *, atol: float = 0.0) -> Params | Compressed:
+    """Drop the neurons whose outgoing weights are all zero (host side, not jit-able).
 
-    A params list gives a params list; a :class:`~jaxcompress.Compressed` a ``Compressed``
+    A params list gives a params list, a :class:`~jaxcompress.Compressed` a ``Compressed``
     (every compressible set's neurons whose reading rows are all zero dropped from its producers
-    and readers).
+    and readers, and its ``info`` trimmed with it: :func:`trim_info`).
 
     Such neurons are the surplus ones past the numerical rank (their incoming weights are kept by
     :func:`compress` so widths stay static). The function computed is unchanged; widths shrink.
-    ``info`` is accepted for symmetry with :func:`compress` and is not required;
-    :func:`trim_info` gives the record of the trimmed network.
 
     ``atol >= 0`` (finite) also drops neurons whose outgoing weights are all at most ``atol`` in
     absolute value (the function then changes by up to ``atol`` per such neuron and output). An
-    ``atol`` that would drop every neuron of a layer with a nonzero outgoing weight is a
-    ``ValueError`` naming the layer and its largest weight (it used to return a width-1 network
-    with nothing of the function left).
-    """
-    del info
-    if isinstance(params, Compressed):   # any network: every compressible set, its readers
-        leaves, _ = params.network.plan().trim(jax.tree_util.tree_leaves(params.params),
-                                _atol(atol, "trim"))
-        return params.replace(jax.tree_util.tree_unflatten(
-            jax.tree_util.tree_structure(params.params), leaves))
-    params, masks = _trim_masks(params, atol, "trim")
-    out = [dict(layer) for layer in params]
-    for l, keep in enumerate(masks, start=1):
-        out[l - 1] = {"kernel": out[l - 1]["kernel"][:, keep], "bias": out[l - 1]["bias"][keep]}
-        out[l] = {"kernel": out[l]["kernel"][keep], "bias": out[l]["bias"]}
-    return [jax.device_put(layer) for layer in out]  # jnp.asarray would compile per shape
-
-
-def trim_info(info: CompressInfo, params: Params, *, atol: float = 0.0) -> CompressInfo:
-    """The record of ``trim(params, atol=atol)``, for ``info`` the record of ``params``.
-
-    Each layer keeps the entries of ``kept`` of the neurons that stay (neuron ``i`` of the
-    compressed layer is neuron ``kept[i]`` of the teacher's), its ``width_out`` becomes the new
-    width and its ``rank`` at most that; everything else is unchanged. Use it to save or print a
-    trimmed network with its record:
+    ``atol`` that would drop every neuron of a set with a nonzero outgoing weight is a
+    ``ValueError`` naming the set and its largest weight (it would leave a width-1 network with
+    nothing of the function).
 
     >>> params = jc.init_mlp(jax.random.PRNGKey(0), [2, 8, 1])
     >>> params[0] = {"kernel": jnp.tile(params[0]["kernel"][:, :2], (1, 4)),
@@ -335,19 +310,78 @@ def trim_info(info: CompressInfo, params: Params, *, atol: float = 0.0) -> Compr
     >>> small, info = jc.compress(params, activation="tanh", order=2)   # D_2 = 6 kept, rank 2
     >>> jc.layer_sizes(jc.trim(small))
     [2, 2, 1]
-    >>> small_info = jc.trim_info(info, small)
-    >>> [(layer.width_out, int(layer.rank)) for layer in small_info.layers]
+    """
+    plan, leaves, names = _trimmable(net, "trim")
+    masks = _trim_masks(plan, leaves, atol, names, "trim")
+    small = jax.tree_util.tree_unflatten(plan.treedef, plan.restrict(leaves, masks))
+    if not isinstance(net, Compressed):
+        return small
+    info = None if net.info is None else _trimmed_info(net.info, masks, "trim")
+    return dataclasses.replace(net, params=small, info=info)
+
+
+def trim_info(info: CompressInfo, params: Params | Compressed, *,
+              atol: float = 0.0) -> CompressInfo:
+    """The record of ``trim(params, atol=atol)``, for ``info`` the record of ``params``.
+
+    Each layer keeps the entries of ``kept`` of the neurons that stay (neuron ``i`` of the
+    compressed layer is neuron ``kept[i]`` of the teacher's), its ``width_out`` becomes the new
+    width and its ``rank`` at most that; everything else is unchanged. Use it to save or print a
+    trimmed params list with its record (a trimmed :class:`~jaxcompress.Compressed` carries
+    its own):
+
+    >>> from jaxcompress.compression import trim_info
+    >>> params = jc.init_mlp(jax.random.PRNGKey(0), [2, 8, 1])
+    >>> params[0] = {"kernel": jnp.tile(params[0]["kernel"][:, :2], (1, 4)),
+    ...              "bias": jnp.tile(params[0]["bias"][:2], 4)}
+    >>> small, info = jc.compress(params, activation="tanh", order=2)
+    >>> [(layer.width_out, int(layer.rank)) for layer in trim_info(info, small).layers]
     [(2, 2)]
     """
-    if isinstance(params, Compressed):
-        _, masks = params.network.plan().trim(jax.tree_util.tree_leaves(params.params),
-                               _atol(atol, "trim_info"))
-        if len(masks) != len(info.layers):
-            raise ValueError(f"trim_info: info has {len(info.layers)} records; the network has "
-                             f"{len(masks)} compressible sets (info belongs to another network)")
-    else:
-        params, masks = _trim_masks(params, atol, "trim_info")
-        check_info_matches(info, layer_sizes(params), None, "trim_info")
+    plan, leaves, names = _trimmable(params, "trim_info")
+    masks = _trim_masks(plan, leaves, atol, names, "trim_info")
+    if not isinstance(params, Compressed):
+        check_info_matches(info, plan.sizes, None, "trim_info")
+    return _trimmed_info(info, masks, "trim_info")
+
+
+def _trimmable(net, where: str):
+    """``(plan, leaves, set names)`` of a network to trim: a compressed result, or a params list
+    (its chain's plan; which neurons are read does not depend on the activation, so the
+    identity stands in for it)."""
+    if isinstance(net, Compressed):
+        return (net.network.plan(), jax.tree_util.tree_leaves(net.params),
+                net.network.set_names())
+    params = validate_params(net, where=where)
+    if params[0]["kernel"].ndim != 2:
+        raise ValueError(f"{where}: expected one network (2-D kernels); trim each network "
+                         "separately")
+    chain = Network.from_params(params, "identity")
+    return chain.plan(), chain.leaves, chain.set_names()
+
+
+def _trim_masks(plan: Plan, leaves, atol, names, where: str) -> list[np.ndarray]:
+    """Per set, which neurons :func:`trim` keeps (those a reading row needs above ``atol``)."""
+    atol = _atol(atol, where)
+    masks = []
+    for name, norms in zip(names, plan.reading_norms(leaves), strict=True):
+        keep = norms > atol
+        if not keep.any():
+            largest = float(np.max(norms, initial=0.0))
+            if largest > 0:
+                raise ValueError(f"{where}: atol={atol:g} drops every neuron of {name} (its "
+                                 f"largest outgoing weight is {largest:.3g}); expected an atol "
+                                 "below the weights that carry the function (atol=0 drops only "
+                                 "the neurons past the rank)")
+            keep[0] = True  # keep one neuron so the network stays well-formed
+        masks.append(keep)
+    return masks
+
+
+def _trimmed_info(info: CompressInfo, masks, where: str) -> CompressInfo:
+    if len(masks) != len(info.layers):
+        raise ValueError(f"{where}: info has {len(info.layers)} records; the network has "
+                         f"{len(masks)} compressible sets (info belongs to another network)")
     layers = []
     for li, keep in zip(info.layers, masks, strict=True):
         width = int(keep.sum())
@@ -361,26 +395,3 @@ def _atol(atol, where: str) -> float:
     if not finite_number(atol) or float(atol) < 0:
         raise ValueError(f"{where}: atol must be one finite number >= 0, got {atol!r}")
     return float(atol)
-
-
-def _trim_masks(params: Params, atol, where: str) -> tuple[Params, list[np.ndarray]]:
-    """The params as NumPy arrays and, per hidden layer, which neurons :func:`trim` keeps."""
-    atol = _atol(atol, where)
-    params = [{k: np.asarray(v) for k, v in layer.items()} for layer in
-              validate_params(params, where=where)]
-    if params[0]["kernel"].ndim != 2:
-        raise ValueError(f"{where}: expected one network (2-D kernels); trim each network "
-                         "separately")
-    masks = []
-    for l in range(1, len(params)):
-        keep = np.any(np.abs(params[l]["kernel"]) > atol, axis=1)
-        if not keep.any():
-            largest = float(np.max(np.abs(params[l]["kernel"])))
-            if largest > 0:
-                raise ValueError(f"{where}: atol={atol:g} drops every neuron of hidden layer {l} "
-                                 f"(its largest outgoing weight is {largest:.3g}); expected an "
-                                 "atol below the weights that carry the function (atol=0 drops "
-                                 "only the neurons past the rank)")
-            keep[0] = True  # keep one neuron so the layer stays well-formed
-        masks.append(keep)
-    return params, masks

@@ -57,7 +57,7 @@ def test_duplicated_neurons_merge(tmp_path):
     small, info = jc.compress(dup, activation="sigmoid", order=3)  # D_3 = 4 < 6
     assert int(info.layers[0].rank) == 2
     assert _max_diff(dup, small, "sigmoid", x) < 1e-13
-    trimmed = jc.trim(small, info)
+    trimmed = jc.trim(small)
     assert jc.layer_sizes(trimmed) == [1, 2, 1]
     assert _max_diff(dup, trimmed, "sigmoid", x) < 1e-13
     # the record of the trimmed network: the kept neurons that stay, the new width
@@ -265,5 +265,5 @@ def test_exhaustive_tiny_and_refused_when_large():
 def test_trim_is_identity_on_full_rank():
     params = jc.init_mlp(jax.random.PRNGKey(14), [2, 32, 32, 1])
     small, info = jc.compress(params, activation="sigmoid", order=3)
-    assert jc.layer_sizes(jc.trim(small, info)) == jc.layer_sizes(small)
+    assert jc.layer_sizes(jc.trim(small)) == jc.layer_sizes(small)
     assert math.isclose(jc.num_params(small), 2 * 10 + 10 + 10 * 10 + 10 + 10 + 1)

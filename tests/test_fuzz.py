@@ -130,7 +130,7 @@ def _run(case):
         return jc.compress(teacher, "collocation", activation=act, domain=dom)
     small, info = jc.compress(teacher, _method(kind, k, x), activation=act, domain=dom)
     if mutation == "bad_trim":
-        jc.trim(small, info, atol=[-1.0, np.nan, 1e9][seed % 3])
+        jc.trim(small, atol=[-1.0, np.nan, 1e9][seed % 3])
     return small, info, teacher, dom
 
 

@@ -198,11 +198,11 @@ def test_case10_trim_refuses_an_atol_that_drops_a_whole_layer(params) -> None:
     small, info = jc.compress(params, jc.derivative_matching(1), activation=ACT)
     with pytest.raises(ValueError, match=r"trim: atol=1e\+09 drops every neuron of hidden layer "
                                          r"\d \(its largest outgoing weight is"):
-        jc.trim(small, info, atol=1e9)
+        jc.trim(small, atol=1e9)
     for bad in (-1.0, np.nan, "0"):
         with pytest.raises(ValueError, match="trim: atol must be one finite number >= 0"):
             jc.trim(small, atol=bad)
-    assert jc.layer_sizes(jc.trim(small, info)) == [2, 3, 3, 1]
+    assert jc.layer_sizes(jc.trim(small)) == [2, 3, 3, 1]
 
 
 # --- raw errors that became messages --------------------------------------------------------------

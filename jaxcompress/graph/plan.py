@@ -515,28 +515,37 @@ class Plan:
             out[leaf] = np.concatenate(parts, axis=axis)
         return [jax.device_put(v) for v in out]
 
-    def trim(self, leaves: Sequence, atol: float = 0.0) -> tuple[list, list]:
-        """Drop every neuron of every set whose reading rows are all at most ``atol`` (zero by
-        default: the neurons past the numerical rank); ``(leaves, masks)``, one boolean mask of
-        the kept neurons per set (host side; a stack, whose slices keep one width, keeps a
-        neuron position that any of its slices reads)."""
+    def reading_norms(self, leaves: Sequence) -> list[np.ndarray]:
+        """Per set, per neuron: the largest ``|w|`` of the rows that read it (host side; a
+        stack, whose slices keep one width, takes the largest over its slices)."""
         out = [np.asarray(v) for v in leaves]
         widths = self.group_widths(out)
-        masks = []
+        norms = []
         for s in self.sets:
             width = widths[s.members[0]]
-            keep = np.zeros(width, bool)
+            most = np.zeros(width)
             for r in s.readers:
                 off = self.blocks(r.leaf, r.axis, widths)[r.block].start
                 axis = local_axis(r.axis, r.index)
                 rows = np.moveaxis(np.take(get_leaf(out, r.leaf, r.index),
                                            np.arange(off, off + width), axis=axis),
                                    axis, 0).reshape(width, -1)
-                keep |= np.any(np.abs(rows) > atol, axis=1)
+                most = np.maximum(most, np.max(np.abs(rows), axis=1, initial=0.0))
+            norms.append(most)
+        return norms
+
+    def trim(self, leaves: Sequence, atol: float = 0.0) -> tuple[list, list]:
+        """Drop every neuron of every set whose reading rows are all at most ``atol`` (zero by
+        default: the neurons past the numerical rank); ``(leaves, masks)``, one boolean mask of
+        the kept neurons per set (host side; a set that would lose every neuron keeps its
+        first, so the network stays well-formed)."""
+        masks = []
+        for norms in self.reading_norms(leaves):
+            keep = norms > atol
             if not keep.any():
-                keep[0] = True  # keep one neuron so the network stays well-formed
+                keep[0] = True
             masks.append(keep)
-        return self.restrict(out, masks), masks
+        return self.restrict(leaves, masks), masks
 
 
 def flat_output(y, x) -> jax.Array:

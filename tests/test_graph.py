@@ -9,8 +9,8 @@ import pytest
 from user_nets import GeluNet
 
 import jaxcompress as jc
-from jaxcompress.evaluate import error_points
 from jaxcompress.graph import chain_activation
+from jaxcompress.measure import error_points
 
 nnx = pytest.importorskip("flax.nnx")
 nn = pytest.importorskip("flax.linen")
@@ -315,3 +315,48 @@ def test_calls_are_inlined():
     net = jc.trace(fn, _mlp_params(jax.random.PRNGKey(9), [2, 8, 8, 1]), X)
     assert [g.width for g in net.compressible] == [8, 8] and not net.unknown
     assert "tanh (matches numerically and structurally)" in str(net)
+
+
+def test_a_users_own_primitive_pins_until_it_has_a_rule():
+    """register_rule: a primitive without a rule pins what it touches (named, with its line);
+    registered as elementwise (the registry's own helper), its group compresses, and the flags
+    registered with it are what the side tables say."""
+    from jax.extend.core import Primitive
+    from jax.interpreters import mlir
+
+    from jaxcompress.graph import rules
+
+    softsign = Primitive("test_softsign")
+
+    def impl(u):
+        return u / (1 + jnp.abs(u))
+
+    softsign.def_impl(impl)
+    softsign.def_abstract_eval(lambda u: u)
+    mlir.register_lowering(softsign, mlir.lower_fun(impl, multiple_results=False))
+
+    def fn(p, x):
+        h = softsign.bind(x @ p["w1"] + p["b1"])
+        return h @ p["w2"] + p["b2"]
+
+    k = jax.random.split(jax.random.PRNGKey(3), 2)
+    w1, b1 = _dense(k[0], (2, 24))
+    w2, b2 = _dense(k[1], (24, 1))
+    params = {"w1": w1, "b1": b1, "w2": w2, "b2": b2}
+    net = jc.trace(fn, params, X)
+    assert not net.compressible and ("test_softsign", net.unknown[0][1]) in net.unknown
+    assert "feeds `test_softsign`, a primitive without a rule" in str(net)
+    try:
+        rules.register_rule("test_softsign", rules.ELEMENTWISE, analytic=False)
+        assert not rules.analytic("test_softsign") and not rules.entire("test_softsign")
+        net = jc.trace(fn, params, X)
+        assert [g.width for g in net.compressible] == [24] and not net.unknown
+        small, info = jc.compress(net, jc.collocation(4), domain=BALL)
+        assert jc.layer_sizes(small) == [2, 15, 1]
+        assert _measured(fn, params, small) < 1e-2
+        with pytest.raises(TypeError, match="analytic must be a bool"):
+            rules.register_rule("test_softsign", rules.ELEMENTWISE, analytic="no")
+    finally:
+        rules.RULES.pop("test_softsign", None)
+    assert rules.analytic("max") is False and rules.ties("add") and not rules.ties("max")
+    assert rules.entire("sin") and not rules.entire("tanh")

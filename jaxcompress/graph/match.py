@@ -21,7 +21,7 @@ from jaxcompress.activations import (
     registered_activations,
 )
 from jaxcompress.features import DerivativeFeatures
-from jaxcompress.graph.rules import ENTIRE
+from jaxcompress.graph.rules import entire
 from jaxcompress.graph.values import Group
 from jaxcompress.program import Const, Eqn, flatten
 
@@ -145,9 +145,10 @@ def chain_activation(group: Group, dtype) -> Activation:
                                series=_refusing_series(expr, group.kinks),
                                description=f"traced, not analytic: {expr}")
     prims = {p.name for p, _, _ in group.program[: group.consumed_node or 0]}
-    entire = prims <= ENTIRE
-    rho = math.inf if entire else float(jnp.finfo(dtype).tiny)
-    describe = f"traced: {expr}" + ("" if entire else " (strip width not derived; no bound rule)")
+    is_entire = all(entire(p) for p in prims)
+    rho = math.inf if is_entire else float(jnp.finfo(dtype).tiny)
+    describe = f"traced: {expr}" + ("" if is_entire else
+                                    " (strip width not derived; no bound rule)")
     try:
         with jax.ensure_compile_time_eval():
             return make_activation(name, group.activation_fn(), rho_sigma=rho,

@@ -19,36 +19,88 @@ from jaxcompress.graph.analysis import Analysis
 from jaxcompress.graph.values import OTHER, Val
 from jaxcompress.program import Eqn
 
-__all__ = ["ENTIRE", "NON_ANALYTIC", "RULES", "TYING", "Rule", "interpret", "register_rule"]
+__all__ = ["ELEMENTWISE", "RULES", "Registered", "Rule", "analytic", "entire", "interpret",
+           "register_rule", "ties"]
 
 
 Rule = Callable[[Analysis, Eqn, list], list]
 
-#: The registry: primitive name -> rule ``(analysis, eqn, operand values) -> output values``.
-RULES: dict[str, Rule] = {}
+
+@dataclasses.dataclass(frozen=True)
+class Registered:
+    """A primitive's entry in :data:`RULES`: its rule and what is known of it.
+
+    Attributes:
+      rule: ``(analysis, eqn, operand values) -> output values``.
+      analytic: ``False`` for an elementwise primitive with kinks, jumps or comparisons
+        (``max``, ``abs``, ``floor``, ...): a group whose activation program uses it is not
+        analytic (derivative matching refuses it; collocation and data matching take it).
+      entire: an entire function (a composition of them is entire: ``sin``, ``exp``, ``mul``,
+        ...): a traced activation built only of such primitives has no finite strip of
+        analyticity to derive.
+      ties: a product or sum of two groups whose neuron blocks line up ties them into one set
+        (a gate ``h * U``, a residual stream ``s + f(s)``).
+    """
+
+    rule: Rule
+    analytic: bool = True
+    entire: bool = False
+    ties: bool = False
 
 
-def register_rule(primitive: str, rule: Rule) -> None:
+#: The registry: primitive name -> :class:`Registered` (its rule and flags). The side tables
+#: are derived from it (:func:`analytic`, :func:`entire`, :func:`ties`), never kept apart.
+RULES: dict[str, Registered] = {}
+
+
+def register_rule(primitive: str, rule: Rule, *, analytic: bool = True, entire: bool = False,
+                  ties: bool = False) -> None:
     """Register (or replace) the rule of the primitive named ``primitive``.
 
     A rule is a pure function of the :class:`~jaxcompress.graph.analysis.Analysis` (through its
-    narrow API), the equation and its operands' :class:`~jaxcompress.graph.values.Val` records,
-    returning one :class:`Val` per output. A primitive without a rule pins what it touches.
+    narrow API: a new group, a consumer, a pin with its reason and line, a tie, the activation
+    program), the equation and its operands' :class:`~jaxcompress.graph.values.Val` records,
+    returning one :class:`Val` per output. A primitive without a rule pins what it touches and
+    is named in the network's table. The flags (see :class:`Registered`) are recorded with it.
+
+    Example: a user's own elementwise primitive, analytic, read as ``tanh`` is::
+
+        from jaxcompress.graph.rules import ELEMENTWISE, register_rule
+        register_rule("my_sigmoid", ELEMENTWISE)
     """
     if not isinstance(primitive, str) or not callable(rule):
         raise TypeError(f"register_rule: expected a primitive name and a function, got "
                         f"{primitive!r}, {type(rule).__name__}")
-    RULES[primitive] = rule
+    for name, flag in (("analytic", analytic), ("entire", entire), ("ties", ties)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"register_rule: {name} must be a bool, got {flag!r}")
+    RULES[primitive] = Registered(rule, analytic=analytic, entire=entire, ties=ties)
 
-#: Elementwise primitives that are not analytic everywhere (kinks, jumps, comparisons).
-NON_ANALYTIC = frozenset({"max", "min", "abs", "sign", "select_n", "ne", "eq", "lt", "le", "gt",
-                          "ge", "floor", "ceil", "round", "clamp", "and", "or", "not", "is_finite",
-                          "rem"})
 
-#: Elementwise primitives that are entire functions (a composition of them is entire).
-ENTIRE = frozenset({"sin", "cos", "exp", "exp2", "mul", "add", "sub", "neg", "integer_pow",
-                    "erf", "erfc", "sinh", "cosh", "square", "convert_element_type", "copy",
-                    "copy_p"})
+def _define(rule: Rule, *names: str, **flags: bool) -> None:
+    """Register ``rule`` for each of ``names`` with the same flags (``jet.py``'s ``deflinear``
+    pattern: one line per family)."""
+    for n in names:
+        register_rule(n, rule, **flags)
+
+
+def analytic(primitive: str) -> bool:
+    """Whether a primitive is analytic where it is registered (an unknown one counts as
+    analytic here: it pins what it touches anyway)."""
+    entry = RULES.get(primitive)
+    return entry is None or entry.analytic
+
+
+def entire(primitive: str) -> bool:
+    """Whether a primitive is registered as an entire function."""
+    entry = RULES.get(primitive)
+    return entry is not None and entry.entire
+
+
+def ties(primitive: str) -> bool:
+    """Whether a primitive ties two groups whose neuron blocks line up into one set."""
+    entry = RULES.get(primitive)
+    return entry is not None and entry.ties
 
 
 def _const_eval(eqn: Eqn, vals: list[Val]) -> list[Val]:
@@ -144,7 +196,7 @@ def _elementwise(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
         return [dataclasses.replace(ref, pre=True)]
     for leaf, index in params:
         a.add_scale(g, leaf, index)
-    if eqn.name in NON_ANALYTIC and not eqn.benign:
+    if not analytic(eqn.name) and not eqn.benign:
         for h in ref.groups:
             a.add_kink(h, eqn.name, eqn.line)
     node = None
@@ -176,11 +228,6 @@ def _factorised(a: Analysis, eqn: Eqn, vals: list[Val]) -> Val:
     return dataclasses.replace(v, scale=(g.leaf, axis))
 
 
-#: Elementwise primitives that tie the neurons of two groups into one set: a gate ``h * U``,
-#: a residual stream ``h + f(h)``.
-TYING = frozenset({"mul", "add", "sub", "add_any"})
-
-
 def _aligned(ref: Val, hidden: Sequence[Val]) -> bool:
     """Whether hidden values have blocks of equal widths on one axis (no-group blocks
     included), so that neuron ``i`` of each lines up."""
@@ -197,7 +244,7 @@ def _tie(a: Analysis, eqn: Eqn, ref: Val, hidden: Sequence[Val]) -> None:
     spans every block that writes it (the input projection, each block's output kernel and
     bias) and every kernel that reads it (each block's first kernel, the head); any other
     elementwise op of two groups (``max``) pins them (:func:`_elementwise`)."""
-    if eqn.name not in TYING or not _aligned(ref, hidden):
+    if not ties(eqn.name) or not _aligned(ref, hidden):
         return
     for h in hidden[1:]:
         for (g, _), (r, _) in zip(h.blocks, ref.blocks, strict=True):
@@ -387,22 +434,23 @@ def _pinning(reason: str) -> Rule:
     return rule
 
 
-def _defelementwise(*names: str) -> None:
-    for n in names:
-        RULES[n] = _elementwise
+#: The rule of an elementwise primitive (for a user's own primitive, see :func:`register_rule`).
+ELEMENTWISE: Rule = _elementwise
 
-
-_defelementwise("tanh", "logistic", "sin", "cos", "tan", "exp", "exp2", "log", "log1p", "expm1",
-                "erf", "erfc", "erf_inv", "sqrt", "rsqrt", "cbrt", "neg", "integer_pow", "square",
-                "sinh", "cosh", "asinh", "atan", "atanh", "asin", "acos", "acosh", "add", "sub",
-                "mul", "div", "pow", "atan2", "logaddexp", *sorted(NON_ANALYTIC))
-for _n in ("reshape", "broadcast_in_dim", "transpose", "squeeze", "expand_dims"):
-    RULES[_n] = _view
-RULES["convert_element_type"] = _same
-RULES["copy"] = _same
-RULES["copy_p"] = _same
-RULES["dot_general"] = _dot_general
-RULES["concatenate"] = _concatenate
+_define(_elementwise, "tanh", "logistic", "tan", "log", "log1p", "expm1", "erf_inv", "sqrt",
+        "rsqrt", "cbrt", "asinh", "atan", "atanh", "asin", "acos", "acosh", "div", "pow",
+        "atan2", "logaddexp")
+_define(_elementwise, "sin", "cos", "exp", "exp2", "neg", "integer_pow", "erf", "erfc", "sinh",
+        "cosh", "square", entire=True)
+_define(_elementwise, "add", "sub", "mul", entire=True, ties=True)
+# kinks, jumps and comparisons
+_define(_elementwise, "max", "min", "abs", "sign", "select_n", "ne", "eq", "lt", "le", "gt",
+        "ge", "floor", "ceil", "round", "clamp", "and", "or", "not", "is_finite", "rem",
+        analytic=False)
+_define(_view, "reshape", "broadcast_in_dim", "transpose", "squeeze", "expand_dims")
+_define(_same, "convert_element_type", "copy", "copy_p", entire=True)
+_define(_dot_general, "dot_general")
+_define(_concatenate, "concatenate")
 
 
 def _reduction(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
@@ -418,11 +466,10 @@ def _reduction(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
     return [OTHER] * len(eqn.outs)
 
 
-for _n in ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin",
-           "cumsum", "reduce_and", "reduce_or"):
-    RULES[_n] = _reduction
-for _n in ("gather", "dynamic_update_slice", "scatter", "scatter-add", "split", "pad", "rev"):
-    RULES[_n] = _pinning("is sliced or indexed by `{name}`")
+_define(_reduction, "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin",
+        "cumsum", "reduce_and", "reduce_or")
+_define(_pinning("is sliced or indexed by `{name}`"), "gather", "dynamic_update_slice",
+        "scatter", "scatter-add", "split", "pad", "rev")
 
 
 def stack_index(a: Analysis, eqn: Eqn, vals: list[Val]) -> int | None:
@@ -465,35 +512,35 @@ def _slice(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
     return [OTHER]
 
 
-RULES["slice"] = _slice
-RULES["dynamic_slice"] = _slice
+_define(_slice, "slice", "dynamic_slice")
 
 
-#: Primitives of JAX's random number generation: a ``fn`` that draws (dropout, noise) is not
-#: one function of its inputs, so it is refused.
-RANDOM = frozenset({"random_seed", "random_bits", "random_wrap", "random_unwrap",
-                    "random_fold_in", "random_split", "threefry2x32", "rng_bit_generator",
-                    "rng_uniform"})
+def _random(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
+    """JAX's random number generation: a ``fn`` that draws (dropout, noise) is not one function
+    of its inputs, so it is refused with its line."""
+    raise ValueError(
+        f"trace: fn draws random numbers (`{eqn.name}` at {eqn.line}): dropout or noise inside "
+        "fn makes it a different function at every key, and compression needs one; trace the "
+        "deterministic function (dropout off: nnx's model.eval(), linen's "
+        "deterministic=True, Equinox's inference=True)")
+
+
+_define(_random, "random_seed", "random_bits", "random_wrap", "random_unwrap", "random_fold_in",
+        "random_split", "threefry2x32", "rng_bit_generator", "rng_uniform")
 
 
 def interpret(flat: list[Eqn], a: Analysis) -> None:
-    """Run every equation's rule; an unknown primitive pins what it touches and is recorded;
-    random number generation is refused with its line."""
+    """Run every equation's rule; an unknown primitive pins what it touches and is recorded
+    (random number generation is refused by its rule, before anything is counted)."""
     for eqn in flat:
-        if eqn.name in RANDOM:
-            raise ValueError(
-                f"trace: fn draws random numbers (`{eqn.name}` at {eqn.line}): dropout or noise "
-                "inside fn makes it a different function at every key, and compression needs "
-                "one; trace the deterministic function (dropout off: nnx's "
-                "model.eval(), linen's deterministic=True, Equinox's inference=True)")
         vals = [a.val(o) for o in eqn.ins]
         index = stack_index(a, eqn, vals)
         for o in eqn.ins:
             if isinstance(o, int) and o < len(a.leaf_shapes):
                 key = (o, index if o == eqn.ins[0] else None)
                 a.uses[key] = a.uses.get(key, 0) + 1
-        rule = RULES.get(eqn.name)
-        if rule is None:
+        entry = RULES.get(eqn.name)
+        if entry is None:
             a.unknown.append((eqn.name, eqn.line))
             if all(v.kind == "const" for v in vals) and vals:
                 outs = _const_eval(eqn, vals)
@@ -501,6 +548,6 @@ def interpret(flat: list[Eqn], a: Analysis) -> None:
                 a.pin(vals, f"feeds `{eqn.name}`, a primitive without a rule", eqn.line)
                 outs = [OTHER] * len(eqn.outs)
         else:
-            outs = rule(a, eqn, vals)
+            outs = entry.rule(a, eqn, vals)
         for o, v in zip(eqn.outs, outs, strict=True):
             a.vals[o] = v

@@ -546,9 +546,9 @@ METHODS: dict[str, tuple[Callable, bool]] = {
         data, order=k, selector=jc.PivotedQR(), layer_order="backward"), True),
     "data+omp/fwd": (lambda jc, k, *, data, **_: jc.data_matching(data, order=k), True),
     "weight_norm+lstsq": (lambda jc, k, *, oversample, **_: jc.collocation(
-        k, oversample=oversample, selector=jc.WeightNorm(), layer_order="backward"), False),
+        k, oversample=oversample, selector=jc.select.WeightNorm(), layer_order="backward"), False),
     "random+lstsq": (lambda jc, k, *, oversample, seed, **_: jc.collocation(
-        k, oversample=oversample, selector=jc.RandomChoice(jax_key(1000 + seed)),
+        k, oversample=oversample, selector=jc.select.RandomChoice(jax_key(1000 + seed)),
         layer_order="backward"), False),
 }
 

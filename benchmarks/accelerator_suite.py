@@ -104,7 +104,7 @@ def correctness(jax, jnp, np, jc, quick: bool) -> dict:
             ref, ref_info = jc.compress(ref_params, method, activation=act, domain=domain)
             ref_err = float(jc.sup_error(ref_params, ref, activation=act, domain=domain,
                                          key=jax.random.PRNGKey(1), n_samples=2048))
-            ref_z = jc.derivative_features(ref_params, activation=act, order=order)
+            ref_z = jc.features.derivative_features(ref_params, activation=act, order=order)
         for dtype in ("float64", "float32"):
             t = [{k: jnp.asarray(v, dtype) for k, v in layer.items()} for layer in teacher64]
             small, info = jc.compress(t, method, activation=act, domain=domain)
@@ -112,7 +112,7 @@ def correctness(jax, jnp, np, jc, quick: bool) -> dict:
                                                   layer.items()} for layer in small],
                                      activation=act, domain=domain, key=jax.random.PRNGKey(1),
                                      n_samples=2048))
-            z = jc.derivative_features(t, activation=act, order=order)
+            z = jc.features.derivative_features(t, activation=act, order=order)
             zdiff = max(float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b))))
                         / float(np.max(np.abs(np.asarray(b)))) for a, b in zip(z, ref_z,
                                                                                 strict=True))

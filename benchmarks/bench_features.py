@@ -3,7 +3,7 @@
 The network is the paper's random ``[2, 1024, 1024, 1024, 1024, 2]`` sigmoid MLP
 (``jc.init_mlp(PRNGKey(0), ...)``). For k = 2..10 the script measures
 
-1. ``jc.derivative_features(params, activation="sigmoid", order=k, backend=b)`` under
+1. ``jc.features.derivative_features(params, activation="sigmoid", order=k, backend=b)`` under
    ``jax.jit`` for ``b`` in ``taylor`` (default), ``jet`` and ``jacfwd`` (nested ``jax.jacfwd``,
    the slow reference): compile time (``jax.jit(f).lower(params).compile()``, tracing included)
    and the median run time of the compiled function over ``--repeats`` calls after one warm-up.
@@ -97,7 +97,8 @@ def _block(tree):
 
 def time_features(params, backend: str, k: int, repeats: int):
     """Compile and run ``derivative_features`` under jit; returns (row, features)."""
-    f = functools.partial(jc.derivative_features, activation=ACTIVATION, order=k, backend=backend)
+    f = functools.partial(jc.features.derivative_features, activation=ACTIVATION, order=k,
+                          backend=backend)
     with jax.default_matmul_precision(PRECISION):
         t0 = time.perf_counter()
         lowered = jax.jit(f).lower(params)
@@ -270,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
           "median of compiled calls)")
     print(HEADER, flush=True)
     for k in range(args.kmin, args.kmax + 1):
-        d_k = jc.num_monomials(2, k)
+        d_k = jc.taylor.num_monomials(2, k)
         ref = None
         for backend in BACKENDS:
             if backend == "jacfwd" and jacfwd_over_cap_at is not None:
@@ -300,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
           flush=True)
     for k in range(args.kmin, args.kmax + 1):
         row = time_compress(params, k, args.repeats)
-        row["num_features"] = jc.num_monomials(2, k)
+        row["num_features"] = jc.taylor.num_monomials(2, k)
         rows.append(row)
         print(f"{k:>3}{row['sizes'][1]:>7}{row['first_call_s']:>14.2f}"
               f"{1e3 * row['run_s']:>10.3f}{row['max_residual']:>14.2e}", flush=True)

@@ -118,7 +118,7 @@ def check_methods(methods, dtype, tol) -> list[str]:
     """Every method must reproduce a degree-4 polynomial network exactly at k = 4."""
     import jax.numpy as jnp
 
-    if CHECK_ACT not in jc.registered_activations():
+    if CHECK_ACT not in jc.activations.registered_activations():
         jc.register_activation(CHECK_ACT, lambda u: u + 0.3 * u * u)
     params = jc.init_mlp(jax.random.PRNGKey(0), [2, 20, 20, 1], dtype=dtype)
     data = jc.Ball(2, 1.0).sobol(200, dtype=dtype)
@@ -187,7 +187,7 @@ def run_table1(args, dtype, methods, ks):
         mse = float(jnp.mean((_predict(params, x_te) - y_te) ** 2))
         teachers.append({"seed": seed, "test_mse": mse, "record": record, "params": params})
         print(f"  seed {seed}: teacher test MSE ({np.dtype(dtype).name}) {mse:.3e}", flush=True)
-    widths = [jc.num_monomials(2, k) for k in ks]
+    widths = [jc.taylor.num_monomials(2, k) for k in ks]
     per = {}
     for name in methods:
         per[name] = {}
@@ -287,7 +287,7 @@ def run_fig2(args, dtype, methods, ks):
     ref = _predict(params, x_te)
     disk = jc.Ball(2, 1.0)
     key = jax.random.PRNGKey(1)
-    out = {"sizes": sizes, "widths": [jc.num_monomials(2, k) for k in ks], "methods": {}}
+    out = {"sizes": sizes, "widths": [jc.taylor.num_monomials(2, k) for k in ks], "methods": {}}
     for name in methods:
         cache_key = f"fig2/{name}"
         if cache_key in args.partial:
@@ -431,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     global WMAX
     dtype = jnp.dtype(args.dtype)
     ks = list(range(args.kmax + 1))
-    WMAX = jc.num_monomials(2, args.kmax)
+    WMAX = jc.taylor.num_monomials(2, args.kmax)
     dev = jax.devices()[0]
     device = {"device": str(dev), "platform": dev.platform,
               "device_kind": getattr(dev, "device_kind", str(dev)),

@@ -305,7 +305,7 @@ def main(argv=None) -> int:
     cache = args.teachers_dir or (args.out / "teachers" if args.quick else T.DEFAULT_CACHE)
     C.print_header(env, args.dtype, [
         f"teachers {sizes} sigmoid, seeds {seeds}, cache {cache}; k = 0..{kmax} (widths "
-        f"{[jc.num_monomials(2, k) for k in ks]}), backward order, radius {RADIUS}",
+        f"{[jc.taylor.num_monomials(2, k) for k in ks]}), backward order, radius {RADIUS}",
         f"sup_error: {cfg['samples']} uniform samples + {cfg['steps']} projected ascent steps "
         f"from the {cfg['starts']} worst; certify eps {CERT_EPS}"])
     missing = [s for s in seeds if not T.teacher_path(cache, s, tcfg).exists()]
@@ -354,7 +354,7 @@ def main(argv=None) -> int:
                                         key=key, **err_kw)
                 t2 = time.perf_counter()
                 n_small = jc.num_params(small)
-                row = {"seed": seed, "k": k, "width": jc.num_monomials(2, k),
+                row = {"seed": seed, "k": k, "width": jc.taylor.num_monomials(2, k),
                        "sizes": jc.layer_sizes(small),
                        "ranks": [int(layer.rank) for layer in info.layers],
                        "test_mse": s_mse, "ratio": s_mse / mse, "sup_error": err,
@@ -377,7 +377,7 @@ def main(argv=None) -> int:
                 err, note = C.sup_error(jc, control, small, activation=ACTIVATION, domain=disk,
                                         key=key, **err_kw)
                 msd = float(jnp.mean((CM._predict(small, x_te) - c_pred) ** 2))
-                controls.append({"seed": seed, "k": k, "width": jc.num_monomials(2, k),
+                controls.append({"seed": seed, "k": k, "width": jc.taylor.num_monomials(2, k),
                                  "ranks": [int(layer.rank) for layer in info.layers],
                                  "sup_error": err, "sup_error_note": note,
                                  "mean_sq_diff_test": msd})
@@ -387,7 +387,7 @@ def main(argv=None) -> int:
                                               and np.isfinite(r.get("ratio", 0.0)))]
     if bad:
         failures.append(f"{len(bad)} non-finite measurements")
-    widths = [jc.num_monomials(2, k) for k in ks]
+    widths = [jc.taylor.num_monomials(2, k) for k in ks]
     table = build_table(teachers, rows, controls, widths)
     C.finish(env, start)
     result = {

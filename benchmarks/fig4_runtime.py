@@ -248,7 +248,7 @@ def main(argv=None) -> int:
         row = {"sweep": sweep, **extra, "sizes": sizes, "k": k, "cost": cost,
                "machine_adjacent": adjacent, "roofline_adjacent_s": bound,
                "warm_over_adjacent_roofline": warm / bound,
-               "num_features": jc.num_monomials(3, k), "new_sizes": jc.layer_sizes(small),
+               "num_features": jc.taylor.num_monomials(3, k), "new_sizes": jc.layer_sizes(small),
                "ranks": [int(layer.rank) for layer in info.layers],
                "first_call_s": first, "warm_median_s": warm, "warm_s": times,
                "compile_s": first - warm, "sup_error": err, "sup_error_note": note,

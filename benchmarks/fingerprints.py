@@ -52,10 +52,10 @@ def new_methods(jc, jax, data):
                                                 layer_order="backward"),
         "collocation+omp/fwd": lambda k: jc.collocation(k),
         "data+omp/fwd": lambda k: jc.data_matching(data, order=k),
-        "weight_norm+lstsq": lambda k: jc.collocation(k, selector=jc.WeightNorm(),
+        "weight_norm+lstsq": lambda k: jc.collocation(k, selector=jc.select.WeightNorm(),
                                                       layer_order="backward"),
         "random+lstsq": lambda k: jc.collocation(
-            k, selector=jc.RandomChoice(jax.random.PRNGKey(7)), layer_order="backward"),
+            k, selector=jc.select.RandomChoice(jax.random.PRNGKey(7)), layer_order="backward"),
         "bottleneck+colloc": lambda k: jc.collocation(
             k, coordinates="bottleneck", selector=jc.PivotedQR(), layer_order="backward"),
     }

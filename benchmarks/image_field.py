@@ -128,7 +128,7 @@ def points_study(jc, jax, teacher, setup, cfg, pixel_mse, x, y) -> list[dict]:
 
     out = []
     for k in cfg["study"]["orders"]:
-        d_k = jc.num_monomials(2, k)
+        d_k = jc.taylor.num_monomials(2, k)
         for over in cfg["study"]["oversample"]:
             if over == "polish":
                 over = math.ceil(cfg["polish"]["points"] / d_k)
@@ -244,7 +244,7 @@ def main(argv=None) -> int:
         f"activation {ACTIVATION}; training float32, compression and PSNR in {args.dtype}, "
         "inference timing float32",
         f"orders {cfg['orders']} (widths "
-        f"{[jc.num_monomials(2, k) for k in cfg['orders']]}); polish {cfg['polish']}"])
+        f"{[jc.taylor.num_monomials(2, k) for k in cfg['orders']]}); polish {cfg['polish']}"])
     cache = args.teachers_dir or (args.out / "teachers" if args.quick else T.DEFAULT_CACHE)
     suffix = "_quick" if args.quick else ""
     dtype = jnp.dtype(args.dtype)
@@ -321,7 +321,7 @@ def main(argv=None) -> int:
             with jax.default_matmul_precision(C.PRECISION):
                 res = W.compress_all(jc, teacher, activation=ACTIVATION, order=k,
                                      domain=s["domain"], polish_kwargs=cfg["polish"])
-            width = jc.num_monomials(2, k)
+            width = jc.taylor.num_monomials(2, k)
             line = []
             for name, r in res.items():
                 mse, pred = pixel_mse(r["params"], x64, y64, s["map"])

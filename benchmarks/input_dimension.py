@@ -101,7 +101,7 @@ def main(argv=None) -> int:
         sizes = [m, w, w, 1]
         domain = jc.Ball(m, 1.0)
         method = jc.derivative_matching(k)
-        d_k = jc.num_monomials(m, k)
+        d_k = jc.taylor.num_monomials(m, k)
         row = {"m": m, "sizes": sizes, "D_k": d_k, "pairs": math.comb(2 * m + k, 2 * m),
                "estimate_bytes": memory_estimate(method, sizes, dtype, domain),
                "limit_bytes": limit}

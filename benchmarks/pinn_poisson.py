@@ -143,7 +143,7 @@ def main(argv=None) -> int:
     if isinstance(begun, int):
         return begun  # --replot
     start, args, cfg, env = begun
-    widths = [jc.num_monomials(2, k) for k in cfg["orders"]]
+    widths = [jc.taylor.num_monomials(2, k) for k in cfg["orders"]]
     C.print_header(env, args.dtype, [
         f"Poisson on the unit square, exact u = sin(pi x) sin(pi y); teacher {cfg['sizes']} "
         f"{ACTIVATION}, trained in float32 ({cfg['train'].steps} Adam steps); compression and "

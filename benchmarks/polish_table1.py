@@ -197,7 +197,7 @@ def main(argv=None) -> int:
     teacher_cfg = T.QUICK if args.quick else T.FULL
     teachers_dir = args.teachers_dir or (args.out / "teachers" if args.quick
                                          else T.DEFAULT_CACHE)
-    widths = [jc.num_monomials(2, k) for k in cfg["orders"]]
+    widths = [jc.taylor.num_monomials(2, k) for k in cfg["orders"]]
     C.print_header(env, args.dtype, [
         f"teachers {list(teacher_cfg.sizes)} seeds {cfg['seeds']} ({teachers_dir}); widths "
         f"{widths}; polish: {cfg['steps']} steps of jc.polish's default (L-BFGS, memory 100, "
@@ -220,7 +220,7 @@ def main(argv=None) -> int:
     with jax.default_matmul_precision(C.PRECISION):
         print("\n## check: polish recovers a perturbed copy and never returns a worse student")
         # the shapes and steps of the first student, so the compilation is shared
-        w0 = jc.num_monomials(2, cfg["orders"][0])
+        w0 = jc.taylor.num_monomials(2, cfg["orders"][0])
         sizes = [2] + [w0] * (len(teacher_cfg.sizes) - 2) + [1]
         failures = check_polish(jc, jax, dtype, sizes, cfg["steps"])
         if failures:
@@ -269,7 +269,7 @@ def main(argv=None) -> int:
         compare = None
         if not args.no_compare:
             k = cfg["compare_order"]
-            w = jc.num_monomials(2, k)
+            w = jc.taylor.num_monomials(2, k)
             print(f"\n## optimizer comparison at width {w}")
             compare = {"width": w, "configs": {}}
             for name, kwargs in optimizers(cfg).items():

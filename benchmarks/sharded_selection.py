@@ -54,13 +54,13 @@ def parse(argv):
 
 
 def tournament_of(jc, selector):
-    """``selector`` with the default sharded form of :class:`jaxcompress.Selector` (the
+    """``selector`` with the default sharded form of :class:`jaxcompress.select.Selector` (the
     tournament), for a same-run comparison."""
     import dataclasses
 
     @dataclasses.dataclass(frozen=True)
-    class Tournament(jc.Selector):
-        inner: jc.Selector
+    class Tournament(jc.select.Selector):
+        inner: jc.select.Selector
 
         @property
         def name(self):

@@ -13,7 +13,7 @@ For every width the script
    samples plus a short projected local search) must be finite and below ``CHECK_TOL``,
    otherwise the script exits with status 1;
 2. times ``--repeats`` warm calls of ``jc.compress`` and of the feature step alone
-   (``jc.derivative_features``), each paired with the median of a same-run 2048^2 float64
+   (``jc.features.derivative_features``), each paired with the median of a same-run 2048^2 float64
    matmul and of a 4096^2 copy measured right before and after it (the machine may be shared:
    the load average is recorded per width).
 
@@ -169,7 +169,7 @@ def main(argv=None) -> int:
             return jc.compress(teacher, method, activation=ACTIVATION, domain=domain)
 
         def features(teacher=teacher):
-            return jc.derivative_features(teacher, activation=ACTIVATION, order=ORDER)
+            return jc.features.derivative_features(teacher, activation=ACTIVATION, order=ORDER)
 
         with jax.default_matmul_precision(C.PRECISION):
             t0 = time.perf_counter()
@@ -185,7 +185,8 @@ def main(argv=None) -> int:
             after = machine()
         t_mm = float(np.median([before[0], after[0]]))
         t_cp = float(np.median([before[1], after[1]]))
-        row = {"d": d, "sizes": [2, d, 1], "k": ORDER, "num_features": jc.num_monomials(2, ORDER),
+        row = {"d": d, "sizes": [2, d, 1], "k": ORDER,
+               "num_features": jc.taylor.num_monomials(2, ORDER),
                "new_sizes": jc.layer_sizes(small), "rank": int(info.layers[0].rank),
                "first_call_s": first, "warm_median_s": warm, "warm_s": times,
                "features_median_s": feat, "features_s": feat_times,

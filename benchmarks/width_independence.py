@@ -129,7 +129,7 @@ def main(argv=None) -> int:
     with jax.default_matmul_precision(C.PRECISION):
         for family, fam in cfg["families"].items():
             k = fam["order"]
-            d_k = jc.num_monomials(2, k)
+            d_k = jc.taylor.num_monomials(2, k)
             for dtype in DTYPES:
                 eps = float(np.finfo(dtype).eps)
                 for w in fam["widths"]:

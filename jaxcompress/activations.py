@@ -476,7 +476,8 @@ def get_bound_rule(activation: str | Activation | Callable) -> BoundRule:
         raise ValueError(
             f"certify: no certified bound rule for activation {act.name!r} (rules exist for "
             f"{', '.join(ruled)}). Derive sup|sigma| and sup|sigma'| on strips and "
-            "register them with jaxcompress.register_bound_rule(jaxcompress.BoundRule(...))."
+            "register them with jaxcompress.certificates.register_bound_rule("
+            "jaxcompress.certificates.BoundRule(...))."
         )
     return act.bound_rule
 

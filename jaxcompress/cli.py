@@ -18,7 +18,7 @@ certificate of :func:`jaxcompress.certify` (the theorem's constants, Assumption 
 orders and widths, the Appendix G diagnostics) for a saved network: an ``.npz`` with arrays
 ``kernel_0`` ``(d_in, d_1)``, ``bias_0`` ``(d_1,)``, ``kernel_1``, ... for every dense layer in
 order (Flax ``Dense`` layout, the last layer linear) and optionally a 0-d string ``activation``
-(see :func:`jaxcompress.save_npz`), or a file written by :func:`jaxcompress.save`. ``--json OUT``
+(see :func:`jaxcompress.io.save_npz`), or a file written by :func:`jaxcompress.save`. ``--json OUT``
 also writes ``to_dict()``.
 """
 
@@ -439,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         "68-69, non-vacuity Eq. 75, the Appendix G diagnostics Eqs. 100-101) next to our "
         "sharper bounds, each row naming its source. PARAMS_FILE is an .npz with kernel_0, "
         "bias_0, kernel_1, ... (Flax Dense layout, optional 'activation' entry; see "
-        "jaxcompress.save_npz) or a jaxcompress.save file.")
+        "jaxcompress.io.save_npz) or a jaxcompress.save file.")
     cert.add_argument("input", metavar="PARAMS_FILE", help="an .npz of the params (or a .jcz)")
     cert.add_argument("--activation", help="activation (required for .npz without one)")
     cert.add_argument("--radius", type=float, default=1.0, help="radius R of the input ball")

@@ -47,27 +47,6 @@ __all__ = ["CompressInfo", "LayerInfo", "compress", "compress_layer", "compress_
 #: Method factories by name (for the message of ``compress(params, "collocation", ...)``).
 _FACTORIES = ("derivative_matching", "collocation", "data_matching", "best_of")
 
-#: Keyword arguments of the earlier ``compress(..., features=, selector=, ...)`` and where each
-#: lives now (for the error message of a stale call).
-_MOVED = {
-    "features": "the method: jc.derivative_matching(k) / jc.collocation(k) / "
-                "jc.data_matching(x, order=k)",
-    "selector": "the method: e.g. jc.derivative_matching(k, selector=jc.MaxVol())",
-    "layer_order": "the method: e.g. jc.derivative_matching(k, layer_order='forward')",
-    "widths": "the method: e.g. jc.derivative_matching(k, widths=(10, 10))",
-    "rtol": "the selector: e.g. jc.derivative_matching(k, selector=jc.PivotedQR(rtol=1e-6))",
-    "delta": "the selector: jc.MaxVol(delta=...)",
-    "data": "jc.data_matching(x, order=k)",
-    "oversample": "jc.collocation(k, oversample=...)",
-    "nodes": "jc.collocation(k, nodes=...)",
-    "centers": "jc.derivative_matching(k, centers=...)",
-    "coordinates": "the method: coordinates='bottleneck'; a parameterisation is a domain: "
-                   "domain=jc.Parameterization(iota, U)",
-    "key": "the selector: jc.RandomChoice(key)",
-}
-
-
-
 def compress(
     params: Any,
     method: Method | BestOf | None = None,
@@ -76,7 +55,6 @@ def compress(
     domain=None,
     order: int | Sequence[int] | None = None,
     radius: float | None = None,
-    **moved: Any,
 ) -> tuple[Params, CompressInfo]:
     r"""Compress every hidden layer of an MLP: select neurons on features, re-weight the next layer.
 
@@ -138,7 +116,8 @@ def compress(
       ``(small, info)``: the compressed network (same depth, hidden widths ``min(D_k, d_l)`` or
       the method's), as what was given: a params list for a params list (or a loaded one), a
       :class:`~jaxcompress.Compressed` for a traced network (a
-      :class:`~jaxcompress.CompressedModule` for a module); and a :class:`CompressInfo` with,
+      :class:`~jaxcompress.modules.CompressedModule` for a module); and a :class:`CompressInfo`
+      with,
       per layer, the kept indices, numerical rank, matching residual of Eq. (41),
       ``max |C_ij|``, and the error estimate on fixed Sobol points of the domain.
 
@@ -153,13 +132,6 @@ def compress(
       Chee, Renz, Damle & De Sa (2022), "Model Preserving Compression for Neural Networks".
     """
     where = "compress"
-    if moved:
-        name = next(iter(moved))
-        hint = _MOVED.get(name)
-        if hint is None:
-            raise TypeError(f"{where}() got an unexpected keyword argument {name!r}")
-        raise TypeError(f"{where}: {name}= is now part of {hint} "
-                        "(methods are values; see jaxcompress.methods)")
     if method is not None and not isinstance(method, (Method, BestOf)):
         hint = (f"; for the method {method!r} write jc.{method}(k)"
                 if isinstance(method, str) and method in _FACTORIES else "")
@@ -281,7 +253,7 @@ def compressed_like(obj, net: Network, small, info: CompressInfo | None, domain=
     """The compressed leaves ``small`` of ``net`` (``obj``'s network) as what
     :func:`compress` returns for ``obj``: a params list for a params list, else what the kind
     answers (:meth:`~jaxcompress.protocol.NetworkLike.compressed_as`: a
-    :class:`~jaxcompress.Compressed`, a module's :class:`~jaxcompress.CompressedModule`, a
+    :class:`~jaxcompress.Compressed`, a module's :class:`~jaxcompress.modules.CompressedModule`, a
     params list for a loaded params list)."""
     if isinstance(obj, NetworkLike):
         return obj.compressed_as(net, list(small), info, domain)
@@ -311,13 +283,13 @@ def trim(net: Params | Compressed, *, atol: float = 0.0) -> Params | Compressed:
     >>> jc.layer_sizes(jc.trim(small))
     [2, 2, 1]
     """
-    plan, leaves, names = _trimmable(net, "trim")
+    plan, leaves, names, comp = _trimmable(net, "trim")
     masks = _trim_masks(plan, leaves, atol, names, "trim")
     small = jax.tree_util.tree_unflatten(plan.treedef, plan.restrict(leaves, masks))
-    if not isinstance(net, Compressed):
+    if comp is None:
         return small
-    info = None if net.info is None else _trimmed_info(net.info, masks, "trim")
-    return dataclasses.replace(net, params=small, info=info)
+    info = None if comp.info is None else _trimmed_info(comp.info, masks, "trim")
+    return dataclasses.replace(comp, params=small, info=info)
 
 
 def trim_info(info: CompressInfo, params: Params | Compressed, *,
@@ -338,26 +310,26 @@ def trim_info(info: CompressInfo, params: Params | Compressed, *,
     >>> [(layer.width_out, int(layer.rank)) for layer in trim_info(info, small).layers]
     [(2, 2)]
     """
-    plan, leaves, names = _trimmable(params, "trim_info")
+    plan, leaves, names, comp = _trimmable(params, "trim_info")
     masks = _trim_masks(plan, leaves, atol, names, "trim_info")
-    if not isinstance(params, Compressed):
+    if comp is None:
         check_info_matches(info, plan.sizes, None, "trim_info")
     return _trimmed_info(info, masks, "trim_info")
 
 
 def _trimmable(net, where: str):
-    """``(plan, leaves, set names)`` of a network to trim: a compressed result, or a params list
-    (its chain's plan; which neurons are read does not depend on the activation, so the
-    identity stands in for it)."""
+    """``(plan, leaves, set names, the compressed result or None)`` of a network to trim: a
+    compressed result, or a params list (its chain's plan; which neurons are read does not
+    depend on the activation, so the identity stands in for it)."""
     if isinstance(net, Compressed):
         return (net.network.plan(), jax.tree_util.tree_leaves(net.params),
-                net.network.set_names())
+                net.network.set_names(), net)
     params = validate_params(net, where=where)
     if params[0]["kernel"].ndim != 2:
         raise ValueError(f"{where}: expected one network (2-D kernels); trim each network "
                          "separately")
     chain = Network.from_params(params, "identity")
-    return chain.plan(), chain.leaves, chain.set_names()
+    return chain.plan(), chain.leaves, chain.set_names(), None
 
 
 def _trim_masks(plan: Plan, leaves, atol, names, where: str) -> list[np.ndarray]:

@@ -5,7 +5,8 @@ For hidden layer ``l`` the derivative feature matrix is ``Z_l in R^{D_k x d_l}``
 .. math:: (Z_l)_{\\alpha i} = \\frac{1}{\\alpha!}\\,\\partial_x^{\\alpha} h^{(l)}_i(x_0),
           \\qquad |\\alpha| \\le k,
 
-rows ordered as :func:`jaxcompress.monomials`: the paper's ``Phi(w_i)`` (Eq. 18) stacked over the
+rows ordered as :func:`jaxcompress.taylor.monomials`: the paper's ``Phi(w_i)`` (Eq. 18) stacked
+over the
 neurons (Eq. 19), written with Taylor coefficients (divided by ``alpha!``). Backends of
 :func:`derivative_features`:
 

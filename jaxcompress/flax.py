@@ -55,17 +55,6 @@ __all__ = [
     "nnx_params",
 ]
 
-#: Names that were here, and what replaces them (one route for modules: jc.trace_module).
-_REMOVED = {
-    "compress_model": "trace the module with net = jc.trace_module(model, x) (linen: "
-                      "variables=...) and compress it with small, info = jc.compress(net, "
-                      "method, domain=...); small.module is the model of the new sizes, "
-                      "small.params its parameters (docs/flax.md)",
-    "Compressed": "jc.compress of a jc.trace_module network returns a jc.CompressedModule",
-    "rounded_widths": "pass the widths you want to the method: jc.collocation(k, widths=...)",
-}
-
-
 class MLP(nnx.Module):
     """A plain nnx MLP in the library's convention: ``Linear`` layers in ``self.layers``.
 
@@ -286,9 +275,3 @@ def from_params(params: Params, *, activation: str, api: str = "nnx", rngs=None)
                                 for i, p in enumerate(params)}}
         return module, variables
     raise ValueError(f"from_params: api must be 'nnx' or 'linen', got {api!r}")
-
-
-def __getattr__(name: str):
-    if name in _REMOVED:
-        raise AttributeError(f"jaxcompress.flax.{name} was removed: {_REMOVED[name]}")
-    raise AttributeError(f"module 'jaxcompress.flax' has no attribute {name!r}")

@@ -15,7 +15,8 @@ The document is::
      "sha256": "<hash of the params' bytes>"}
 
 A compressed traced network (:class:`~jaxcompress.Compressed` from ``jc.compress(jc.trace(...))``
-or :class:`~jaxcompress.CompressedModule` from :func:`~jaxcompress.trace_module`) is stored as a
+or :class:`~jaxcompress.modules.CompressedModule` from :func:`~jaxcompress.trace_module`) is stored
+as a
 version-2 document, its program serialised by :mod:`jax.export` with a symbolic batch
 dimension ``(b, d_in)``, lowered for CPU and CUDA, matmuls at ``HIGHEST`` precision::
 
@@ -241,7 +242,7 @@ def save(
         params list (:class:`LoadedNetwork`, its own activation). Or a traced network,
         compressed or not (a :class:`~jaxcompress.Network`,
         :class:`~jaxcompress.ModuleNetwork`, :class:`~jaxcompress.Compressed`,
-        :class:`~jaxcompress.CompressedModule`): its leaves
+        :class:`~jaxcompress.modules.CompressedModule`): its leaves
         and its program (:mod:`jax.export`, a symbolic batch dimension) are stored, and, for a
         chain of dense layers with a registered activation, the chain itself (so the command
         line can compress and certify it); see the module docstring. :func:`load` gives back a
@@ -252,7 +253,7 @@ def save(
       info: a :class:`~jaxcompress.CompressInfo`; stored as ``metadata["compression"]``
         (kept indices, ranks, orders, residuals). For a params list it must describe
         ``params``: its hidden widths and activation are checked (a record of another network
-        is a ``ValueError``). A :class:`~jaxcompress.CompressedModule` stores its own
+        is a ``ValueError``). A :class:`~jaxcompress.modules.CompressedModule` stores its own
         ``small.info`` unless another is given.
       x: optional, for a traced network: example inputs (or a :class:`jax.ShapeDtypeStruct`)
         of the width it was traced with; the program is exported for inputs ``(b, d_in)`` of the

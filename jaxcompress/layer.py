@@ -269,14 +269,15 @@ def compress_layer(
         scaling, the layer's description).
       out_kernel: ``K_{l+1}`` (``d_l x d_{l+1}``), the next layer's kernel.
       width: neurons to keep (static), ``1 <= width <= d_l``.
-      selector: a :class:`~jaxcompress.Selector`.
+      selector: a :class:`~jaxcompress.select.Selector`.
       target: ``(rows, d_{l+1})``: what the kept neurons must reproduce instead of the layer's
         own next pre-activation features ``z K_{l+1}``; the new kernel is then the least-squares
         solution of ``Z_K K~ ~= target`` (forward order re-fits point features to the teacher).
       placement: where the layer's neurons live (``None``: one device); with a
         :class:`~jaxcompress.placement.Placement` the selection and re-weighting run in
         :func:`jaxcompress.sharding.sharded_step` (the selector's
-        :meth:`~jaxcompress.Selector.distributed_select`: for the QR, maxvol, OMP and weight-norm
+        :meth:`~jaxcompress.select.Selector.distributed_select`: for the QR, maxvol, OMP and
+        weight-norm
         selectors the same neurons as on one device) and every array stays split by neurons.
 
     Returns:

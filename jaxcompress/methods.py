@@ -33,8 +33,8 @@ Factories:
     ``error_estimate`` on the domain (data-free).
 
 A method of your own is ``Method(features=my_feature_map, selector=my_selector, ...)`` with
-subclasses of the declared protocols :class:`jaxcompress.FeatureMap` and
-:class:`jaxcompress.Selector`.
+subclasses of the declared protocols :class:`jaxcompress.features.FeatureMap` and
+:class:`jaxcompress.select.Selector`.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ class Method:
         if not isinstance(self.features, FeatureMap):
             raise TypeError("Method: features must provide name, num_features(sizes, domain) "
                             "and __call__(params, layers, *, activation, domain, placement) by "
-                            "subclassing jc.FeatureMap (jaxcompress.features), got "
+                            "subclassing jc.features.FeatureMap (jaxcompress.features), got "
                             f"{type(self.features).__name__}")
         # the feature map may depend on the widths (collocation's node count follows them)
         object.__setattr__(self, "features", self.features.with_widths(self.widths))

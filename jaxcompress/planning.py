@@ -108,7 +108,8 @@ def _check_program_features(m: Method, where: str) -> None:
     if type(fmap).of_values is FeatureMap.of_values:
         raise TypeError(f"{where}: the feature map {fmap.name!r} computes features of a params "
                         "list only; this network is not a chain, so it needs "
-                        "of_values(values, layer, *, domain, dtype) (see jaxcompress.FeatureMap)")
+                        "of_values(values, layer, *, domain, dtype) (see "
+                        "jaxcompress.features.FeatureMap)")
 
 
 #: Bytes that compiling a compression's program costs whatever its order (measured: 9 MB on

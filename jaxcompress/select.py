@@ -975,7 +975,7 @@ class RandomChoice(Selector):
     def check(self, n: int, m: int, where: str) -> None:
         if self.key is None:
             raise ValueError(f"{where}: RandomChoice needs a PRNG key, e.g. "
-                             "jc.RandomChoice(jax.random.PRNGKey(0))")
+                             "jc.select.RandomChoice(jax.random.PRNGKey(0))")
 
     def __call__(self, z, m, *, out_kernel=None, target=None, layer=0) -> Selection:
         key = jax.random.fold_in(self.key, layer)
@@ -993,13 +993,14 @@ def as_selector(selector, where: str = "select") -> Selector:
     if isinstance(selector, str):
         if selector == "random":
             raise ValueError(f"{where}: the random baseline needs a key: pass "
-                             "jc.RandomChoice(jax.random.PRNGKey(0))")
+                             "jc.select.RandomChoice(jax.random.PRNGKey(0))")
         if selector not in SELECTORS:
             raise ValueError(f"{where}: selector must be one of {sorted(SELECTORS)} or a "
                              f"selector object (e.g. jc.MaxVol(delta=0.01)), got {selector!r}")
         return SELECTORS[selector]()
     if not isinstance(selector, Selector):
-        raise TypeError(f"{where}: a selector is a name or an instance of a jc.Selector subclass "
+        raise TypeError(f"{where}: a selector is a name or an instance of a "
+                        "jaxcompress.select.Selector subclass "
                         "(a 'name' and __call__(z, m, *, out_kernel, target, layer) -> Selection; "
                         f"see jaxcompress.select.Selector), got {type(selector).__name__}")
     return selector

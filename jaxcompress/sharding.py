@@ -22,12 +22,13 @@ device; ours, not the paper's):
   previous layer's neurons becomes a reduce-scatter, and the Taylor pass (or the activations at
   collocation points) of each neuron runs on the device that holds it;
 * **selection** is the selector's own distributed form
-  (:meth:`jaxcompress.Selector.distributed_select`, in :func:`jax.shard_map`, called by
-  :func:`sharded_step`, which the one per-layer step :func:`jaxcompress.compress_layer` calls when
+  (:meth:`jaxcompress.select.Selector.distributed_select`, in :func:`jax.shard_map`, called by
+  :func:`sharded_step`, which the one per-layer step :func:`jaxcompress.layer.compress_layer` calls
+  when
   it is given a placement). For the greedy selectors it keeps the neurons one device keeps,
   whatever the number of devices (up to rounding and exact ties;
-  :attr:`jaxcompress.Selector.device_independent`): :class:`~jaxcompress.PivotedQR` and
-  :class:`~jaxcompress.GreedyGS` run the greedy column pivoting over every device's columns
+  :attr:`jaxcompress.select.Selector.device_independent`): :class:`~jaxcompress.PivotedQR` and
+  :class:`~jaxcompress.select.GreedyGS` run the greedy column pivoting over every device's columns
   (:func:`jaxcompress.select.greedy_pivoted_qr` with a mesh axis: at each of the ``width`` steps
   every device finds its largest remaining residual norm, one all-gather of ``(value, global
   index)`` per device picks the global one, ties to the smallest index as LAPACK's, the owner's
@@ -35,10 +36,12 @@ device; ours, not the paper's):
   against it); :class:`~jaxcompress.MaxVol` continues with the swaps taken at the global largest
   ``|C_ij|`` (:func:`jaxcompress.select.maxvol`), :class:`~jaxcompress.OMP` takes the global best
   score at each step (:func:`jaxcompress.select.output_greedy`), and the
-  :class:`~jaxcompress.WeightNorm` baseline's tournament is exact (the global top norms are among
+  :class:`~jaxcompress.select.WeightNorm` baseline's tournament is exact (the global top norms are
+  among
   every device's nominees). Per step: ``n_devices`` pairs gathered and one column of ``rows``
   numbers summed. The selectors without a device-independent form
-  (:class:`~jaxcompress.Exhaustive`, user selectors that do not override it) keep the default, a
+  (:class:`~jaxcompress.select.Exhaustive`, user selectors that do not override it) keep the
+  default, a
   tournament (:func:`jaxcompress.select.tournament_select`): every device runs the selector on its
   own columns and nominates ``min(2 width, n_local)`` candidates, the candidates are gathered and
   the selector runs again among them. That is exact whenever the features have rank ``<= width``
@@ -211,7 +214,8 @@ def params_placement(params) -> Placement | None:
 
 
 def check_selector(selector: Selector, where: str) -> None:
-    """Refuse a selector without a sharded form (:attr:`jaxcompress.Selector.distributable`)."""
+    """Refuse a selector without a sharded form
+        (:attr:`jaxcompress.select.Selector.distributable`)."""
     if not selector.distributable:
         kind = "baseline" if selector.baseline else "selector"
         raise ValueError(f"{where}: the {selector.name} {kind} has no sharded form (its choice "
@@ -223,9 +227,10 @@ def sharded_step(features: LayerFeatures, out_kernel: jax.Array, width: int, sel
     """Selection and re-weighting of one hidden layer with its neurons split over ``placement``.
 
     See the module docstring: the selector's own distributed form
-    (:meth:`jaxcompress.Selector.distributed_select`, in :func:`jax.shard_map`; the tournament
+    (:meth:`jaxcompress.select.Selector.distributed_select`, in :func:`jax.shard_map`; the
+    tournament
     for selectors without a device-independent one), then the local re-weighting and one
-    ``psum``. Called by :func:`jaxcompress.compress_layer`, which builds the layer's record.
+    ``psum``. Called by :func:`jaxcompress.layer.compress_layer`, which builds the layer's record.
     Returns ``(kept, new_out_kernel, rank, residual, max_coef, swaps)`` like its single-device
     selection, all replicated.
     """

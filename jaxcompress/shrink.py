@@ -54,7 +54,6 @@ from jaxcompress._checks import check_key, check_positive_int, describe
 from jaxcompress.compression import compress_network, compressed_like
 from jaxcompress.domains import Domain, check_domain
 from jaxcompress.driver import run
-from jaxcompress.frontier import Frontier, FrontierRow
 from jaxcompress.graph import Network
 from jaxcompress.graph.plan import Plan
 from jaxcompress.layer import CompressInfo
@@ -62,6 +61,7 @@ from jaxcompress.measure import error_points, network_sup_error, plan_estimate
 from jaxcompress.methods import BestOf, Method, collocation, derivative_matching
 from jaxcompress.mlp import leaf_count
 from jaxcompress.networks import as_network
+from jaxcompress.pareto import Frontier, FrontierRow
 from jaxcompress.polishing import DEFAULT_POINTS, DEFAULT_STEPS, polish_leaves
 
 __all__ = ["REL_L2_POINTS", "SHRINK_STEPS", "PolishSettings", "frontier", "search"]

@@ -140,9 +140,9 @@ def monomials(d: int, k: int) -> np.ndarray:
     Returns:
       An ``int32`` array of shape ``(D_k, d)``, read-only.
 
-    >>> jc.monomials(2, 2).tolist()      # 1, x1, x2, x1^2, x1 x2, x2^2
+    >>> jc.taylor.monomials(2, 2).tolist()      # 1, x1, x2, x1^2, x1 x2, x2^2
     [[0, 0], [1, 0], [0, 1], [2, 0], [1, 1], [0, 2]]
-    >>> jc.num_monomials(2, 8)           # D_8 in two inputs: the width of the README's example
+    >>> jc.taylor.num_monomials(2, 8)   # D_8 in two inputs: the width of the README's example
     45
     """
     d, k = int(d), int(k)

@@ -1,13 +1,19 @@
-"""Compression to an error budget: choose the Taylor orders, certified or measured.
+"""Compression to an error budget: the smallest network whose error is at most ``eps``.
 
-:func:`compress_to_tolerance` picks per-layer orders for a backward-order derivative-matching
-compression of any network so that the sup error on the domain is at most ``eps``. How is a
-value, a *strategy*: :class:`Certified` (with a proof: the a priori orders of the paper's or our
-certificate, checked by our a posteriori certificate; chains of dense layers with an analytic
-activation) or :class:`Measured` (by measurement: :func:`jaxcompress.sup_error`; every network).
-Every candidate is a run of the one driver (:func:`jaxcompress.driver.run`) on the teacher's
-derivative features, computed once at the largest order needed and truncated per layer
-(:class:`_Candidates`).
+:func:`compress_to_tolerance` runs one search, and the search is a value, a *strategy*, named
+for what it searches and how it knows the error:
+
+* :class:`Certified`: derivative matching's per-layer orders with a proof (the a priori orders
+  of the paper's or our certificate, checked by our a posteriori certificate; chains of dense
+  layers with an analytic activation);
+* :class:`MeasuredOrders`: derivative matching's per-layer orders by the measured sup error
+  (:func:`jaxcompress.sup_error`; every network);
+* :class:`Measured`: any method's order, then narrower sets, polished if asked, by any metric
+  (:mod:`jaxcompress.shrink`; every network).
+
+Every candidate of the order searches is a run of the one driver (:func:`jaxcompress.driver.run`)
+on the teacher's derivative features, computed once at the largest order needed and truncated
+per layer (:class:`_Candidates`).
 """
 
 from __future__ import annotations
@@ -32,13 +38,13 @@ from jaxcompress.certificates.report import Certificate
 from jaxcompress.domains import Ball
 from jaxcompress.driver import features, run, truncate
 from jaxcompress.features import DerivativeFeatures
-from jaxcompress.frontier import Frontier
 from jaxcompress.graph import Compressed, Network, compressed
 from jaxcompress.layer import CompressInfo
 from jaxcompress.measure import network_sup_error
 from jaxcompress.methods import derivative_matching
 from jaxcompress.mlp import Params, layer_sizes, param_count
 from jaxcompress.networks import as_network
+from jaxcompress.pareto import Frontier
 from jaxcompress.protocol import NetworkLike
 from jaxcompress.select import MaxVol, Selector, as_selector
 from jaxcompress.shrink import (
@@ -52,7 +58,7 @@ from jaxcompress.shrink import (
 from jaxcompress.shrink import search as shrink_search
 from jaxcompress.taylor import monomials, num_monomials
 
-__all__ = ["Certified", "Measured", "ToleranceResult", "ToleranceStrategy",
+__all__ = ["Certified", "Measured", "MeasuredOrders", "ToleranceResult", "ToleranceStrategy",
            "compress_to_tolerance", "order_advice", "smallest_uniform_order"]
 
 
@@ -182,7 +188,8 @@ class _Candidates:
 
     def padded(self, orders: dict[int, int]) -> list:
         """The same at the teacher's shapes (:func:`jaxcompress.driver.expand`). With a
-        prefix-stable selector (:attr:`jaxcompress.Selector.prefix_stable`) every candidate is one
+        prefix-stable selector (:attr:`jaxcompress.select.Selector.prefix_stable`) every candidate
+        is one
         compiled program with the orders as data: the features of order ``k`` are those of the
         cached order ``K`` with the rows of degree ``> k`` zeroed, the width ``min(D_K, d)``, and
         the pivots past ``D_k`` get no weight (the same network, to rounding)."""
@@ -352,7 +359,8 @@ class Certified(ToleranceStrategy):
         if not net.chain:
             raise problem.fail("the certificate is the paper's, for a chain of dense layers with "
                                "one analytic activation; this network is not one:\n  "
-                               + "\n  ".join(net.why_not) + "\nuse jc.Measured()")
+                               + "\n  ".join(net.why_not)
+                               + "\nuse jc.MeasuredOrders() or jc.Measured()")
         prep = Prepared(problem.params, problem.act, problem.domain)
         report = certify_prepared(prep, eps=problem.eps, delta=self.delta)
         orders, source = _certified_orders(report, self.orders_from, problem.radius,
@@ -421,76 +429,33 @@ class Certified(ToleranceStrategy):
 
 
 @dataclasses.dataclass(frozen=True)
-class Measured(ToleranceStrategy):
-    """The smallest network by measurement; nothing is guaranteed beyond it.
+class MeasuredOrders(ToleranceStrategy):
+    """Derivative matching's per-layer orders by the measured sup error; nothing is guaranteed
+    beyond the measurement.
 
-    **By the sup error, derivative matching's orders** (the default: no ``method``,
-    ``metric="sup"``, no polishing): the smallest uniform order ``k_u`` whose measured sup error
-    (:func:`jaxcompress.sup_error`: samples plus projected local search) is ``<= eps`` bounds
-    the search; then, deepest layer first, each layer alone gets the smallest order ``<= k_u``
-    meeting ``eps / L``; orders are raised (largest single-layer error first) until the whole
-    network meets ``eps`` and finally lowered, deepest first, while it still does. Every order
-    is ``<= k_u``, so no width exceeds the uniform one.
-
-    **By any metric, any method, with polishing** (ours; given ``method``, another ``metric``
-    or ``polish``): the method at orders ``k = 0, 1, ...`` (each compression polished if asked)
-    until one meets ``metric <= eps``; then, with ``shrink``, narrower sets (widths between the
-    ``D_k`` steps; steps of neurons that double after a success and halve after a failure),
-    re-compressed, re-polished and re-measured, while the metric stays within ``eps``
-    (:mod:`jaxcompress.shrink`). The result carries every candidate measured
-    (``result.frontier``).
+    The smallest uniform order ``k_u`` whose measured sup error (:func:`jaxcompress.sup_error`:
+    samples plus projected local search) is ``<= eps`` bounds the search; then, deepest layer
+    first, each layer alone gets the smallest order ``<= k_u`` meeting ``eps / L``; orders are
+    raised (largest single-layer error first) until the whole network meets ``eps`` and finally
+    lowered, deepest first, while it still does. Every order is ``<= k_u``, so no width exceeds
+    the uniform one. The result equals ``jc.compress(net, jc.derivative_matching(orders,
+    selector=...))``.
 
     Args:
       selector: a deterministic selector object or name (default
         :class:`~jaxcompress.PivotedQR`; a random one is refused: the search compares many
-        compressions); the selector of the default derivative matching.
-      method: a method factory called with an order (``jc.collocation``,
-        ``jc.derivative_matching``, ``lambda k: jc.data_matching(x, order=k)``) or a method
-        value (one start, then the width search). Default: derivative matching with
-        ``selector``; with ``polish``, ``jc.collocation`` (the better start measured on the
-        Table 1 teachers, benchmarks/README.md "How small can it get?").
-      metric: ``"sup"`` (default), ``"rel_l2"`` (relative L2 distance to the teacher on fixed
-        Sobol points of the domain) or a callable ``metric(f) -> float`` of the candidate as a
-        batched function ``f(x)`` (your task's error on held-out data; lower is better).
-      polish: ``False`` (default), ``True`` (:class:`~jaxcompress.PolishSettings` defaults) or
-        settings: every candidate is distilled towards the teacher on the domain
-        (:func:`jaxcompress.polish`) before it is measured.
-      shrink: after the orders, search the widths of every set (default ``True``;
-        the search by any metric only).
+        compressions).
       max_order, key, n_samples, local_search_steps: see :class:`ToleranceStrategy`.
     """
 
     selector: Selector | str = "pivoted_qr"
-    method: Any = None
-    metric: Any = "sup"
-    polish: Any = False
-    shrink: bool = True
     name: ClassVar[str] = "measured"
 
     def __post_init__(self):
         super().__post_init__()
-        sel = self.selector
-        if sel == "random" or (isinstance(sel, Selector) and not sel.distributable):
-            raise ValueError("Measured: the random selector is not supported (the search "
-                             "compares many compressions; use a deterministic selector)")
-        object.__setattr__(self, "selector", as_selector(sel, "Measured"))
-        check_metric(self.metric, "Measured")
-        object.__setattr__(self, "polish", as_polish(self.polish, "Measured"))
-        if self.method is not None:
-            as_family(self.method, "Measured")
-        if not isinstance(self.shrink, bool):
-            raise TypeError(f"Measured: shrink must be a bool, got {self.shrink!r}")
-
-    @property
-    def by_orders(self) -> bool:
-        """Whether this is the search over derivative matching's per-layer orders by the sup
-        error (no method, metric or polishing given)."""
-        return self.method is None and isinstance(self.metric, str) and \
-            self.metric == "sup" and self.polish is None
+        object.__setattr__(self, "selector", _deterministic(self.selector, type(self).__name__))
 
     def search(self, problem: _Problem) -> ToleranceResult:
-        if not self.by_orders:
-            return self._search_any(problem)
         steps = _Candidates(problem.net, self.selector, problem.domain)
         n_hidden, eps = problem.n_hidden, problem.eps
 
@@ -527,8 +492,54 @@ class Measured(ToleranceStrategy):
         return dataclasses.replace(result, history=tuple(problem.history))
 
 
-    def _search_any(self, problem: _Problem) -> ToleranceResult:
-        """The search by any metric, any method, with polishing (:func:`shrink.search`)."""
+@dataclasses.dataclass(frozen=True)
+class Measured(ToleranceStrategy):
+    """The smallest network that meets ``metric <= eps`` by measurement, any method, polished
+    if asked (ours); nothing is guaranteed beyond the measurement.
+
+    The method at orders ``k = 0, 1, ...`` (each compression polished if asked) until one meets
+    ``metric <= eps``; then, with ``shrink``, narrower sets (widths between the ``D_k`` steps;
+    steps of neurons that double after a success and halve after a failure), re-compressed,
+    re-polished and re-measured, while the metric stays within ``eps``
+    (:mod:`jaxcompress.shrink`). The result carries every candidate measured
+    (``result.frontier``).
+
+    Args:
+      method: a method factory called with an order (``jc.collocation``,
+        ``jc.derivative_matching``, ``lambda k: jc.data_matching(x, order=k)``) or a method
+        value (one start, then the width search). Default: derivative matching with
+        ``selector``; with ``polish``, ``jc.collocation`` (the better start measured on the
+        Table 1 teachers, benchmarks/README.md "How small can it get?").
+      metric: ``"sup"`` (default), ``"rel_l2"`` (relative L2 distance to the teacher on fixed
+        Sobol points of the domain) or a callable ``metric(f) -> float`` of the candidate as a
+        batched function ``f(x)`` (your task's error on held-out data; lower is better).
+      polish: ``False`` (default), ``True`` (:class:`~jaxcompress.PolishSettings` defaults) or
+        settings: every candidate is distilled towards the teacher on the domain
+        (:func:`jaxcompress.polish`) before it is measured.
+      shrink: after the orders, search the widths of every set (default ``True``; ``False``:
+        the smallest order alone).
+      selector: the selector of the default derivative matching (deterministic).
+      max_order, key, n_samples, local_search_steps: see :class:`ToleranceStrategy`.
+    """
+
+    method: Any = None
+    metric: Any = "sup"
+    polish: Any = False
+    shrink: bool = True
+    selector: Selector | str = "pivoted_qr"
+    name: ClassVar[str] = "measured"
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "selector", _deterministic(self.selector, "Measured"))
+        check_metric(self.metric, "Measured")
+        object.__setattr__(self, "polish", as_polish(self.polish, "Measured"))
+        if self.method is not None:
+            as_family(self.method, "Measured")
+        if not isinstance(self.shrink, bool):
+            raise TypeError(f"Measured: shrink must be a bool, got {self.shrink!r}")
+
+    def search(self, problem: _Problem) -> ToleranceResult:
         where = "compress_to_tolerance"
         if problem.domain.parameter_map is not None:
             raise problem.fail("the search by a metric or with polishing needs a jc.Ball or "
@@ -557,6 +568,15 @@ class Measured(ToleranceStrategy):
             measured_error=sup, info=info, mode=self.name, history=tuple(problem.history),
             orders_source="measured", compressed=small, metric=bench.name,
             metric_value=found.error, frontier=found.frontier)
+
+
+def _deterministic(selector, where: str) -> Selector:
+    """The selector of a search: a name or object, never a random choice (a search compares
+    many compressions)."""
+    if selector == "random" or (isinstance(selector, Selector) and not selector.distributable):
+        raise ValueError(f"{where}: the random selector is not supported (the search compares "
+                         "many compressions; use a deterministic selector)")
+    return as_selector(selector, where)
 
 
 def _result(problem: _Problem, small: list, info: CompressInfo, orders, report, mode: str,
@@ -606,21 +626,6 @@ def _lower_while_within(problem: _Problem, err_of, orders: list[int]) -> list[in
     return orders
 
 
-#: The keyword arguments of the earlier ``compress_to_tolerance(..., mode=...)`` and where each
-#: lives now (for the error message of a stale call).
-_MOVED = {
-    "mode": "the strategy: jc.Certified(...) or jc.Measured(...)",
-    "orders_from": "jc.Certified(orders_from=...)",
-    "refine": "jc.Certified(refine=...)",
-    "delta": "jc.Certified(delta=...)",
-    "selector": "jc.Measured(selector=...) (jc.Certified always uses jc.MaxVol)",
-    "max_order": "the strategy: jc.Measured(max_order=...) or jc.Certified(max_order=...)",
-    "key": "the strategy: jc.Measured(key=...) or jc.Certified(key=...)",
-    "n_samples": "the strategy: jc.Measured(n_samples=...)",
-    "local_search_steps": "the strategy: jc.Measured(local_search_steps=...)",
-}
-
-
 def compress_to_tolerance(
     params: Any,
     strategy: ToleranceStrategy | None = None,
@@ -629,13 +634,12 @@ def compress_to_tolerance(
     domain,
     eps: float,
     progress=None,
-    **moved: Any,
 ) -> ToleranceResult:
-    """Compress a network so that the sup error on ``domain`` is at most ``eps``.
+    """The smallest network whose error on ``domain`` is at most ``eps``, by one search.
 
     >>> teacher = jc.init_mlp(jax.random.PRNGKey(0), [2, 16, 16, 1])
-    >>> res = jc.compress_to_tolerance(teacher, jc.Measured(n_samples=256), activation="tanh",
-    ...                                domain=jc.Ball(2, 0.5), eps=1e-4)
+    >>> res = jc.compress_to_tolerance(teacher, jc.MeasuredOrders(n_samples=256),
+    ...                                activation="tanh", domain=jc.Ball(2, 0.5), eps=1e-4)
     >>> bool(res.measured_error <= 1e-4), res.mode
     (True, 'measured')
 
@@ -643,31 +647,26 @@ def compress_to_tolerance(
       params: a params list (with ``activation=``) or any network (from :func:`~jaxcompress.trace`,
         :func:`~jaxcompress.trace_module`, a compressed result, a loaded file).
       activation, domain, eps: as in :func:`certify` (``domain`` a Ball or Box).
-      strategy: :class:`Certified` (default: ``Certified()``; chains of dense layers with one
-        analytic activation, the paper's certificate) or :class:`Measured` (every network);
-        each holds its own settings (orders' source, refinement, selector, the measurement's
-        key and samples).
+      strategy: the search (see the module docstring), each holding its own settings:
+        :class:`Certified` (default; chains of dense layers with one analytic activation, the
+        paper's certificate), :class:`MeasuredOrders` (derivative matching's per-layer orders
+        by the measured sup error) or :class:`Measured` (any method's order, then narrower
+        sets, polished if asked, by any metric).
       progress: ``None`` (quiet), ``True`` (each step of the search printed to stderr as it
         happens) or a callable receiving each line. Every line is also in ``history``, and an
         error names the last steps reached.
 
     Returns:
       A :class:`ToleranceResult` (``params``, ``orders``, ``report``, ``measured_error``, ...).
-      The compressed network equals ``jaxcompress.compress(params,
+      For the order searches the compressed network equals ``jaxcompress.compress(params,
       jaxcompress.derivative_matching(orders, selector=...), activation=..., domain=domain)``:
       every candidate is a run of the one driver.
     """
     where = "compress_to_tolerance"
-    if moved:
-        name = next(iter(moved))
-        if name not in _MOVED:
-            raise TypeError(f"{where}() got an unexpected keyword argument {name!r}")
-        raise TypeError(f"{where}: {name}= is now part of {_MOVED[name]} (strategies are "
-                        "values; see jaxcompress.tolerance)")
     strategy = Certified() if strategy is None else strategy
     if not isinstance(strategy, ToleranceStrategy):
-        raise TypeError(f"{where}: strategy must be jc.Certified(...) or jc.Measured(...), got "
-                        f"{type(strategy).__name__}")
+        raise TypeError(f"{where}: strategy must be jc.Certified(...), jc.MeasuredOrders(...) or "
+                        f"jc.Measured(...), got {type(strategy).__name__}")
     net = as_network(params, activation=activation, where=where)
     check_compute_dtype(net.x.dtype, where)
     if not finite_number(eps) or float(eps) <= 0:
@@ -753,10 +752,10 @@ def _certified_orders(report: Certificate, orders_from: str, radius: float,
                     f"compress_to_tolerance: {which} certificate fails in hidden layer "
                     f"{li.layer}: its holomorphy radius rho = {rho:.4g} is not larger than the "
                     f"domain radius R = {radius:g} (Assumption 4; q_hat = {li.q_hat:.3g}); no "
-                    "certificate exists. Use jc.Measured(), a smaller domain, or smaller "
+                    "certificate exists. Use jc.MeasuredOrders(), a smaller domain, or smaller "
                     "weights.")
         raise ValueError(f"compress_to_tolerance: {which} certificate gives no orders: "
-                         + "; ".join(report.notes) + "; use jc.Measured() or a larger eps")
+                         + "; ".join(report.notes) + "; use jc.MeasuredOrders() or a larger eps")
     orders = report.orders if source == "paper" else report.orders_ours
     return [int(k) for k in orders], source
 

@@ -51,21 +51,22 @@ def user_broadcasting():
 
 
 #: The files that take longest, longest first (CPU seconds in a full default run on two cores,
-#: children included, 2026-12-02: test_docs 61, test_figures 39 (its five benchmark processes),
-#: test_graph_general 29, test_sharding 23, test_one_representation 23, test_shrink 22,
-#: test_derivatives 21, test_graph_scan 20, test_methods 19, test_zoo_benchmark 19,
-#: test_compress 18, test_activations 17, ... down to test_defaults 9), started first: with one
-#: worker per core and a file per work unit (``--dist loadfile --no-loadscope-reorder``), each
-#: worker takes the next file when it is done, so the long ones must not come last (a long file
-#: left to the end keeps one core busy while the other idles). The other files follow in their
-#: collection order.
-HEAVY_FILES = ("test_docs.py", "test_figures.py", "test_graph_general.py", "test_sharding.py",
-               "test_one_representation.py", "test_shrink.py", "test_derivatives.py",
-               "test_graph_scan.py", "test_methods.py", "test_zoo_benchmark.py",
-               "test_compress.py", "test_activations.py", "test_certify.py", "test_modules.py",
-               "test_graph_tied.py", "test_graph_residual.py", "test_features.py",
-               "test_graph.py", "test_select.py", "test_front_end_property.py",
-               "test_many_inputs.py", "test_defaults.py")
+#: children included, 2026-12-02, by today's names: test_docs 61, test_benchmarks_figures 39
+#: (its five benchmark processes), test_trace_graphs 29, test_sharding 23,
+#: test_verbs_on_every_network 23, test_searches 22, test_derivatives 21, test_trace_scan 20,
+#: test_methods 19, test_benchmarks_zoo 19, test_compress 18, test_activations 17, ... down to
+#: test_defaults 9), started first: with one worker per core and a file per work unit
+#: (``--dist loadfile --no-loadscope-reorder``), each worker takes the next file when it is
+#: done, so the long ones must not come last (a long file left to the end keeps one core busy
+#: while the other idles). The other files follow in their collection order.
+HEAVY_FILES = ("test_docs.py", "test_benchmarks_figures.py", "test_trace_graphs.py",
+               "test_sharding.py", "test_verbs_on_every_network.py", "test_searches.py",
+               "test_derivatives.py", "test_trace_scan.py", "test_methods.py",
+               "test_benchmarks_zoo.py", "test_compress.py", "test_activations.py",
+               "test_certify.py", "test_trace_module.py", "test_trace_tied.py",
+               "test_trace_residual.py", "test_features.py", "test_trace.py", "test_select.py",
+               "test_trace_property.py", "test_bad_inputs.py", "test_many_inputs.py",
+               "test_defaults.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,7 +1,8 @@
 """Benchmark scripts run end to end with ``--quick``, started together (a helper of the tests).
 
 Each script is mostly single-threaded XLA compilation, so on two cores running them side by side
-roughly halves the wall time. Used by ``tests/test_figures.py`` and ``tests/test_workloads.py``.
+roughly halves the wall time. Used by ``tests/test_benchmarks_figures.py`` and
+``tests/test_benchmarks_workloads.py``.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ jax.config.update("jax_enable_x64", True)
 
 K_MAX = 6
 POINTS = np.array([-3.0, -2.2, -1.0, -0.35, 0.0, 0.5, 1.3, 2.7, 3.0])
-BUILTIN = jc.registered_activations()
+BUILTIN = jc.activations.registered_activations()
 
 
 def _grad_reference(fn, points: np.ndarray, k_max: int) -> np.ndarray:
@@ -44,7 +44,7 @@ def _assert_series_matches(series, ref: np.ndarray, points: np.ndarray) -> None:
 def _features(params, *, center=None, **static):
     """``derivative_features`` under ``jax.jit`` (configuration static), fresh per call so a
     re-registered activation is looked up again."""
-    fn = jax.jit(functools.partial(jc.derivative_features, **static))
+    fn = jax.jit(functools.partial(jc.features.derivative_features, **static))
     return fn(params) if center is None else fn(params, center=center)
 
 
@@ -69,7 +69,7 @@ def test_builtin_registry_contents() -> None:
 
 @pytest.mark.parametrize("name", BUILTIN)
 def test_series_matches_nested_grad(name: str) -> None:
-    act = jc.get_activation(name)
+    act = jc.activations.get_activation(name)
     ref = _grad_reference(act.fn, POINTS, K_MAX)
     _assert_series_matches(act.series, ref, POINTS)
     # the function the series expands is the one apply() uses
@@ -78,7 +78,7 @@ def test_series_matches_nested_grad(name: str) -> None:
 
 @pytest.mark.parametrize("name", BUILTIN)
 def test_jet_fn_is_the_same_function(name: str) -> None:
-    act = jc.get_activation(name)
+    act = jc.activations.get_activation(name)
     x = jnp.asarray(POINTS)
     np.testing.assert_allclose(np.asarray(act.jet_fn(x)), np.asarray(act.fn(x)), rtol=1e-13,
                                atol=1e-15)
@@ -87,7 +87,7 @@ def test_jet_fn_is_the_same_function(name: str) -> None:
 @pytest.mark.parametrize("name", BUILTIN)
 def test_series_keeps_the_shape_of_u0(name: str) -> None:
     u0 = jnp.asarray(POINTS[:6].reshape(2, 3))
-    series = jax.jit(jc.get_activation(name).series, static_argnums=1)  # not op by op
+    series = jax.jit(jc.activations.get_activation(name).series, static_argnums=1)  # not op by op
     s = series(u0, 3)
     assert s.shape == (4, 2, 3)
     flat = series(jnp.asarray(POINTS[:6]), 3)
@@ -95,8 +95,8 @@ def test_series_keeps_the_shape_of_u0(name: str) -> None:
 
 
 def test_sin_series_closed_form_and_network_features_against_nested_jacfwd() -> None:
-    act = jc.get_activation("sin")
-    assert act.rho_sigma == math.inf and jc.get_activation(jnp.sin) is act
+    act = jc.activations.get_activation("sin")
+    assert act.rho_sigma == math.inf and jc.activations.get_activation(jnp.sin) is act
     # sin^(j)(u) = sin(u + j pi / 2): the rule's cycle sin, cos, -sin, -cos over j!
     exact = np.stack([np.sin(POINTS + j * np.pi / 2) / math.factorial(j)
                       for j in range(K_MAX + 1)])
@@ -110,11 +110,11 @@ def test_sin_series_closed_form_and_network_features_against_nested_jacfwd() -> 
 
 
 def test_get_activation_resolves_registered_functions() -> None:
-    assert jc.get_activation(jax.nn.sigmoid).name == "sigmoid"
-    assert jc.get_activation(jnp.tanh).name == "tanh"
-    assert jc.get_activation("TANH").name == "tanh"
-    act = jc.get_activation("softplus")
-    assert jc.get_activation(act) is act
+    assert jc.activations.get_activation(jax.nn.sigmoid).name == "sigmoid"
+    assert jc.activations.get_activation(jnp.tanh).name == "tanh"
+    assert jc.activations.get_activation("TANH").name == "tanh"
+    act = jc.activations.get_activation("softplus")
+    assert jc.activations.get_activation(act) is act
 
 
 def test_jet_fallback_series_for_sin(registered) -> None:
@@ -194,7 +194,7 @@ def test_registered_activation_with_closed_form_series(registered) -> None:
 
 def test_mixed_case_name_is_usable(registered) -> None:
     registered("TestSin", jnp.sin)
-    assert jc.get_activation("TestSin").name == "TestSin"
+    assert jc.activations.get_activation("TestSin").name == "TestSin"
     teacher = jc.init_mlp(jax.random.PRNGKey(6), [1, 4, 1])
     jc.compress(teacher, activation="TestSin", order=1)
 
@@ -223,7 +223,7 @@ def test_compress_with_width_above_num_features(selector: str) -> None:
 def test_sin_series_at_high_order():
     # j! overflows int64 from j = 21: the series stays finite and exact to rounding
     u0 = jnp.asarray([0.3, -1.2], jnp.float64)
-    got = np.asarray(jc.get_activation("sin").series(u0, 40))
+    got = np.asarray(jc.activations.get_activation("sin").series(u0, 40))
     assert got.shape == (41, 2) and np.all(np.isfinite(got))
     for j in (0, 7, 21, 25, 40):
         expected = [np.sin, np.cos, lambda v: -np.sin(v), lambda v: -np.cos(v)][j % 4](
@@ -238,9 +238,9 @@ def test_series_at_high_order_in_float32_without_x64():
     with jax.enable_x64(False):
         assert not jax.config.jax_enable_x64
         x = jnp.asarray(u0, jnp.float32)
-        sin = np.asarray(jc.get_activation("sin").series(x, 16))
+        sin = np.asarray(jc.activations.get_activation("sin").series(x, 16))
         jc.register_activation("test_sin_3u_x32", lambda u: jnp.sin(3.0 * u))
-        jet = np.asarray(jc.get_activation("test_sin_3u_x32").series(x, 16))
+        jet = np.asarray(jc.activations.get_activation("test_sin_3u_x32").series(x, 16))
     for j in (0, 7, 13, 16):
         d = [np.sin, np.cos, lambda v: -np.sin(v), lambda v: -np.cos(v)][j % 4]
         np.testing.assert_allclose(sin[j], d(u0) / math.factorial(j), rtol=1e-5)

@@ -1,8 +1,11 @@
-"""The package's shape, kept so: an import graph without cycles, no hidden imports, short functions.
+"""The package's shape, kept so (docs/layout.md): an import graph without cycles, no hidden
+imports, short functions, the IR below its driver, one network protocol, a small top level.
 
-Issue 19's measurements as tests: circles in the import graph used to be hidden by imports inside
-functions (8 modules through ``sharding.py``); the compression driver had a second copy in the
-tolerance search. The checks read the source with :mod:`ast` (nothing is imported).
+Each check is a measurement that once failed: circles in the import graph hidden by imports
+inside functions (8 modules through ``sharding.py``); a second copy of the driver in the
+tolerance search; the graph importing the driver for its plan records; 32 ``isinstance``
+checks telling six kinds of network apart; 81 top-level names, one function shadowing its
+module. The checks read the source with :mod:`ast` (nothing is imported).
 """
 
 import ast
@@ -116,3 +119,64 @@ def test_no_function_over_100_lines_of_code():
             for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
             and _code_lines(n) > MAX_FUNCTION_LINES]
     assert long == []
+
+
+def test_the_graph_never_imports_the_driver():
+    """The IR holds its plans (graph/plan.py); the loop is the driver's and the graph package
+    imports nothing above it (DESIGN.md section 4)."""
+    mods = _modules()
+    graph = _graph(mods)
+    above = {"jaxcompress.driver", "jaxcompress.planning", "jaxcompress.compression",
+             "jaxcompress.measure", "jaxcompress.networks"}
+    found = {m: sorted(graph[m] & above) for m in graph if m.startswith("jaxcompress.graph")}
+    assert {m: t for m, t in found.items() if t} == {}
+
+
+#: Kinds of network (the classes the protocol unifies): the verbs ask the protocol instead.
+NETWORK_KINDS = ("Network", "ModuleNetwork", "Compressed", "CompressedModule", "LoadedNetwork")
+#: ``isinstance`` checks on a kind of network allowed in the package: a compressed result's
+#: own behaviour (trim, polish, save), a loaded traced file (save). Dispatch on the kind of a
+#: network happens in networks.network_like, on the protocol.
+MAX_KIND_CHECKS = 4
+
+
+def test_the_verbs_ask_the_protocol_not_the_kind():
+    checks = []
+    for m, tree in _modules().items():
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id == "isinstance" and len(node.args) == 2):
+                kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [
+                    node.args[1]]
+                named = [k.id for k in kinds if isinstance(k, ast.Name)]
+                if any(k in NETWORK_KINDS for k in named):
+                    checks.append(f"{m}:{node.lineno} {named}")
+    assert len(checks) <= MAX_KIND_CHECKS, checks
+
+
+def test_the_driver_is_the_loop():
+    """driver.py is the loop over the sets, best-of and the feature sources (about 500 lines at
+    most); plans, widths and checks, measurements live elsewhere."""
+    lines = (PACKAGE / "driver.py").read_text().count("\n")
+    assert lines <= 500, lines
+
+
+def _top_level() -> list[str]:
+    """``jaxcompress.__all__``, read from the source."""
+    for node in _modules()["jaxcompress"].body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "__all__":
+            return [e.value for e in node.value.elts]
+    raise AssertionError("jaxcompress/__init__.py has no __all__")
+
+
+def test_no_function_shadows_a_module():
+    """``jaxcompress.X`` is one thing: no top-level function or class has a submodule's name
+    (``jc.frontier`` the function, the records in ``jaxcompress.pareto``)."""
+    modules = {p.stem for p in PACKAGE.glob("*.py")} | {p.name for p in PACKAGE.iterdir()
+                                                         if (p / "__init__.py").exists()}
+    assert sorted(set(_top_level()) & modules) == []
+
+
+def test_a_small_top_level():
+    """What a newcomer calls in the first hour; the rest in submodules (45-50 names)."""
+    assert len(_top_level()) <= 50, len(_top_level())

@@ -175,7 +175,7 @@ def test_measured_mode_fig2_network():
     params = jc.init_mlp(jax.random.PRNGKey(0), [2, 16, 16, 16, 2])
     domain, eps, key = jc.Ball(2, 1.0), 1e-5, jax.random.PRNGKey(5)
     kw = {"n_samples": 2048, "local_search_steps": 50}
-    res = jc.compress_to_tolerance(params, jc.Measured(key=key, **kw), activation="sigmoid",
+    res = jc.compress_to_tolerance(params, jc.MeasuredOrders(key=key, **kw), activation="sigmoid",
                                    domain=domain, eps=eps)
     assert res.measured_error <= eps
     again = float(jc.sup_error(params, res.params, activation="sigmoid", domain=domain,
@@ -240,9 +240,9 @@ def test_certified_mode():
 @pytest.mark.parametrize("name", ["sigmoid", "tanh", "softplus", "silu", "gelu", "gelu_tanh",
                                   "sin", "identity"])
 def test_bound_rules_dominate_samples(name):
-    rule = jc.get_bound_rule(name)
+    rule = jc.certificates.get_bound_rule(name)
     rng = np.random.default_rng(0)
-    rho_sigma = jc.get_activation(name).rho_sigma
+    rho_sigma = jc.activations.get_activation(name).rho_sigma
     for s_max in (0.3, 1.0, 1.5, 2.5):
         if s_max >= rho_sigma:
             continue
@@ -289,7 +289,8 @@ def test_gelu_tanh_poles_omitted_far_away():
         assert np.min(np.abs(roots.imag)) > GELU_TANH_OMITTED_IM and np.min(np.abs(roots)) > 25
     kept = gelu_tanh_poles()
     assert kept.size == 3 * 400
-    np.testing.assert_allclose(np.min(np.abs(kept.imag)), jc.get_activation("gelu_tanh").rho_sigma)
+    np.testing.assert_allclose(np.min(np.abs(kept.imag)),
+                               jc.activations.get_activation("gelu_tanh").rho_sigma)
 
 
 def test_unknown_activation_has_no_rule():
@@ -324,7 +325,8 @@ def test_records_cover_the_report_keys():
     top_keys = [k for cls in top_records for k in _record_keys(cls)]
     assert sorted(layer_keys) == sorted(jc.certificates.LAYER_KEYS)
     assert sorted(top_keys) == sorted(jc.certificates.TOP_KEYS)
-    own = {f.name for cls in (jc.LayerCertificate, jc.Certificate) for f in dataclasses.fields(cls)}
+    own = {f.name for cls in (jc.certificates.LayerCertificate, jc.Certificate)
+           for f in dataclasses.fields(cls)}
     assert not own & (set(layer_keys) | set(top_keys))
     params = _scaled(1, [2, 6, 6, 1], 0.5)
     rep = jc.certify(params, activation="tanh", domain=jc.Ball(2, 0.3), eps=1e-4, n_samples=8)
@@ -369,7 +371,7 @@ def test_to_dict_keys_and_table():
 def test_cli_certify(tmp_path, capsys):
     params = _scaled(4, [2, 16, 16, 1], 0.5)
     path = tmp_path / "net.npz"
-    jc.save_npz(path, params, activation="sigmoid")
+    jc.io.save_npz(path, params, activation="sigmoid")
     out = tmp_path / "cert.json"
     rc = cli.main(["certify", str(path), "--radius", "0.5", "--eps", "1e-4", "--json", str(out)])
     assert rc == 0
@@ -386,8 +388,8 @@ def test_tolerance_search_reports_progress_and_where_it_stopped():
     lines = []
     with pytest.raises(ValueError, match=r"(?s)no order <= 1 reaches sup error 1e-14.*the search "
                                          r"so far.*uniform k = 1: measured"):
-        jc.compress_to_tolerance(params, jc.Measured(max_order=1, n_samples=256,
-                                                     local_search_steps=0),
+        jc.compress_to_tolerance(params, jc.MeasuredOrders(max_order=1, n_samples=256,
+                                                           local_search_steps=0),
                                  activation="sigmoid", domain=jc.Ball(2, 1.0), eps=1e-14,
                                  progress=lines.append)
     assert [line.split(":")[0] for line in lines] == ["uniform k = 0", "uniform k = 1"]

@@ -71,7 +71,7 @@ def _sup(name, s, a):
     if name == "sin":
         with np.errstate(over="ignore"):
             return np.cosh(s)
-    return float(jc.get_bound_rule(name).sup(s, a))
+    return float(jc.certificates.get_bound_rule(name).sup(s, a))
 
 
 def _dsup(name, s, a):
@@ -82,7 +82,7 @@ def _dsup(name, s, a):
     if name == "sin":
         with np.errstate(over="ignore"):
             return np.cosh(s)
-    return float(jc.get_bound_rule(name).dsup(s, a))
+    return float(jc.certificates.get_bound_rule(name).dsup(s, a))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -380,7 +380,7 @@ def test_bias_is_absorbed_into_w_max():
     rho0 = li.rho0
     t = rho0 * np.exp(1j * np.linspace(0, 2 * np.pi, 721))
     actual = np.max(np.abs(ACT["gelu"][0](0.3 * t + 4.0)))
-    rule = jc.get_bound_rule("gelu")
+    rule = jc.certificates.get_bound_rule("gelu")
     s0 = 0.3 * rho0  # the bias-free reading: |w| <= 0.3, f(0) = 0
     bias_free = float(rule.sup(s0, s0))
     assert bias_free < actual <= li.M_g
@@ -396,7 +396,7 @@ def test_v_max_excludes_the_next_bias_and_rho_sigma_reads_an_interval():
     assert rep.layers[0].V_max == base.layers[0].V_max  # reading 2
     # reading 3: the tanh-GELU's nearest pole is off the imaginary axis, at 0.634 + 2.755i;
     # centres |u| <= W_max ||fbar(0)|| reach its real part only with a large enough bias
-    near = jc.get_activation("gelu_tanh").rho_sigma
+    near = jc.activations.get_activation("gelu_tanh").rho_sigma
     assert base.layers[0].W_max < 0.63 and base.layers[0].rho_sigma > near + 1e-3
     big = [{"kernel": params[0]["kernel"], "bias": params[0]["bias"] * 0 + 1.0}, params[1]]
     rep_big = jc.certify(big, activation="gelu_tanh", domain=jc.Ball(2, 0.3), eps=1e-3,
@@ -443,12 +443,12 @@ def test_assumption_14_is_required_by_lemmas_15_and_19():
 
     jc.register_activation("test_exp", jnp.exp, rho_sigma=math.inf, overwrite=True)
     with np.errstate(over="ignore"):
-        rule = jc.BoundRule(
+        rule = jc.certificates.BoundRule(
             name="test_exp", sup=lambda s, a: np.exp(np.asarray(a, float)) + 0 * np.asarray(s),
             dsup=lambda s, a: np.exp(np.asarray(a, float)) + 0 * np.asarray(s),
             lipschitz=math.inf, singular_distance=lambda b: np.full(np.shape(b), np.inf),
             cfn=np.exp, cdfn=np.exp, interval_distance=lambda u: math.inf)
-    jc.register_bound_rule(rule, overwrite=True)
+    jc.certificates.register_bound_rule(rule, overwrite=True)
     try:
         params = _net(4, [2, 6, 5, 1], 0.5)
         rep = jc.certify(params, activation="test_exp", domain=jc.Ball(2, 0.5), eps=1e-3,

@@ -42,7 +42,8 @@ def _reference_layer(p_in, layers, acts, d, k=K):
     """One Taylor-pass step (dense, then Horner's rule) for several cases' columns at once."""
     us = [jnp.matmul(p, lay["kernel"], precision="highest").at[0].add(lay["bias"])
           for p, lay in zip(p_in, layers, strict=True)]
-    series = [jc.get_activation(a).series(u[0], k) for a, u in zip(acts, us, strict=True)]
+    series = [jc.activations.get_activation(a).series(u[0], k)
+              for a, u in zip(acts, us, strict=True)]
     out = taylor.compose(jnp.concatenate(series, axis=1), jnp.concatenate(us, axis=1), d, k)
     return jnp.split(out, np.cumsum([u.shape[1] for u in us])[:-1], axis=1)
 
@@ -53,7 +54,8 @@ def _first_layer_cases():
     for d in (1, 2, 3):
         cases = [c for c in CASES if c[1] == d]
         params = _teacher(d)
-        got = [jc.DerivativeFeatures(K)(params, [1], activation=act, domain=_domain(d, kind))[1].z
+        got = [jc.features.DerivativeFeatures(K)(params, [1], activation=act,
+                                                 domain=_domain(d, kind))[1].z
                for act, _, kind in cases]
         p0 = [taylor.input_polynomial(domain_center(_domain(d, kind), jnp.float64), K)
               for _, _, kind in cases]
@@ -66,7 +68,7 @@ def test_first_layer_closed_form_matches_the_taylor_pass():
     cases = _first_layer_cases()
     assert sorted(cases) == sorted(CASES)
     for (act, d, kind), (got, ref) in cases.items():
-        assert got.shape == ref.shape == (jc.num_monomials(d, K), 7)
+        assert got.shape == ref.shape == (jc.taylor.num_monomials(d, K), 7)
         # every coefficient to 1e-12 relative: a product of positive counts, powers and s_j,
         # no cancellation on either side
         np.testing.assert_allclose(got, ref, rtol=1e-12, atol=0,
@@ -90,12 +92,13 @@ def _other_paths():
 @jax.jit
 def _other_paths_jit(params, params32, params32_as64, center32):
     k, dom = 4, _domain(3, "box")
-    bott = jc.DerivativeFeatures(k, coordinates="bottleneck")(params, [2, 3], activation="tanh",
-                                                              domain=dom)
-    z0 = jc.point_features(params, domain_center(dom, jnp.float64)[None], activation="tanh")[0][0]
+    bott = jc.features.DerivativeFeatures(k, coordinates="bottleneck")(
+        params, [2, 3], activation="tanh", domain=dom)
+    z0 = jc.features.point_features(params, domain_center(dom, jnp.float64)[None],
+                                    activation="tanh")[0][0]
     bott_ref = taylor.propagate_polynomial(taylor.input_polynomial(z0, k), params[1:3],
                                            activation="tanh", order=k, num_vars=2)
-    multi = jc.DerivativeFeatures(k, auto_centers=True)(params[1:], [1], activation="sin",
+    multi = jc.features.DerivativeFeatures(k, auto_centers=True)(params[1:], [1], activation="sin",
                                                         domain=jc.Ball(2, 0.5))[1].z
     centres = jc.features.default_centers(jnp.zeros(2), jnp.full((2,), 0.5))
     multi_ref = _reference_layer([taylor.input_polynomial(c, k) for c in centres],
@@ -119,7 +122,7 @@ def test_closed_form_under_other_coordinates_and_centres():
     assert [int(m) for m in out["dims"]] == [2, 2]
     np.testing.assert_allclose(bott[0], bott_ref[0], rtol=1e-12, atol=0)
     assert _rel(bott[1], bott_ref[1]) < 1e-12
-    assert multi.shape == (5 * jc.num_monomials(2, 4), 6)  # J = 2 m + 1 centres stacked
+    assert multi.shape == (5 * jc.taylor.num_monomials(2, 4), 6)  # J = 2 m + 1 centres stacked
     np.testing.assert_allclose(multi, multi_ref, rtol=1e-12, atol=0)
 
 

@@ -13,7 +13,7 @@ import jaxcompress as jc
 from jaxcompress.driver import run_jit
 
 POLY = "test_poly2"
-if POLY not in jc.registered_activations():
+if POLY not in jc.activations.registered_activations():
     # u + 0.3 u^2: a polynomial activation, so a depth-2 network is a degree-4 polynomial in x
     jc.register_activation(POLY, lambda u: u + 0.3 * u * u)
 
@@ -35,7 +35,7 @@ def test_polynomial_network_is_exact(act, sizes, k, deg):
     params = jc.init_mlp(jax.random.PRNGKey(0), sizes)
     small, info = jc.compress(params, activation=act, order=k, radius=2.0)
     d = sizes[0]
-    assert jc.layer_sizes(small)[1:-1] == [jc.num_monomials(d, k)] * (len(sizes) - 2)
+    assert jc.layer_sizes(small)[1:-1] == [jc.taylor.num_monomials(d, k)] * (len(sizes) - 2)
     x = _points(d, radius=3.0)  # exact everywhere, not only on the ball
     assert _max_diff(params, small, act, x) < 1e-11
     assert float(jnp.max(jnp.asarray([li.residual for li in info.layers]))) < 1e-11
@@ -61,7 +61,7 @@ def test_duplicated_neurons_merge(tmp_path):
     assert jc.layer_sizes(trimmed) == [1, 2, 1]
     assert _max_diff(dup, trimmed, "sigmoid", x) < 1e-13
     # the record of the trimmed network: the kept neurons that stay, the new width
-    record = jc.trim_info(info, small)
+    record = jc.compression.trim_info(info, small)
     kept = np.asarray(info.layers[0].kept)
     stays = np.any(np.asarray(small[1]["kernel"]) != 0, axis=1)
     assert record.layers[0].width_out == 2 and int(record.layers[0].rank) == 2
@@ -70,7 +70,7 @@ def test_duplicated_neurons_merge(tmp_path):
                                   np.asarray(dup[0]["kernel"])[:, kept[stays]])
     jc.save(tmp_path / "t.jcz", trimmed, activation="sigmoid", info=record)   # it describes it
     with pytest.raises(ValueError, match=r"trim_info: info describes hidden widths \[4\]"):
-        jc.trim_info(info, trimmed)
+        jc.compression.trim_info(info, trimmed)
 
 
 def test_permuting_neurons_does_not_change_the_result():
@@ -106,8 +106,8 @@ def _numpy_algorithm1(params, act, k, radius):
     scipy_linalg = pytest.importorskip("scipy.linalg")
     params = [{n: np.asarray(v) for n, v in layer.items()} for layer in params]
     feats = [np.asarray(z) for z in
-             jc.derivative_features(params, activation=act, order=k, backend="jacfwd")]
-    deg = jc.monomials(params[0]["kernel"].shape[0], k).sum(axis=1)
+             jc.features.derivative_features(params, activation=act, order=k, backend="jacfwd")]
+    deg = jc.taylor.monomials(params[0]["kernel"].shape[0], k).sum(axis=1)
     for l in range(len(params) - 1, 0, -1):  # backward
         z = feats[l - 1]
         m = min(z.shape)
@@ -258,7 +258,7 @@ def test_exhaustive_tiny_and_refused_when_large():
     assert float(info.layers[0].max_coef) <= 1 + 1e-9  # a true max-volume basis has |C| <= 1
     big = jc.init_mlp(jax.random.PRNGKey(13), [2, 200, 1])
     with pytest.raises(ValueError, match="exhaustive"):
-        jc.compress(big, jc.derivative_matching(4, selector=jc.Exhaustive()),
+        jc.compress(big, jc.derivative_matching(4, selector=jc.select.Exhaustive()),
                     activation="sigmoid")
 
 

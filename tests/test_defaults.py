@@ -11,7 +11,7 @@ from jaxcompress.measure import ERROR_POINTS, error_points
 from jaxcompress.select import default_rtol
 
 POLY = "test_defaults_poly2"
-if POLY not in jc.registered_activations():
+if POLY not in jc.activations.registered_activations():
     jc.register_activation(POLY, lambda u: u + 0.3 * u * u)
 
 

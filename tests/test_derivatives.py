@@ -1,4 +1,4 @@
-"""Derivatives through ``jc.compress`` against central finite differences (issue 33).
+"""Derivatives through ``jc.compress`` against central finite differences.
 
 Compression selects neurons (piecewise constant in the parameters) and re-weights them (smooth in
 the parameters for a fixed selection). Its derivative is the derivative of the re-weighting with
@@ -89,14 +89,14 @@ CASES = {
     # the default selector: wrong by 19% before the workaround of JAX's pivoted-QR JVP rule
     "derivative/pivoted_qr/backward": jc.derivative_matching(3),
     "derivative/pivoted_qr/forward": jc.derivative_matching(3, layer_order="forward"),
-    "derivative/greedy_gs": jc.derivative_matching(3, selector=jc.GreedyGS()),
+    "derivative/greedy_gs": jc.derivative_matching(3, selector=jc.select.GreedyGS()),
     "derivative/maxvol": jc.derivative_matching(3, selector=jc.MaxVol()),
     # fewer kept neurons than features: the least-squares re-weighting leaves a residual
     "derivative/pivoted_qr/narrow": jc.derivative_matching(3, widths=(6, 6)),
     # OMP narrower than D_k: at width D_k its last pick is a tie (every remaining residual is
     # on one line, and a one-output target scores them all alike), broken by rounding
     "derivative/omp": jc.derivative_matching(3, selector=jc.OMP(), widths=(6, 6)),
-    "derivative/weight_norm": jc.derivative_matching(3, selector=jc.WeightNorm()),
+    "derivative/weight_norm": jc.derivative_matching(3, selector=jc.select.WeightNorm()),
     # 2 x 6 wide point features (rows < columns: the pivoted-QR case JAX's rule gets wrong)
     "collocation/pivoted_qr/backward": jc.collocation(2, oversample=1, selector=PivotedQR(),
                                                       layer_order="backward"),
@@ -120,8 +120,8 @@ def test_derivatives_through_compress_match_finite_differences(name):
 
 def test_exhaustive_selection_on_a_tiny_network():
     # C(7, 3) = 35 subsets a layer
-    loss_and_kept, teacher = _params_loss(jc.derivative_matching(1, selector=jc.Exhaustive()),
-                                          sizes=(2, 7, 6, 1))
+    loss_and_kept, teacher = _params_loss(
+        jc.derivative_matching(1, selector=jc.select.Exhaustive()), sizes=(2, 7, 6, 1))
     _check(loss_and_kept, teacher, "derivative/exhaustive")
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import jaxcompress as jc
 
-ACTIVATIONS = jc.registered_activations()
+ACTIVATIONS = jc.activations.registered_activations()
 
 
 def _max_rel_diff(za, zb):
@@ -19,27 +19,28 @@ def _max_rel_diff(za, zb):
 
 
 def test_monomials_order_and_count():
-    m = jc.monomials(2, 2)
+    m = jc.taylor.monomials(2, 2)
     assert m.tolist() == [[0, 0], [1, 0], [0, 1], [2, 0], [1, 1], [0, 2]]
     for d in range(1, 5):
         for k in range(0, 7):
-            mons = jc.monomials(d, k)
-            assert mons.shape == (math.comb(d + k, d), d) == (jc.num_monomials(d, k), d)
+            mons = jc.taylor.monomials(d, k)
+            assert mons.shape == (math.comb(d + k, d), d) == (jc.taylor.num_monomials(d, k), d)
             deg = mons.sum(axis=1)
             assert np.all(np.diff(deg) >= 0)  # graded
             assert len({tuple(r) for r in mons}) == len(mons)
             # lower orders are prefixes
-            np.testing.assert_array_equal(mons[: jc.num_monomials(d, k - 1)] if k else mons[:1],
-                                          jc.monomials(d, max(k - 1, 0)))
-    m3 = jc.monomials(3, 2)
+            np.testing.assert_array_equal(
+                mons[: jc.taylor.num_monomials(d, k - 1)] if k else mons[:1],
+                                          jc.taylor.monomials(d, max(k - 1, 0)))
+    m3 = jc.taylor.monomials(3, 2)
     assert m3[4:].tolist() == [[2, 0, 0], [1, 1, 0], [1, 0, 1], [0, 2, 0], [0, 1, 1], [0, 0, 2]]
 
 
 def test_monomials_bad_input():
     with pytest.raises(ValueError, match="order k must be >= 0"):
-        jc.monomials(2, -1)
+        jc.taylor.monomials(2, -1)
     with pytest.raises(ValueError, match="d must be >= 1"):
-        jc.monomials(0, 2)
+        jc.taylor.monomials(0, 2)
 
 
 # Every activation: taylor and jet to k = 7 in d = 3 (jet is cheap to compile, so it can go to
@@ -54,10 +55,10 @@ SLOW_CASES = [(1, 6), (2, 6), (3, 6)]
 def _check_backends(act, d, k, sizes=None):
     sizes = sizes or ([d, 6, 5, 4, 1] if d == 3 else [d, 6, 5, 1])
     params = jc.init_mlp(jax.random.PRNGKey(10 * d + k), sizes)
-    ref = jc.derivative_features(params, activation=act, order=k, backend="jacfwd")
-    tay = jc.derivative_features(params, activation=act, order=k, backend="taylor")
-    jet = jc.derivative_features(params, activation=act, order=k, backend="jet")
-    assert [z.shape for z in tay] == [(jc.num_monomials(d, k), w) for w in sizes[1:-1]]
+    ref = jc.features.derivative_features(params, activation=act, order=k, backend="jacfwd")
+    tay = jc.features.derivative_features(params, activation=act, order=k, backend="taylor")
+    jet = jc.features.derivative_features(params, activation=act, order=k, backend="jet")
+    assert [z.shape for z in tay] == [(jc.taylor.num_monomials(d, k), w) for w in sizes[1:-1]]
     assert _max_rel_diff(tay, ref) < 1e-12
     assert _max_rel_diff(jet, ref) < 1e-10
 
@@ -73,12 +74,12 @@ BACKEND_DEFAULT = ("sigmoid", "tanh", "gelu", "sin", "identity")
                                               else [pytest.mark.slow]) for a in ACTIVATIONS])
 def test_backends_agree(act):
     params = jc.init_mlp(jax.random.PRNGKey(3), [3, 8, 8, 2])
-    tay = jc.derivative_features(params, activation=act, order=7, backend="taylor")
-    jet = jc.derivative_features(params, activation=act, order=7, backend="jet")
-    assert [z.shape for z in tay] == [(jc.num_monomials(3, 7), 8)] * 2
+    tay = jc.features.derivative_features(params, activation=act, order=7, backend="taylor")
+    jet = jc.features.derivative_features(params, activation=act, order=7, backend="jet")
+    assert [z.shape for z in tay] == [(jc.taylor.num_monomials(3, 7), 8)] * 2
     assert _max_rel_diff(jet, tay) < 1e-9
-    ref = jc.derivative_features(params, activation=act, order=3, backend="jacfwd")
-    d3 = jc.num_monomials(3, 3)
+    ref = jc.features.derivative_features(params, activation=act, order=3, backend="jacfwd")
+    d3 = jc.taylor.num_monomials(3, 3)
     assert _max_rel_diff([z[:d3] for z in tay], ref) < 1e-12
     assert _max_rel_diff([z[:d3] for z in jet], ref) < 1e-10
 
@@ -105,7 +106,7 @@ def test_single_layer_closed_form():
     params = jc.init_mlp(jax.random.PRNGKey(1), [1, 9, 1])
     w, b = params[0]["kernel"][0], params[0]["bias"]
     k = 7
-    (z,) = jc.derivative_features(params, activation="tanh", order=k)
+    (z,) = jc.features.derivative_features(params, activation="tanh", order=k)
     t = np.tanh(np.asarray(b))
     # tanh Taylor coefficients at b from sympy-free recursion on derivatives: d/du tanh = 1 - t^2
     d1 = 1 - t**2
@@ -119,7 +120,7 @@ def test_single_layer_closed_form():
 def test_center(backend):
     params = jc.init_mlp(jax.random.PRNGKey(2), [2, 5, 4, 1])
     center = jnp.array([0.3, -0.7])
-    z = jc.derivative_features(params, activation="gelu", order=3, backend=backend,
+    z = jc.features.derivative_features(params, activation="gelu", order=3, backend=backend,
                                center=center)
     # row 0 is the value at the centre, rows 1-2 the gradient
     h = jc.mlp.hidden_activations(params, center, activation="gelu")
@@ -130,17 +131,17 @@ def test_center(backend):
 
 def test_features_under_jit_and_lower_order_prefix():
     params = jc.init_mlp(jax.random.PRNGKey(4), [2, 16, 16, 1])
-    f = jax.jit(lambda p: jc.derivative_features(p, activation="sigmoid", order=6))
+    f = jax.jit(lambda p: jc.features.derivative_features(p, activation="sigmoid", order=6))
     z6 = f(params)
-    z3 = jc.derivative_features(params, activation="sigmoid", order=3)
+    z3 = jc.features.derivative_features(params, activation="sigmoid", order=3)
     for a, b in zip(z6, z3, strict=True):
         np.testing.assert_allclose(a[: b.shape[0]], b, rtol=1e-13, atol=1e-16)
 
 
 def test_float32_features():
     params = jc.init_mlp(jax.random.PRNGKey(5), [2, 32, 32, 1], dtype=jnp.float32)
-    z32 = jc.derivative_features(params, activation="sigmoid", order=6)
+    z32 = jc.features.derivative_features(params, activation="sigmoid", order=6)
     p64 = jax.tree.map(lambda x: x.astype(jnp.float64), params)
-    z64 = jc.derivative_features(p64, activation="sigmoid", order=6)
+    z64 = jc.features.derivative_features(p64, activation="sigmoid", order=6)
     assert z32[0].dtype == jnp.float32
     assert _max_rel_diff(z32, z64) < 1e-5

@@ -66,15 +66,15 @@ def test_bad_files(tmp_path):
 
 def test_npz_format(tmp_path):
     params = jc.init_mlp(jax.random.PRNGKey(0), [2, 6, 1])
-    jc.save_npz(tmp_path / "p.npz", params, activation="gelu")
+    jc.io.save_npz(tmp_path / "p.npz", params, activation="gelu")
     loaded = jc.load(tmp_path / "p.npz")
     assert loaded.activation == "gelu" and loaded.sizes == [2, 6, 1]
     np.savez(tmp_path / "bad.npz", w0=np.ones((2, 3)))
     with pytest.raises(ValueError, match="expected keys kernel_0"):
-        jc.load_npz(tmp_path / "bad.npz", activation="gelu")
-    jc.save_npz(tmp_path / "noact.npz", params)
+        jc.io.load_npz(tmp_path / "bad.npz", activation="gelu")
+    jc.io.save_npz(tmp_path / "noact.npz", params)
     with pytest.raises(ValueError, match="pass activation"):
-        jc.load_npz(tmp_path / "noact.npz")
+        jc.io.load_npz(tmp_path / "noact.npz")
 
 
 def _cli(argv) -> int:

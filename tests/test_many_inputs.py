@@ -1,5 +1,5 @@
 """Many inputs: quasi-random designs past 16 dimensions, the data domain ``jc.Points``, data
-matching without an order, and the data profile (issue 34)."""
+matching without an order, and the data profile."""
 
 import math
 
@@ -224,10 +224,11 @@ def test_data_matching_under_jit_and_through_the_trace():
 @pytest.mark.parametrize("m", [1, 2, 3])
 def test_intrinsic_dimension_of_analytic_manifolds(m):
     x = _surface(3000, d=64, m=m, seed=m)
-    assert abs(jc.intrinsic_dimension(x) - m) < 0.25 * m
+    assert abs(jc.profile.intrinsic_dimension(x) - m) < 0.25 * m
     noisy = x + 0.3 * np.random.default_rng(0).standard_normal(x.shape)
-    assert jc.intrinsic_dimension(noisy) > m + 2     # noise off the manifold looks full-dimensional
-    assert np.isnan(jc.intrinsic_dimension(np.zeros((5, 3))))
+    # noise off the manifold looks full-dimensional
+    assert jc.profile.intrinsic_dimension(noisy) > m + 2
+    assert np.isnan(jc.profile.intrinsic_dimension(np.zeros((5, 3))))
 
 
 def test_data_profile_report(tmp_path):

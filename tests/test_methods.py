@@ -13,7 +13,7 @@ import jaxcompress as jc
 from jaxcompress.driver import run_jit
 
 POLY = "test_poly2_methods"
-if POLY not in jc.registered_activations():
+if POLY not in jc.activations.registered_activations():
     # u + 0.3 u^2: a depth-L network of this activation is a polynomial of degree 2^L in x
     jc.register_activation(POLY, lambda u: u + 0.3 * u * u)
 
@@ -68,16 +68,16 @@ def _reference_backward(params, act, k, center, radius):
         new[l] = {"kernel": kernel, "bias": params[l]["bias"]}
         return new
 
-    feats = jc.derivative_features(params, activation=act, order=k, center=center)
+    feats = jc.features.derivative_features(params, activation=act, order=k, center=center)
     d = params[0]["kernel"].shape[0]
-    scale = radius ** jnp.asarray(jc.monomials(d, k).sum(axis=1), jnp.float64)
+    scale = radius ** jnp.asarray(jc.taylor.monomials(d, k).sum(axis=1), jnp.float64)
     params = list(params)
     kept = {}
     for l in range(len(params) - 1, 0, -1):
         z = feats[l - 1]
-        lf = jc.LayerFeatures(z=z, scale=scale, layer=l, order=k, num_features=z.shape[0],
+        lf = jc.features.LayerFeatures(z=z, scale=scale, layer=l, order=k, num_features=z.shape[0],
                               coord_dim=d)
-        kept[l], kernel, info = jc.compress_layer(lf, params[l]["kernel"], min(z.shape),
+        kept[l], kernel, info = jc.layer.compress_layer(lf, params[l]["kernel"], min(z.shape),
                                                   jc.PivotedQR())
         assert info.layer == l and info.num_rows == z.shape[0]
         params = rewire(params, l, kept[l], kernel)
@@ -173,14 +173,14 @@ def test_collocation_nodes_follow_the_widths():
 
 def test_weight_norm_keeps_the_largest_outgoing_weights():
     params = jc.init_mlp(jax.random.PRNGKey(7), [2, 30, 1])
-    small, info = jc.compress(params, jc.derivative_matching(2, selector=jc.WeightNorm()),
+    small, info = jc.compress(params, jc.derivative_matching(2, selector=jc.select.WeightNorm()),
                               activation="sigmoid")
     norms = np.linalg.norm(np.asarray(params[1]["kernel"]), axis=1)
     np.testing.assert_array_equal(np.sort(np.asarray(info.layers[0].kept)),
                                   np.sort(np.argsort(-norms)[:6]))
     assert info.selector == "weight_norm"
     # least-squares re-weighting: the derivative features of the kept neurons still match
-    z = jc.derivative_features(params, activation="sigmoid", order=2)[0]
+    z = jc.features.derivative_features(params, activation="sigmoid", order=2)[0]
     kept = np.asarray(info.layers[0].kept)
     np.testing.assert_allclose(z[:, kept] @ small[1]["kernel"], z @ params[1]["kernel"],
                                atol=1e-9)
@@ -189,7 +189,8 @@ def test_weight_norm_keeps_the_largest_outgoing_weights():
 def test_random_selector_depends_on_the_key_and_reweights():
     params = jc.init_mlp(jax.random.PRNGKey(8), [2, 40, 1])
     def run(seed):
-        method = jc.derivative_matching(3, selector=jc.RandomChoice(jax.random.PRNGKey(seed)))
+        method = jc.derivative_matching(
+            3, selector=jc.select.RandomChoice(jax.random.PRNGKey(seed)))
         return jc.compress(params, method, activation="tanh")
 
     (a, ia), (b, ib), (c, ic) = run(0), run(0), run(1)
@@ -205,12 +206,12 @@ def test_omp_keeps_the_columns_the_next_layer_uses():
     z[:, [3, 7, 11]] *= 0.01  # small columns: pivoted QR would take them last
     out_kernel = np.zeros((30, 2))
     out_kernel[[3, 7, 11]] = rng.standard_normal((3, 2))
-    sel = jc.select_columns(jnp.asarray(z), 3, jc.OMP(), out_kernel=out_kernel)
+    sel = jc.select.select_columns(jnp.asarray(z), 3, jc.OMP(), out_kernel=out_kernel)
     assert sorted(np.asarray(sel.perm[:3]).tolist()) == [3, 7, 11]
-    kept_qr = jc.select_columns(jnp.asarray(z), 3, "pivoted_qr").perm[:3]
+    kept_qr = jc.select.select_columns(jnp.asarray(z), 3, "pivoted_qr").perm[:3]
     assert not set(np.asarray(kept_qr).tolist()) & {3, 7, 11}
     with pytest.raises(ValueError, match=r"OMP: needs out_kernel"):
-        jc.select_columns(jnp.asarray(z), 3, "omp")
+        jc.select.select_columns(jnp.asarray(z), 3, "omp")
 
 
 def test_forward_point_features_refit_to_the_teacher():
@@ -239,8 +240,8 @@ _CASES = {
     "collocation+omp": jc.collocation(3),
     "derivative+omp": jc.derivative_matching(3, selector="omp"),
     "data": jc.data_matching(_X, order=3, selector="pivoted_qr"),
-    "derivative+weight_norm": jc.derivative_matching(3, selector=jc.WeightNorm()),
-    "collocation+random": jc.collocation(3, selector=jc.RandomChoice(jax.random.PRNGKey(4))),
+    "derivative+weight_norm": jc.derivative_matching(3, selector=jc.select.WeightNorm()),
+    "collocation+random": jc.collocation(3, selector=jc.select.RandomChoice(jax.random.PRNGKey(4))),
     "best_of": jc.best_of(jc.derivative_matching(3), jc.collocation(3)),
 }
 
@@ -331,7 +332,7 @@ def test_best_of_keeps_the_smaller_error_estimate_per_teacher():
 
 
 @dataclasses.dataclass(frozen=True)
-class LargestColumn(jc.Selector):
+class LargestColumn(jc.select.Selector):
     """A user-written selector: keep the m largest columns, least-squares re-weighting."""
 
     name: str = "largest_column"
@@ -345,7 +346,7 @@ class LargestColumn(jc.Selector):
 
 
 @dataclasses.dataclass(frozen=True)
-class ValuesAndSlopes(jc.FeatureMap):
+class ValuesAndSlopes(jc.features.FeatureMap):
     """A user-written feature map: activations and their x_1-slopes at a grid of points."""
 
     order: int
@@ -353,15 +354,16 @@ class ValuesAndSlopes(jc.FeatureMap):
     name: str = "values_and_slopes"
 
     def num_features(self, sizes, domain):
-        return (jc.num_monomials(sizes[0], self.order),) * (len(sizes) - 2)
+        return (jc.taylor.num_monomials(sizes[0], self.order),) * (len(sizes) - 2)
 
     def __call__(self, params, layers, *, activation, domain, placement=None):
         x = domain.sobol(self.n, dtype=params[0]["kernel"].dtype)
         sub = params[: max(layers)] + [params[max(layers)]]
-        vals = jc.point_features(sub, x, activation=activation)
+        vals = jc.features.point_features(sub, x, activation=activation)
         slopes = jax.vmap(jax.jacfwd(
-            lambda p: jnp.concatenate(jc.point_features(sub, p[None], activation=activation),
-                                      axis=1)[0]))(x)[..., 0]
+            lambda p: jnp.concatenate(
+                jc.features.point_features(sub, p[None], activation=activation),
+                axis=1)[0]))(x)[..., 0]
         out, start = {}, 0
         for l in range(1, max(layers) + 1):
             w = vals[l - 1].shape[1]
@@ -369,8 +371,8 @@ class ValuesAndSlopes(jc.FeatureMap):
             start += w
             if l in layers:
                 d = params[0]["kernel"].shape[0]
-                out[l] = jc.LayerFeatures(z=z, scale=None, layer=l, order=self.order,
-                                          num_features=jc.num_monomials(d, self.order),
+                out[l] = jc.features.LayerFeatures(z=z, scale=None, layer=l, order=self.order,
+                                          num_features=jc.taylor.num_monomials(d, self.order),
                                           coord_dim=d)
         return out
 
@@ -464,8 +466,10 @@ def test_methods_validate_their_own_fields(make, error, match):
 
 
 @pytest.mark.parametrize("kwarg", ["features", "selector", "rtol", "data", "widths", "key"])
-def test_old_keywords_say_where_they_moved(net, kwarg):
-    with pytest.raises(TypeError, match=rf"{kwarg}= is now part of"):
+def test_settings_of_a_method_are_not_keywords_of_compress(net, kwarg):
+    """A method's settings live in the method (jc.derivative_matching(k, selector=...)); compress
+    refuses them as keywords, by name."""
+    with pytest.raises(TypeError, match=rf"unexpected keyword argument '{kwarg}'"):
         jc.compress(net, activation="sigmoid", order=2, **{kwarg: None})
 
 

@@ -109,9 +109,9 @@ def test_sizes_and_parameter_counts():
 
 def test_validate_accepts_tuples_and_stacks_and_refuses_the_rest():
     params = jc.init_mlp(jax.random.PRNGKey(3), [2, 5, 1])
-    assert jc.validate_params(tuple(params)) == params
+    assert jc.mlp.validate_params(tuple(params)) == params
     stacked = jax.tree.map(lambda *a: jnp.stack(a), params, params)
-    assert len(jc.validate_params(stacked)) == 2
+    assert len(jc.mlp.validate_params(stacked)) == 2
     bad = [params[0], {"kernel": params[1]["kernel"][:, :1], "bias": jnp.zeros((2,))}]
     with pytest.raises(ValueError, match=r"layer 1 bias has shape \(2,\); expected \(1,\)"):
-        jc.validate_params(bad, where="here")
+        jc.mlp.validate_params(bad, where="here")

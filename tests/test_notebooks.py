@@ -69,8 +69,8 @@ def test_notebook_code_matches_the_api(path: pathlib.Path) -> None:
             for kw in call.keywords:
                 assert kw.arg is None or kw.arg in params, (
                     f"{path.name} cell {i}: {f.value.id}.{f.attr} has no keyword {kw.arg!r}")
-        # the scripts a notebook runs (02 runs the paper-figure scripts; tests/test_figures.py
-        # runs and checks them in the default run)
+        # the scripts a notebook runs (02 runs the paper-figure scripts;
+        # tests/test_benchmarks_figures.py runs and checks them in the default run)
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 for name in re.findall(r"benchmarks/(\w+)\.py", node.value):

@@ -35,14 +35,14 @@ def _scipy_pivots(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return piv, r_mat
 
 
-_select_jit = jax.jit(jc.select_columns, static_argnames=("m", "selector"))
+_select_jit = jax.jit(jc.select.select_columns, static_argnames=("m", "selector"))
 
 
 def _selector(name: str, rtol=None, delta=None, max_swaps=None):
     if name == "maxvol":
         return jc.MaxVol(delta=1e-2 if delta is None else delta, max_swaps=max_swaps, rtol=rtol)
-    return {"pivoted_qr": jc.PivotedQR, "greedy_gs": jc.GreedyGS, "exhaustive": jc.Exhaustive,
-            "omp": jc.OMP}[name](rtol=rtol)
+    return {"pivoted_qr": jc.PivotedQR, "greedy_gs": jc.select.GreedyGS,
+            "exhaustive": jc.select.Exhaustive, "omp": jc.OMP}[name](rtol=rtol)
 
 
 def _select(z: np.ndarray, m: int, *, selector: str = "pivoted_qr", radius=None, degrees=None,
@@ -136,8 +136,8 @@ def test_coefficients_by_inverse_as_accurate_as_a_triangular_solve(k: int) -> No
     # solve with n right-hand sides: on real, badly conditioned derivative features (|R_ii|
     # spanning ~10 orders) its residual |Z_K C - Z| stays at the solve's rounding level
     params = jc.init_mlp(jax.random.PRNGKey(0), [2, 48, 200, 1])
-    z = jc.derivative_features(params, activation="sigmoid", order=k)[1]
-    m = jc.num_monomials(2, k)
+    z = jc.features.derivative_features(params, activation="sigmoid", order=k)[1]
+    m = jc.taylor.num_monomials(2, k)
     _, r_mat, perm = jax.lax.linalg.qr(z, pivoting=True, full_matrices=False)
     diag = np.abs(np.diagonal(np.asarray(r_mat)))
     assert diag[0] / diag[m - 1] > 1e6  # the case that matters: an ill-conditioned R11
@@ -155,7 +155,7 @@ def test_coefficients_by_inverse_as_accurate_as_a_triangular_solve(k: int) -> No
 
 
 def _scaled_problem() -> tuple[np.ndarray, np.ndarray]:
-    degrees = jc.monomials(2, 3).sum(axis=1)  # D_3 = 10 rows of degree 0..3
+    degrees = jc.taylor.monomials(2, 3).sum(axis=1)  # D_3 = 10 rows of degree 0..3
     return _gauss((degrees.shape[0], 24), seed=11), degrees
 
 
@@ -313,7 +313,7 @@ def test_exhaustive_is_brute_force_max_volume(seed: int) -> None:
 def test_exhaustive_refuses_large_problem() -> None:
     z = jnp.zeros((20, 200))
     with pytest.raises(ValueError, match=r"exhaustive.*subsets.*MaxVol"):
-        jc.select_columns(z, 20, "exhaustive")
+        jc.select.select_columns(z, 20, "exhaustive")
 
 
 # --- jit / vmap ----------------------------------------------------------------------------------
@@ -322,9 +322,9 @@ def test_exhaustive_refuses_large_problem() -> None:
 @pytest.mark.parametrize("selector", ["pivoted_qr", "greedy_gs", "maxvol"])
 def test_select_under_jit_matches_eager(selector: str) -> None:
     z = jnp.asarray(_qr_violating_matrix((6, 30), 1.1))
-    jitted = jax.jit(jc.select_columns, static_argnames=("m", "selector"))
+    jitted = jax.jit(jc.select.select_columns, static_argnames=("m", "selector"))
     got = jitted(z, m=6, selector=_selector(selector))
-    want = jc.select_columns(z, 6, _selector(selector))
+    want = jc.select.select_columns(z, 6, _selector(selector))
     np.testing.assert_array_equal(np.asarray(got.perm), np.asarray(want.perm))
     np.testing.assert_allclose(np.asarray(got.coef), np.asarray(want.coef), rtol=0, atol=ATOL)
     assert int(got.rank) == int(want.rank) == 6
@@ -335,7 +335,7 @@ def test_select_under_vmap_matches_loop(selector: str) -> None:
     batch = np.stack([_gauss((6, 30), 6), _low_rank((6, 30), 4, seed=9), _gauss((6, 30), 46)])
 
     def one(z):
-        return jc.select_columns(z, 6, _selector(selector))
+        return jc.select.select_columns(z, 6, _selector(selector))
 
     got = jax.vmap(one)(jnp.asarray(batch))
     assert got.perm.shape == (3, 30) and got.coef.shape == (3, 6, 30) and got.rank.shape == (3,)
@@ -352,13 +352,13 @@ def test_select_under_vmap_matches_loop(selector: str) -> None:
 
 def test_bad_selector_name() -> None:
     with pytest.raises(ValueError, match=r"selector must be one of .*'nope'"):
-        jc.select_columns(jnp.ones((3, 4)), 2, "nope")
+        jc.select.select_columns(jnp.ones((3, 4)), 2, "nope")
 
 
 @pytest.mark.parametrize("m", [0, 5])
 def test_bad_number_of_columns(m: int) -> None:
     with pytest.raises(ValueError, match=r"m must be in \[1, 4\]"):
-        jc.select_columns(jnp.ones((3, 4)), m)
+        jc.select.select_columns(jnp.ones((3, 4)), m)
 
 
 @pytest.mark.parametrize("selector", ["pivoted_qr", "greedy_gs", "maxvol", "exhaustive"])

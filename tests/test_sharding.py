@@ -86,7 +86,7 @@ class _Tournament(jc.PivotedQR):
     device_independent = False
 
     def distributed_select(self, z, m, *, axis, out_kernel, target, layer=0):
-        return jc.Selector.distributed_select(self, z, m, axis=axis, out_kernel=out_kernel,
+        return jc.select.Selector.distributed_select(self, z, m, axis=axis, out_kernel=out_kernel,
                                               target=target, layer=layer)
 
 
@@ -131,7 +131,7 @@ def test_distributed_pivoting_takes_the_global_best_column_and_the_smallest_inde
     base[:, 2] *= 5.0
     z = np.concatenate([base[:, [0, 1, 3, 4, 6, 7, 2, 2]], base, base[:, [0, 1, 3, 4, 6, 7, 2, 2]],
                         base], axis=1)
-    want = jc.select_columns(jnp.asarray(z), 6, "greedy_gs")
+    want = jc.select.select_columns(jnp.asarray(z), 6, "greedy_gs")
 
     def local(zl):
         sel = jc.PivotedQR().distributed_select(zl, 6, axis="neurons", out_kernel=None,
@@ -163,7 +163,8 @@ def test_sharding_divides_the_memory_per_device(mesh):
 def test_random_selection_has_no_sharded_form(mesh):
     teacher = jc.shard(jc.init_mlp(jax.random.PRNGKey(4), [2, 16, 1]), mesh)
     with pytest.raises(ValueError, match="random baseline has no sharded form"):
-        jc.compress(teacher, jc.collocation(2, selector=jc.RandomChoice(jax.random.PRNGKey(0))),
+        jc.compress(teacher,
+                    jc.collocation(2, selector=jc.select.RandomChoice(jax.random.PRNGKey(0))),
                     activation="sigmoid")
 
 

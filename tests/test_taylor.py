@@ -13,20 +13,20 @@ from jaxcompress import taylor
 
 
 def test_monomials_order_count_and_prefix_property():
-    mons = jc.monomials(2, 3)
+    mons = jc.taylor.monomials(2, 3)
     assert mons.tolist() == [[0, 0], [1, 0], [0, 1], [2, 0], [1, 1], [0, 2],
                              [3, 0], [2, 1], [1, 2], [0, 3]]
     for d, k in itertools.product((1, 2, 3, 4), (0, 1, 4, 7)):
-        m = jc.monomials(d, k)
-        assert m.shape == (jc.num_monomials(d, k), d) == (math.comb(d + k, d), d)
+        m = jc.taylor.monomials(d, k)
+        assert m.shape == (jc.taylor.num_monomials(d, k), d) == (math.comb(d + k, d), d)
         assert len({tuple(r) for r in m}) == len(m) and m.sum(axis=1).max(initial=0) <= k
         # lower orders come first: the order-j features are a prefix of the order-k ones
-        np.testing.assert_array_equal(m[: jc.num_monomials(d, k - 1)] if k else m[:1],
-                                      jc.monomials(d, max(k - 1, 0)))
+        np.testing.assert_array_equal(m[: jc.taylor.num_monomials(d, k - 1)] if k else m[:1],
+                                      jc.taylor.monomials(d, max(k - 1, 0)))
     with pytest.raises(ValueError, match="read-only"):
         mons[0, 0] = 5
     with pytest.raises(ValueError, match="d must be >= 1"):
-        jc.monomials(0, 2)
+        jc.taylor.monomials(0, 2)
 
 
 def _dict_poly(coeffs, mons):
@@ -36,7 +36,7 @@ def _dict_poly(coeffs, mons):
 @pytest.mark.parametrize("d,k", [(1, 5), (2, 4), (3, 3)])
 def test_truncated_product_matches_a_dictionary_reference(d, k):
     rng = np.random.default_rng(d * 10 + k)
-    mons = jc.monomials(d, k)
+    mons = jc.taylor.monomials(d, k)
     a, b = rng.standard_normal(len(mons)), rng.standard_normal(len(mons))
     got = np.asarray(taylor.poly_mul(jnp.asarray(a), jnp.asarray(b), d, k))
     want = dict.fromkeys(map(tuple, mons.tolist()), 0.0)
@@ -57,7 +57,7 @@ def test_compose_matches_horner_with_full_truncated_products(d, k):
     # checked against a dictionary above); compose skips the pairs that are zero
     rng = np.random.default_rng(7 * d + k)
     n = 5
-    u = jnp.asarray(rng.standard_normal((jc.num_monomials(d, k), n)))
+    u = jnp.asarray(rng.standard_normal((jc.taylor.num_monomials(d, k), n)))
     series = jnp.asarray(rng.standard_normal((k + 1, n)))
     # both sides compiled (op by op, the Horner loop compiled ~4x as many small programs)
     @jax.jit
@@ -73,7 +73,7 @@ def test_compose_matches_horner_with_full_truncated_products(d, k):
     # u^^j has no terms below degree j: the table for u^^(j+1) = u^^j u^ has fewer pairs
     for v in range(1, k):
         ii, jj, _ = taylor._power_table(d, k, v)
-        deg = jc.monomials(d, k).sum(axis=1)
+        deg = jc.taylor.monomials(d, k).sum(axis=1)
         assert np.all(deg[ii] >= v) and np.all(deg[jj] >= 1)
         assert np.all(deg[ii] + deg[jj] <= k)
         full = sum(math.comb(d + a - 1, a) * math.comb(d + b - 1, b)
@@ -87,7 +87,7 @@ def test_compose_in_neuron_blocks_is_the_same_computation(n, block):
     # (XLA compiles the loop body apart, and may contract multiply-adds differently)
     d, k = 3, 5
     rng = np.random.default_rng(n)
-    u = jnp.asarray(rng.standard_normal((jc.num_monomials(d, k), n)))
+    u = jnp.asarray(rng.standard_normal((jc.taylor.num_monomials(d, k), n)))
     series = jnp.asarray(rng.standard_normal((k + 1, n)))
     want = jax.jit(lambda s, v: taylor.compose(s, v, d, k))(series, u)
     got = jax.jit(lambda s, v: taylor.compose(s, v, d, k, block=block))(series, u)
@@ -135,17 +135,17 @@ def test_compose_and_input_polynomial():
     d, k = 2, 4
     center = jnp.array([0.3, -0.2])
     x = taylor.input_polynomial(center, k)
-    assert x.shape == (jc.num_monomials(d, k), d)
+    assert x.shape == (jc.taylor.num_monomials(d, k), d)
     np.testing.assert_array_equal(x[0], center)
     np.testing.assert_array_equal(x[1:3], np.eye(2))
     assert not np.any(np.asarray(x[3:]))
     # the identity series (u0, 1, 0, ...) composed with u gives u back
-    u = jnp.asarray(np.random.default_rng(0).standard_normal((jc.num_monomials(d, k), 3)))
+    u = jnp.asarray(np.random.default_rng(0).standard_normal((jc.taylor.num_monomials(d, k), 3)))
     ident = jnp.stack([u[0], jnp.ones(3)] + [jnp.zeros(3)] * (k - 1))
     compose = jax.jit(taylor.compose, static_argnums=(2, 3))   # one program, not op by op
     np.testing.assert_allclose(compose(ident, u, d, k), u, rtol=1e-14, atol=1e-15)
     # exp(u0 + t x1) along x1: coefficients exp(u0) / j!
-    t = jnp.zeros((jc.num_monomials(1, k), 1)).at[0, 0].set(0.5).at[1, 0].set(1.0)
+    t = jnp.zeros((jc.taylor.num_monomials(1, k), 1)).at[0, 0].set(0.5).at[1, 0].set(1.0)
     series = jnp.stack([jnp.full((1,), math.exp(0.5) / math.factorial(j)) for j in range(k + 1)])
     np.testing.assert_allclose(compose(series, t, 1, k)[:, 0],
                                [math.exp(0.5) / math.factorial(j) for j in range(k + 1)],
@@ -162,11 +162,11 @@ def test_propagation_is_the_taylor_expansion_of_the_network():
     for a, b in zip(feats, again, strict=True):
         np.testing.assert_array_equal(a, b)
     # evaluate the degree-3 Taylor polynomial of layer 2 near the centre: error O(|h|^4)
-    mons = jc.monomials(2, 3)
+    mons = jc.taylor.monomials(2, 3)
     for h in (1e-1, 5e-2):
         dx = jnp.array([h, -0.5 * h])
         poly = jnp.prod(dx[None, :] ** mons.astype(np.float64), axis=1) @ feats[1]
-        exact = jc.point_features(params, (center + dx)[None], activation="tanh")[1][0]
+        exact = jc.features.point_features(params, (center + dx)[None], activation="tanh")[1][0]
         assert float(jnp.max(jnp.abs(poly - exact))) < 5 * h**4
 
 

@@ -1,4 +1,4 @@
-"""The zoo of real coordinate-network architectures (issue 22, point 5) through ``jc.trace``.
+"""The zoo of real coordinate-network architectures through ``jc.trace``.
 
 Every model of ``benchmarks/zoo_models.py`` (nnx with a custom ``__call__``, linen
 ``@nn.compact``, ``eqx.nn.MLP`` under ``vmap``, SIREN, Fourier-feature tanh / ReLU MLPs, the
@@ -39,7 +39,7 @@ ORDER = 3
 #: The default run: a traced activation (SIREN's sin(30 u)) and a non-analytic network
 #: compressed group by group (Fourier features, ReLU); the other six run with -m slow (their
 #: mechanisms have fast tests of their own: Equinox, the IGR SDF net and the Fourier tanh net in
-#: test_graph_general.py, nnx / linen chains in test_graph.py and test_modules.py).
+#: test_trace_graphs.py, nnx / linen chains in test_trace.py and test_trace_module.py).
 DEFAULT = ("siren", "fourier_relu")
 
 
@@ -76,7 +76,7 @@ def _rank_deficient(model: Z.ZooModel, distinct: int):
 def _user_fn_on(model: Z.ZooModel, small_params):
     """The user's own function on the compressed params. linen's ``Dense`` checks its kernel
     against its ``features`` field, so for linen the user's module is cloned with the new
-    widths (issue 22, point 4c); every other model takes the smaller leaves as they are."""
+    widths (the module rebuilt); every other model takes the smaller leaves as they are."""
     if model.name == "linen_compact":
         widths = model.hidden_widths(small_params)
         module = model.module.clone(features=(*widths, model.d_out))
@@ -106,7 +106,7 @@ def test_compress_rank_deficient(name):
     net = _traced(model, teacher)
     domain = jc.Ball(model.d_in, 1.0)
     small, info = jc.compress(net, jc.collocation(ORDER), domain=domain)
-    d_k = jc.num_monomials(model.d_in, ORDER)
+    d_k = jc.taylor.num_monomials(model.d_in, ORDER)
     assert model.hidden_widths(small.params) == [min(d_k, w) for w in model.hidden]
     assert jax.tree.structure(small.params) == jax.tree.structure(teacher)
     pts = error_points(domain, dtype=jnp.float32)

@@ -435,7 +435,8 @@ class Compressed(NetworkLike):
     @property
     def module(self) -> Any:
         """The module of the new sizes: only for a network from :func:`jaxcompress.trace_module`
-        (its :class:`~jaxcompress.CompressedModule`); a function from :func:`trace` has none."""
+        (its :class:`~jaxcompress.modules.CompressedModule`); a function from :func:`trace` has
+        none."""
         raise AttributeError("module: this network was traced from a function (jc.trace), which "
                              "has no module to rebuild; use fn(small.params, x) or small(x), or "
                              "trace the module itself with jc.trace_module(model, x)")

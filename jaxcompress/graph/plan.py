@@ -172,7 +172,7 @@ class SetPlan:
 
     Attributes:
       index: the 1-based index of its first group (the ``layer`` of its
-        :class:`~jaxcompress.LayerInfo`; hidden layer ``l`` of a chain).
+        :class:`~jaxcompress.layer.LayerInfo`; hidden layer ``l`` of a chain).
       width: its width before compression.
       producers, readers: the leaves sliced with its neurons, and the rows that read them.
       members: the 0-based indices of its groups.
@@ -460,7 +460,7 @@ class Plan:
         """The compressed ``small`` at the teacher's shapes: every kept neuron back at its
         index, the others zero in their producers and in the rows that read them, so they
         contribute nothing (the same function; one compilation of a measurement serves every
-        candidate). ``infos``: the compression's :class:`~jaxcompress.LayerInfo` records."""
+        candidate). ``infos``: the compression's :class:`~jaxcompress.layer.LayerInfo` records."""
         return self.place(small, [None if info.skipped else info.kept for info in infos])
 
     def place(self, small: Sequence, kept: Sequence) -> list:

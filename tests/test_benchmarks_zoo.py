@@ -1,4 +1,4 @@
-"""``benchmarks/zoo.py`` (issue 22, point 6) end to end with ``--quick``, and its building blocks.
+"""``benchmarks/zoo.py`` end to end with ``--quick``, and its building blocks.
 
 Default: one model (``pinn_tanh``: train, trace, compress by two methods, polish, a from-scratch
 network of the compressed widths, throughput) through the whole script, JSON and PNG; the torus
@@ -54,8 +54,8 @@ def _check_model(result, name, hidden):
 def test_zoo_quick_one_model(tmp_path, user_broadcasting):
     """One model (``pinn_tanh``: a PINN, two methods, polish, from scratch, throughput) through
     the whole script, its trained networks kept in ``--cache``. The tied sets and ``g * v``
-    kernels of issue 23's models are tests/test_graph_tied.py's, the float64 polish of a float32
-    student tests/test_polish.py's and tests/test_graph_general.py's; every model runs with
+    kernels of the tied models are tests/test_trace_tied.py's, the float64 polish of a float32
+    student tests/test_polish.py's and tests/test_trace_graphs.py's; every model runs with
     ``-m slow``."""
     cache = tmp_path / "cache"
     result = _run(tmp_path, "--models", "pinn_tanh", "--cache", str(cache))

@@ -13,7 +13,7 @@ import jaxcompress as jc
 from jaxcompress.planning import resolve_widths, skipped_sets
 
 
-class _Spy(jc.DerivativeFeatures):
+class _Spy(jc.features.DerivativeFeatures):
     """Derivative features that record which layers the driver asks for (at trace time)."""
 
     calls: list = []

@@ -1,7 +1,7 @@
 """The feature benchmark runs end to end (``--quick``) and writes its JSON and PNG (``-m slow``: its
 first step, the three feature backends agreeing, is tests/test_features.py's
 ``test_backends_agree`` in the default run, and its JSON and plot writers are the other
-benchmarks' (tests/test_figures.py))."""
+benchmarks' (tests/test_benchmarks_figures.py))."""
 
 import json
 import subprocess

@@ -1,4 +1,4 @@
-"""Residual streams compressed (issue 32, part 2): ``s <- s + block(s)`` ties the stream's
+"""Residual streams compressed: ``s <- s + block(s)`` ties the stream's
 channels into one set across every block that writes it (the input projection, each block's
 output kernel and bias) and every kernel that reads it (each block's first kernel, the head).
 

@@ -1,4 +1,4 @@
-"""The traced front end (issue 22, phase 1): ``jc.trace`` finds the neuron groups of a JAX
+"""The trace on chains of dense layers: ``jc.trace`` finds the neuron groups of a JAX
 program; ``jc.compress(net, method)`` lowers a chain to the one driver and writes the result back
 into the user's own pytree."""
 
@@ -144,7 +144,7 @@ def test_siren_derived_activation():
         measured = _measured(_siren, params, small, domain)
         np.testing.assert_allclose(measured, info.error_estimate, rtol=1e-3, atol=1e-6)
     assert net.activation.rho_sigma == np.inf   # entire
-    assert "traced:sin(mul(30.0, u))" not in jc.registered_activations()
+    assert "traced:sin(mul(30.0, u))" not in jc.activations.registered_activations()
 
 
 def _mlp_params(key, sizes):
@@ -175,7 +175,7 @@ def _relu(params, x):
 
 
 def test_residual_add_ties_a_stream_and_max_pins():
-    """(e) a residual add ties both groups into one stream set (issue 32), compressed jointly
+    """(e) a residual add ties both groups into one stream set, compressed jointly
     within the reported error; an elementwise max of two groups pins both, names the op and
     its line."""
     params = _mlp_params(jax.random.PRNGKey(2), [2, 8, 8, 1])
@@ -193,7 +193,7 @@ def test_residual_add_ties_a_stream_and_max_pins():
 
     text = str(jc.trace(fn, params, X))
     assert "`max` with group 2 (only products and sums tie groups into one set)" in text
-    assert "test_graph.py" in text
+    assert "test_trace.py" in text
 
 
 def test_concatenated_input_is_compressed_group_by_group():
@@ -219,7 +219,7 @@ def test_relu_refused_for_derivatives_compressed_by_collocation():
     params = [(w.T, b) for w, b in _mlp_params(jax.random.PRNGKey(5), [2, 24, 24, 1])]
     net = jc.trace(_relu, params, X)
     assert "not analytic: `max`" in str(net) and all(g.out_in for g in net.groups)
-    with pytest.raises(ValueError, match=r"(?s)max\(u, 0.0\) \(relu\) uses `max` at .*test_graph.py"
+    with pytest.raises(ValueError, match=r"(?s)max\(u, 0.0\) \(relu\) uses `max` at .*test_trace.py"
                        r".*jc.collocation"):
         jc.compress(net, jc.derivative_matching(3))
     with pytest.raises(ValueError, match="`max`"):
@@ -240,7 +240,7 @@ def test_unknown_primitive_pins_and_is_named():
     net = jc.trace(fn, _mlp_params(jax.random.PRNGKey(6), [2, 8, 1]), X)
     text = str(net)
     assert "feeds `sort`, a primitive without a rule" in text
-    assert "unknown primitive `sort` at" in text and "test_graph.py" in text
+    assert "unknown primitive `sort` at" in text and "test_trace.py" in text
     assert not net.compressible
 
 

@@ -127,7 +127,7 @@ def test_fig3_quick(runs):
         assert len(t["certificate"]) == len(cfg["sizes"]) - 2
         assert {"assumption4", "rho", "q_hat", "rho_pole", "r_violate"} <= set(
             t["certificate"][0])
-    # the Table 1 / Appendix G columns next to the paper's (issue 12)
+    # the Table 1 / Appendix G columns next to the paper's
     side = result["comparison"]["table1_diagnostics"]
     assert side["q_hat_2"]["paper"] == [7.87, 7.00, 14.46, 8.32, 13.81]
     assert side["r_violate_2"]["paper"] == [0.300, 0.287, 0.248, 0.290, 0.261]
@@ -195,7 +195,7 @@ def _check_compare_methods(runs, name, methods, fig2: bool):
 @pytest.mark.run("compare_methods")
 @pytest.mark.slow
 def test_compare_methods_quick(runs):
-    # every method of the table (issue 6's benchmark; its JSON has its own layout)
+    # every method of the table (the method comparison; its JSON has its own layout)
     spec = importlib.util.spec_from_file_location("_bench_common", ROOT / "benchmarks/_common.py")
     common = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(common)

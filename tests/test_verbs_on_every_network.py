@@ -1,4 +1,4 @@
-"""One representation, one driver, every verb on every network (issue 30).
+"""One representation, one driver, every verb on every network.
 
 A params list, a traced function, a traced module, a compressed result and a loaded file are
 the same kind of object to every verb: compress, certify, compress_to_tolerance, sup_error,
@@ -89,7 +89,7 @@ def test_a_traced_module_gets_the_certificate_of_its_params_list():
 def test_tolerance_search_on_a_traced_network_with_an_input_skip():
     net = jc.trace(_skip, _skip_params(), X)
     domain, eps = jc.Ball(2, 0.5), 1e-2
-    res = jc.compress_to_tolerance(net, jc.Measured(n_samples=256, local_search_steps=10),
+    res = jc.compress_to_tolerance(net, jc.MeasuredOrders(n_samples=256, local_search_steps=10),
                                    domain=domain, eps=eps)
     assert res.measured_error <= eps and isinstance(res.compressed, jc.Compressed)
     assert jc.num_params(res.compressed) < jc.num_params(net)
@@ -159,7 +159,7 @@ def test_jit_vmap_and_grad_through_compress_of_a_traced_network():
 
 
 @dataclasses.dataclass(frozen=True)
-class Values(jc.FeatureMap):
+class Values(jc.features.FeatureMap):
     """A user's feature map written once, for every network: activations at a grid."""
 
     n: int = 40
@@ -171,7 +171,7 @@ class Values(jc.FeatureMap):
     def of_values(self, values, layer, *, domain, dtype):
         x = domain.sobol(self.n, dtype=dtype)
         z = values(x).reshape(-1, values(x).shape[-1])
-        return jc.LayerFeatures(z=z, scale=None, layer=layer, order=-1, num_features=6,
+        return jc.features.LayerFeatures(z=z, scale=None, layer=layer, order=-1, num_features=6,
                                 coord_dim=x.shape[1])
 
 
@@ -223,7 +223,7 @@ def test_the_command_line_compresses_and_certifies_a_saved_module(tmp_path, monk
 
 
 def test_compressing_writes_no_global_registry():
-    before = jc.registered_activations()
+    before = jc.activations.registered_activations()
 
     def siren(p, x):
         h = jnp.sin(30.0 * (x @ p[0]["kernel"] + p[0]["bias"]))
@@ -233,4 +233,4 @@ def test_compressing_writes_no_global_registry():
     net = jc.trace(siren, params, X)
     jc.compress(net, jc.collocation(2), domain=jc.Ball(2, 0.2))
     assert net.activation.name == "traced:sin(mul(30.0, u))"
-    assert jc.registered_activations() == before
+    assert jc.activations.registered_activations() == before

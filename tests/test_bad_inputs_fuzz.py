@@ -1,4 +1,4 @@
-"""Property-based fuzzing of the public API: no silent result on any input (issue 20).
+"""Property-based fuzzing of the public API: no silent result on any input.
 
 Every drawn call either raises a library error (``ValueError`` / ``TypeError`` whose message
 starts with the function's name and names the argument) or returns finite parameters with a
@@ -113,7 +113,7 @@ def _run(case):
     elif mutation == "bad_order":
         k = [-1, 1.5, "2", None][seed % 4]
     elif mutation == "bad_key":
-        return jc.compress(teacher, jc.derivative_matching(1, selector=jc.RandomChoice(
+        return jc.compress(teacher, jc.derivative_matching(1, selector=jc.select.RandomChoice(
             [0, 7.0, None, np.zeros(3, np.uint32)][seed % 4])), activation=act, domain=dom)
     elif mutation == "nan_center":
         dom = jc.Ball(d, 1.0, center=np.full(d, [np.nan, np.inf][seed % 2]))

@@ -1,4 +1,4 @@
-"""The traced front end on networks that are not chains (issue 22, phase 2): every group that is
+"""The trace on networks that are not chains: every group that is
 not pinned is compressed with the one per-layer step, its producers sliced and each linear
 consumer's rows re-weighted; the user's own function runs on the smaller leaves."""
 
@@ -131,7 +131,7 @@ def test_fourier_features_tanh_and_relu():
         return _fourier(p, x, jax.nn.relu)
 
     net = jc.trace(relu_net, params, X2)
-    with pytest.raises(ValueError, match=r"(?s)uses `max` at .*test_graph_general.py.*collocation"):
+    with pytest.raises(ValueError, match=r"(?s)uses `max` at .*test_trace_graphs.py.*collocation"):
         jc.compress(net, jc.derivative_matching(3), domain=BALL)
     small, info = jc.compress(net, jc.collocation(3), domain=BALL)
     assert [w.shape for w, _ in small.params] == [(16, 10), (10, 10), (10, 1)]
@@ -320,7 +320,7 @@ def test_a_function_that_mixes_the_examples_of_a_batch_is_refused_with_its_line(
 
     for fn in (centred, batch_norm):
         with pytest.raises(ValueError, match=r"trace: fn mixes the examples of a batch \(at "
-                                             r".*test_graph_general.py:\d+"):
+                                             r".*test_trace_graphs.py:\d+"):
             jc.trace(fn, params, jnp.zeros((4, 2)))
     # statistics of the data set, as constants: each input alone, traced as usual
     mean = jnp.array([0.1, -0.2])
@@ -338,7 +338,7 @@ def test_random_numbers_inside_fn_are_refused_and_a_python_leaf_passes_through()
         return jc.apply(p[1:], h, activation="tanh")
 
     with pytest.raises(ValueError, match=r"trace: fn draws random numbers \(`random_\w+` at "
-                                         r".*test_graph_general.py:\d+.*model.eval\(\)"):
+                                         r".*test_trace_graphs.py:\d+.*model.eval\(\)"):
         jc.trace(dropout, params, jnp.zeros((4, 2)))
     # a step counter in the params: traced, never compressed, given back as it was
     state = {"layers": params, "step": 7}

@@ -1,4 +1,4 @@
-"""jc.trace_module (issue 22, point 4 (c)): nnx, linen and Equinox modules traced, compressed and
+"""jc.trace_module: nnx, linen and Equinox modules traced, compressed and
 rebuilt as modules of the same class; jc.save / jc.load of a compressed traced network."""
 
 from collections.abc import Sequence

@@ -1,4 +1,4 @@
-"""Every kind of network answers the same questions (issue 29): layer sizes and parameter counts
+"""Every kind of network answers one protocol: layer sizes and parameter counts
 of a params list, a traced network or module, a compressed result, a loaded file; the result
 family exposes the same attributes; pinned groups point at the user's own line; records print
 short."""
@@ -156,7 +156,7 @@ def test_pinned_groups_point_at_the_users_line_not_into_flax():
     for mnet in (jc.trace_module(Net(nnx.Rngs(0)), X),
                  jc.trace_module(lin, X, variables=lin.init(jax.random.PRNGKey(0), X))):
         lines = [line for g in mnet.network.groups for _, line in g.pins]
-        assert lines and all("test_network_kinds.py" in line for line in lines), lines
+        assert lines and all("test_networks.py" in line for line in lines), lines
         assert "flax" not in str(mnet).split("module:")[0].replace("flax.", "")
 
 

@@ -1,4 +1,4 @@
-"""Layers under ``jax.lax.scan`` (issue 32, part 1): a scan over stacked parameters is read as
+"""Layers under ``jax.lax.scan``: a scan over stacked parameters is read as
 its unrolled layers; each layer keeps its own neurons, the stack keeps one width and stays
 stacked, and ``fn`` runs on the smaller stack.
 
@@ -173,7 +173,7 @@ def test_what_a_scan_cannot_keep_stacked_is_pinned_with_the_reason():
     text = str(net)
     assert "stacked as the per-iteration outputs ys of a scan" in text and not net.compressible
     assert "keeps the width of group 2 (the layers of a scan stay stacked" in text
-    assert "test_graph_scan.py" in text                   # the user's line, not the library's
+    assert "test_trace_scan.py" in text                   # the user's line, not the library's
 
     def closed_over(p, x):
         h = jnp.tanh(x @ p["inp"]["kernel"] + p["inp"]["bias"])

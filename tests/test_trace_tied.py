@@ -1,4 +1,4 @@
-"""Tied neuron groups (issue 23): gates shared by several layers (jaxpi's modified MLP and
+"""Tied neuron groups: gates shared by several layers (jaxpi's modified MLP and
 PirateNet), weight-factorised kernels ``g * v``, Fourier embeddings with a trained ``B``,
 residual streams and a DeepONet's latent dimension, through ``jc.trace``.
 
@@ -174,8 +174,8 @@ def test_pirate_net_stream_pinned_inner_units_compressed():
 
 
 def test_residual_mlp_stream_and_inner_layers_compressed():
-    """The stream (16 wide, 6 distinct channels) is one tied set across the blocks (issue
-    32): at width 10 it is reproduced with the inner layers."""
+    """The stream (16 wide, 6 distinct channels) is one tied set across the blocks: at width
+    10 it is reproduced with the inner layers."""
     model, teacher, net = _model("residual_mlp", 6)
     assert [g.index for g in net.compressible] == [1, 2, 3, 4, 5]
     assert net.groups[0].tied == (1, 3, 5)

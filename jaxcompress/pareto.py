@@ -43,7 +43,8 @@ class FrontierRow:
       stage: where it came from: ``"candidate"`` (:func:`jaxcompress.frontier`), ``"order"``
         (the search's sweep over orders) or ``"shrink"`` (its width search).
       network: the candidate as the kind of network the teacher is (a params list, a
-        :class:`~jaxcompress.Compressed`, a :class:`~jaxcompress.CompressedModule`); built on
+        :class:`~jaxcompress.Compressed`, a :class:`~jaxcompress.modules.CompressedModule`); built
+        on
         first access.
     """
 

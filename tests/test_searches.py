@@ -1,4 +1,4 @@
-"""How small can it get (issue 31): the frontier, the search by any metric with polishing,
+"""The searches for the smallest network: the frontier, the search by any metric with polishing,
 the padded candidates it polishes, and the command line.
 
 The search's full measurement (the five Table 1 teachers, the zoo models) is
@@ -145,10 +145,13 @@ def test_search_by_a_task_metric_with_polishing_on_a_traced_network():
                            n_samples=4096)), rel=1e-6)
 
 
-def test_the_default_search_is_unchanged_and_the_new_one_explains_itself():
-    assert jc.Measured().by_orders and not jc.Measured(polish=True).by_orders
-    assert not jc.Measured(metric="rel_l2").by_orders
+def test_each_search_is_a_strategy_of_its_own_and_explains_itself():
+    assert jc.Measured().polish is None and jc.Measured().shrink and jc.Measured().method is None
+    assert jc.MeasuredOrders().selector == jc.PivotedQR()
+    assert not hasattr(jc.MeasuredOrders(), "metric") and not hasattr(jc.Measured(), "by_orders")
     assert jc.Measured(polish=True).polish == jc.PolishSettings()
+    with pytest.raises(ValueError, match="random selector is not supported"):
+        jc.MeasuredOrders(selector=jc.select.RandomChoice(jax.random.PRNGKey(0)))
     with pytest.raises(ValueError, match="metric must be 'sup', 'rel_l2' or a callable"):
         jc.Measured(metric="mse")
     with pytest.raises(TypeError, match="polish must be a bool or jc.PolishSettings"):
@@ -164,7 +167,7 @@ def test_the_default_search_is_unchanged_and_the_new_one_explains_itself():
     with pytest.raises(ValueError, match=r"no order <= 1 reaches sup error 1e-09.*or search "
                                          r"with polishing.*jc.Measured\(method=jc.collocation, "
                                          r"polish=True\)"):
-        jc.compress_to_tolerance(teacher, jc.Measured(max_order=1, n_samples=64),
+        jc.compress_to_tolerance(teacher, jc.MeasuredOrders(max_order=1, n_samples=64),
                                  activation="tanh", domain=BALL, eps=1e-9)
     with pytest.raises(ValueError, match=r"no order <= 1 reaches sup <= 1e-09.*try polish=True "
                                          r"\(distil.*or method=jc.collocation"):

@@ -1,4 +1,4 @@
-"""``benchmarks/manifold.py`` (issue 34): widths needed on data near a low-dimensional manifold.
+"""``benchmarks/manifold.py``: widths needed on data near a low-dimensional manifold.
 
 Slow (``-m slow``): the script end to end with ``--quick`` (one tiny case, ~70 s). Default (its
 fast twin): the compression itself is ``tests/test_many_inputs.py``'s; here the script's own
@@ -34,7 +34,7 @@ def test_check_passes_and_the_data_lie_on_the_manifold():
     # the same u, so the noisy inputs are the clean ones plus sigma-sized noise, same targets
     assert 0.005 < np.std(x - clean["train"][0]) < 0.02
     np.testing.assert_array_equal(y, clean["train"][1])
-    assert abs(jc.intrinsic_dimension(clean["train"][0]) - 2) < 0.5
+    assert abs(jc.profile.intrinsic_dimension(clean["train"][0]) - 2) < 0.5
     assert np.asarray(iota(np.zeros((1, 2)))).shape == (1, 64)
 
 

@@ -1,4 +1,4 @@
-"""A property test of the traced front end (issue 32): random architectures and random broken
+"""A property test of the trace: random architectures and random broken
 functions.
 
 **Architectures.** Drawn: the input width, the depth, the activation of each layer (tanh, sin,

@@ -1,7 +1,7 @@
-"""``benchmarks/frontier.py`` (issue 31): the search on the Table 1 teachers and zoo models.
+"""``benchmarks/frontier.py``: the search on the Table 1 teachers and zoo models.
 
 Slow (``-m slow``): the script end to end with ``--quick`` (a tiny Table 1 teacher, a small
-zoo PINN). Default (its fast twin): the search itself is ``tests/test_shrink.py``'s; here the
+zoo PINN). Default (its fast twin): the search itself is ``tests/test_searches.py``'s; here the
 script's own pieces in-process: the zoo tolerances as metrics, the committed zoo sweep it
 compares with, its targets, summary and plot on a result of its own format.
 """

@@ -24,7 +24,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress import sharding
-from jaxcompress._checks import check_compute_dtype, check_info_matches, finite_number
+from jaxcompress._checks import (
+    check_compute_dtype,
+    check_finite,
+    check_info_matches,
+    finite_number,
+)
 from jaxcompress.activations import get_activation
 from jaxcompress.domains import Ball, check_domain, check_radius
 from jaxcompress.driver import run_any, run_jit
@@ -140,6 +145,7 @@ def compress(
                         f"{method!r:.60}{hint}")
     if isinstance(params, NetworkLike):
         net = as_network(params, activation=activation, where=where)
+        _check_finite_leaves(net, where)
     else:
         if activation is None:
             raise TypeError(f"{where}: activation= is required for a params list (a registered "
@@ -247,6 +253,15 @@ def _shorthand(method, domain, order, radius, d: int, where: str):
                          "derivative_matching; with a method, the order is the method's and "
                          "the ball is domain=jc.Ball(d_in, R)")
     return default_domain(method, domain, d, where)
+
+
+def _check_finite_leaves(net: Network, where: str) -> None:
+    """Refuse a network with a NaN or Inf parameter, naming the leaf by its path and the first
+    bad index (concrete leaves on this host; a traced or multi-host leaf passes)."""
+    for path, leaf in zip(net.paths, net.leaves, strict=True):
+        remote = isinstance(leaf, jax.Array) and not leaf.is_fully_addressable
+        if not remote and jnp.issubdtype(jnp.result_type(leaf), jnp.inexact):
+            check_finite(leaf, where, f"the parameter {path or 'leaf'}")
 
 
 def compressed_like(obj, net: Network, small, info: CompressInfo | None, domain=None):

@@ -262,6 +262,10 @@ def save(
     if os.path.isdir(path):
         raise ValueError(f"save: path {os.fspath(path)!r} is a folder; expected a file name "
                          "(e.g. model.jcz)")
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    if not os.path.isdir(folder):
+        raise ValueError(f"save: the folder {folder!r} of path {os.fspath(path)!r} does not "
+                         "exist; create it first (os.makedirs(folder, exist_ok=True))")
     if isinstance(params, LoadedNetwork):
         if params.exported is not None:
             raise TypeError("save: a loaded traced network is its file already (copy the file); "

@@ -60,6 +60,7 @@ import numpy as np
 
 from jaxcompress.domains import Ball
 from jaxcompress.graph import Compressed, Network, compressed, trace
+from jaxcompress.graph.plan import flat_output
 from jaxcompress.measure import error_points
 from jaxcompress.protocol import NetworkLike
 
@@ -197,8 +198,8 @@ class CompressedModule(Compressed):
             model = _eqx_rebuild(self.params, static)
             call = model
         pts = error_points(self.domain, dtype=src.x.dtype)
-        got = np.asarray(jax.vmap(call)(pts) if src.per_example else call(pts))
-        want = np.asarray(self(pts))
+        got = np.asarray(flat_output(jax.vmap(call)(pts) if src.per_example else call(pts), pts))
+        want = np.asarray(flat_output(self(pts), pts))
         tol = 256 * float(jnp.finfo(src.x.dtype).eps) * (1.0 + float(np.max(np.abs(want))))
         gap = float(np.max(np.abs(got - want))) if got.shape == want.shape else np.inf
         if not gap <= tol:
@@ -256,15 +257,17 @@ def _takes_one_example(call: Callable, params, x: jax.ShapeDtypeStruct, single_f
         except Exception as e:  # noqa: BLE001 - the module refusing this layout
             errors[single] = f"{type(e).__name__}: {str(e).splitlines()[0]:.160}"
             continue
-        shape = getattr(out, "shape", None)
-        if shape is None:
-            errors[single] = f"returned {type(out).__name__}, expected one array"
-        elif single and len(shape) <= 1:
+        # one array, or a pytree of heads (a dict {"sdf": ..., "rgb": ...}): every leaf alike
+        shapes = [tuple(leaf.shape) for leaf in jax.tree_util.tree_leaves(out)]
+        if not shapes:
+            errors[single] = f"returned {type(out).__name__} with no arrays"
+        elif single and all(len(s) <= 1 for s in shapes):
             return True
-        elif not single and len(shape) >= 1 and shape[0] == x.shape[0]:
+        elif not single and all(len(s) >= 1 and s[0] == x.shape[0] for s in shapes):
             return False
         else:
-            errors[single] = f"returned shape {tuple(shape)}"
+            errors[single] = "returned shape" + ("s " if len(shapes) > 1 else " ") + ", ".join(
+                str(s) for s in shapes)
     raise ValueError(f"{where}: the model takes neither one example of shape {one.shape} "
                      f"({errors.get(True)}) nor the batch of shape {x.shape} "
                      f"({errors.get(False)})")

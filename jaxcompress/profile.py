@@ -84,8 +84,9 @@ class DataProfile:
       rtol: the tolerance of the ranks.
       num_points: the rows the activations were measured at.
       input_dim: ``d_in``.
-      intrinsic_dim: the TwoNN estimate ``m`` of the data's dimension (NaN with fewer than 3
-        distinct points).
+      intrinsic_dim: the TwoNN estimate ``m`` of the data's dimension (NaN where it is undefined:
+        fewer than 3 distinct points, or neighbours all equally spaced; see
+        :func:`intrinsic_dimension`).
     """
 
     sets: tuple[SetProfile, ...]
@@ -188,16 +189,25 @@ class DataProfile:
 def intrinsic_dimension(x, *, max_points: int = INTRINSIC_POINTS) -> float:
     """The TwoNN maximum-likelihood estimate of the dimension of the data ``x`` (``(N, d)``;
     see the module docstring), on at most ``max_points`` evenly strided rows. Duplicate points
-    are ignored; NaN with fewer than 3 distinct points."""
+    are ignored.
+
+    Raises:
+      ValueError: with fewer than 3 distinct points, or when the estimate is undefined: every
+        point's second-nearest neighbour as near as its nearest (``log mu = 0`` everywhere, as
+        on a regular grid), which would make it infinite.
+    """
     x = np.asarray(x, np.float64)
     if x.ndim != 2:
         raise ValueError(f"intrinsic_dimension: x must be (N, d), got shape {x.shape}")
     if x.shape[0] > max_points:
         x = x[np.linspace(0, x.shape[0] - 1, max_points).round().astype(int)]
+    rows = x.shape[0]
     x = np.unique(x, axis=0)
     n = x.shape[0]
     if n < 3:
-        return float("nan")
+        raise ValueError(f"intrinsic_dimension: x needs at least 3 distinct points (the TwoNN "
+                         f"estimate reads each point's two nearest neighbours); got {rows} rows, "
+                         f"{n} distinct")
     sq = np.sum(x * x, axis=1)
     r1 = np.empty(n)
     r2 = np.empty(n)
@@ -211,7 +221,20 @@ def intrinsic_dimension(x, *, max_points: int = INTRINSIC_POINTS) -> float:
     ok = r1 > 0
     mu = r2[ok] / r1[ok]
     total = float(np.sum(np.log(mu)))
-    return float(ok.sum() / total) if total > 0 else float("inf")
+    # mean log mu at rounding level (distances from |a|^2 + |b|^2 - 2 a.b): mu = 1 everywhere
+    if not total > 1e-9 * max(int(ok.sum()), 1):
+        raise ValueError(f"intrinsic_dimension: the TwoNN estimate is undefined on x: each of its "
+                         f"{n} distinct points has its two nearest neighbours at the same "
+                         "distance (a regular grid?); estimate it on random or jittered points")
+    return float(ok.sum() / total)
+
+
+def _intrinsic_or_nan(x) -> float:
+    """The profile's estimate: NaN (said so, never a plausible number) where it is undefined."""
+    try:
+        return intrinsic_dimension(x)
+    except ValueError:
+        return float("nan")
 
 
 def network_profile(net, x, *, rtol: float = 1e-6, where: str = "data_profile",
@@ -242,7 +265,7 @@ def network_profile(net, x, *, rtol: float = 1e-6, where: str = "data_profile",
         sets.append(dataclasses.replace(prof, rank=prof.rank_at(float(rtol))))
     return DataProfile(sets=tuple(sets), rtol=float(rtol), num_points=int(x.shape[0]),
                        input_dim=d,
-                       intrinsic_dim=intrinsic_dimension(x) if intrinsic else float("nan"))
+                       intrinsic_dim=_intrinsic_or_nan(x) if intrinsic else float("nan"))
 
 
 def rank_widths(net, method, where: str):

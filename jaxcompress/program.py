@@ -55,6 +55,7 @@ class Eqn:
     in_shapes: tuple[tuple[int, ...], ...] = ()
     out_shapes: tuple[tuple[int, ...], ...] = ()
     call: str = ""
+    out_dtypes: tuple[str, ...] = ()
 
     @property
     def benign(self) -> bool:
@@ -150,8 +151,9 @@ def flatten(jaxpr, consts: Sequence, args: Sequence, out: list[Eqn], counter: li
             outs.append(counter[0])
         shapes = tuple(tuple(getattr(v.aval, "shape", ())) for v in eqn.invars)
         out_shapes = tuple(tuple(getattr(v.aval, "shape", ())) for v in eqn.outvars)
+        dtypes = tuple(str(getattr(v.aval, "dtype", "")) for v in eqn.outvars)
         out.append(Eqn(eqn.primitive, tuple(ins), tuple(outs), dict(eqn.params),
-                        line(eqn) or where or "unknown line", shapes, out_shapes, call))
+                        line(eqn) or where or "unknown line", shapes, out_shapes, call, dtypes))
     return [read(v) for v in jaxpr.outvars]
 
 

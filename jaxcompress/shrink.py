@@ -600,6 +600,10 @@ def frontier(
                   n_samples=check_positive_int(n_samples, where, "n_samples"))
     cands = _candidates(_factories(methods), FRONTIER_ORDERS if orders is None else orders,
                         widths, bench.plan, domain, where)
+    if not cands:
+        raise ValueError(f"{where}: no candidate to measure (orders={orders!r}, "
+                         f"widths={widths!r}); expected at least one order or width, or a "
+                         "method value")
     rows = []
     for i, (method, order) in enumerate(cands, start=1):
         t0 = time.perf_counter()

@@ -806,3 +806,60 @@ def test_load_npz_on_a_messagepack_file(params64, tmp_path) -> None:
     with pytest.raises(ValueError, match=r"load_npz: .* the file is a jaxcompress.save file "
                                          r"\(MessagePack\): read it with jc.load"):
         jc.io.load_npz(path, activation=ACT)
+
+
+def test_non_finite_parameters_of_any_network_are_named(params64) -> None:
+    """NaN or Inf in a traced network's kernel or bias: refused, naming the leaf and where (it
+    used to give a NaN estimate, or, for an Inf bias, a finite and wrong network)."""
+    def fn(p, x):
+        return jc.apply(p, x, activation=ACT)
+
+    x = jnp.zeros((4, 2))
+    nan_kernel = [dict(layer) for layer in params64]
+    nan_kernel[0]["kernel"] = nan_kernel[0]["kernel"].at[0, 1].set(jnp.nan)
+    with pytest.raises(ValueError, match=r"compress: the parameter \[0\]\['kernel'\] must be "
+                                         r"finite.*index \(0, 1\)"):
+        jc.compress(jc.trace(fn, nan_kernel, x), jc.collocation(2))
+    inf_bias = [dict(layer) for layer in params64]
+    inf_bias[1]["bias"] = inf_bias[1]["bias"].at[2].set(jnp.inf)
+    with pytest.raises(ValueError, match=r"the parameter \[1\]\['bias'\] must be finite.*"
+                                         r"index \(2,\): inf"):
+        jc.compress(jc.trace(fn, inf_bias, x), jc.collocation(2))
+
+
+def test_complex_networks_are_refused_clearly() -> None:
+    """Complex parameters, and a complex-valued activation (WIRE's Gabor wavelet), are refused
+    by name (they raised raw TypeErrors from inside the analysis)."""
+    w = {"w": jnp.ones((2, 8)), "b": jnp.zeros(8), "w2": jnp.ones((8, 1))}
+
+    def wire(p, x):
+        u = x @ p["w"] + p["b"]
+        return (jnp.exp(1j * 10.0 * u - (5.0 * u) ** 2) @ p["w2"].astype(jnp.complex128)).real
+
+    with jax.numpy_rank_promotion("allow"), jax.numpy_dtype_promotion("standard"):
+        with pytest.raises(ValueError, match=r"trace: fn computes complex values .*WIRE"):
+            jc.trace(wire, w, jnp.zeros((4, 2)))
+        cw = {**w, "w": w["w"].astype(jnp.complex128)}
+        with pytest.raises(TypeError, match=r"trace: complex parameters .*\['w'\] \(complex128\)"):
+            jc.trace(lambda p, x: (jnp.tanh(x @ p["w"] + p["b"]) @ p["w2"]).real, cw,
+                     jnp.zeros((4, 2)))
+
+
+def test_an_empty_frontier_and_a_missing_folder_are_refused(params64, tmp_path) -> None:
+    with pytest.raises(ValueError, match=r"frontier: no candidate to measure \(orders=\[\]"):
+        jc.frontier(params64, jc.collocation, activation=ACT, domain=jc.Ball(2, 1.0), orders=[],
+                    batch=None)
+    missing = tmp_path / "not_made" / "small.jcz"
+    with pytest.raises(ValueError, match=r"save: the folder .*not_made.* does not exist"):
+        jc.save(missing, params64, activation=ACT)
+    assert not (tmp_path / "not_made").exists()
+
+
+def test_half_precision_parameters_are_refused_for_every_network(params64) -> None:
+    half = [{k: v.astype(jnp.float16) for k, v in layer.items()} for layer in params64]
+    with pytest.raises(TypeError, match=r"compress: params have dtype float16.*astype"):
+        jc.compress(half, jc.collocation(2), activation=ACT)
+    net = jc.trace(lambda p, x: jc.apply(p, x, activation=ACT), half,
+                   jnp.zeros((4, 2), jnp.float16))
+    with pytest.raises(TypeError, match=r"compress: params have dtype float16"):
+        jc.compress(net, jc.collocation(2))

@@ -228,7 +228,13 @@ def test_intrinsic_dimension_of_analytic_manifolds(m):
     noisy = x + 0.3 * np.random.default_rng(0).standard_normal(x.shape)
     # noise off the manifold looks full-dimensional
     assert jc.profile.intrinsic_dimension(noisy) > m + 2
-    assert np.isnan(jc.profile.intrinsic_dimension(np.zeros((5, 3))))
+    with pytest.raises(ValueError, match="at least 3 distinct points.*5 rows, 1 distinct"):
+        jc.profile.intrinsic_dimension(np.zeros((5, 3)))
+    with pytest.raises(ValueError, match="at least 3 distinct points.*2 rows, 2 distinct"):
+        jc.profile.intrinsic_dimension(np.eye(2, 3))
+    ring = np.exp(2j * np.pi * np.arange(12) / 12)        # both neighbours equally near
+    with pytest.raises(ValueError, match="TwoNN estimate is undefined.*regular grid"):
+        jc.profile.intrinsic_dimension(np.stack([ring.real, ring.imag], axis=1))
 
 
 def test_data_profile_report(tmp_path):

@@ -277,3 +277,32 @@ def test_save_load_traced_function(tmp_path):
     loaded = jc.load(tmp_path / "c.jcz")
     assert not loaded.params_are_inputs
     _close(loaded(PTS), small(PTS))
+
+
+def test_a_module_with_several_heads_comes_back_with_them():
+    """A linen module returning a dict of heads ({"sdf", "rgb"}: a NeRF-like field) is traced
+    like jc.trace traces a dict output (it was refused, "expected one array"); the module comes
+    back with its heads, every head within the compression's error."""
+    from collections.abc import Sequence
+
+    class Field(nn.Module):
+        features: Sequence[int] = (24, 24)
+
+        @nn.compact
+        def __call__(self, x):
+            h = x
+            for f in self.features:
+                h = jnp.tanh(nn.Dense(f)(h))
+            return {"sdf": nn.Dense(1)(h), "rgb": nn.Dense(3)(h)}
+
+    model = Field()
+    variables = model.init(jax.random.PRNGKey(0), jnp.zeros((1, 2), jnp.float32))
+    net = jc.trace_module(model, jnp.zeros((4, 2), jnp.float32), variables=variables)
+    assert jc.layer_sizes(net) == [2, 24, 24, 1, 3]
+    small, info = jc.compress(net, jc.collocation(3), domain=jc.Ball(2, 1.0))
+    assert small.module.features == (10, 10)
+    x = jc.Ball(2, 1.0).sobol(64, dtype=jnp.float32)
+    got, want = small.module.apply(small.params, x), model.apply(variables, x)
+    assert set(got) == {"sdf", "rgb"} and got["rgb"].shape == (64, 3)
+    worst = max(float(jnp.max(jnp.abs(got[k] - want[k]))) for k in got)
+    assert worst < 3 * float(info.error_estimate) + 1e-6

@@ -288,6 +288,12 @@ def trace(fn: Callable[[Any, jax.Array], jax.Array], params: Any, x: jax.Array) 
     pairs, _ = jax.tree_util.tree_flatten_with_path(params)
     if not pairs:
         raise ValueError("trace: params has no array leaves; expected the parameter pytree")
+    complex_leaves = [f"{jax.tree_util.keystr(p)} ({jnp.result_type(v)})" for p, v in pairs
+                      if jnp.iscomplexobj(v)]
+    if complex_leaves or jnp.iscomplexobj(shape):
+        what = ", ".join(complex_leaves) if complex_leaves else f"x ({shape.dtype})"
+        raise TypeError(f"trace: complex parameters or inputs are not supported (selection and "
+                        f"re-weighting are real least squares): {what}; expected real arrays")
     try:
         prog = trace_program(fn, params, shape, analytic_call=analytic_call)
     except Exception as e:  # noqa: BLE001 - the user's code failing: say which call, chain it
@@ -295,6 +301,12 @@ def trace(fn: Callable[[Any, jax.Array], jax.Array], params: Any, x: jax.Array) 
             f"trace: fn(params, x) with x of shape {shape.shape} ({shape.dtype}) and params of "
             f"{len(pairs)} leaves raised {type(e).__name__}: {str(e).splitlines()[0]:.300} "
             "(the original error is chained above)") from e
+    complex_eqn = next((e for e in prog.eqns if any("complex" in d for d in e.out_dtypes)), None)
+    if complex_eqn is not None:
+        raise ValueError(
+            f"trace: fn computes complex values (`{complex_eqn.name}` at {complex_eqn.line}): "
+            "complex-valued activations (WIRE's Gabor wavelet) are not supported; the library "
+            "compresses real networks (write the real and imaginary parts as two real neurons)")
     _check_rowwise(fn, params, shape, prog)
     leaf_shapes = [tuple(np.shape(leaf)) for _, leaf in pairs]
     n = len(leaf_shapes)

@@ -20,6 +20,14 @@ orders and widths, the Appendix G diagnostics) for a saved network: an ``.npz`` 
 order (Flax ``Dense`` layout, the last layer linear) and optionally a 0-d string ``activation``
 (see :func:`jaxcompress.io.save_npz`), or a file written by :func:`jaxcompress.save`. ``--json OUT``
 also writes ``to_dict()``.
+
+**Compiled programs are kept between runs.** On a coordinate network the arithmetic of a
+command takes milliseconds and XLA's compilation seconds, so every command turns on JAX's
+persistent compilation cache (``jax_compilation_cache_dir``) in a per-user folder:
+``$JAXCOMPRESS_CACHE_DIR``, else ``$XDG_CACHE_HOME/jaxcompress/xla``, else
+``~/.cache/jaxcompress/xla``. ``JAXCOMPRESS_CACHE_DIR=off`` (or ``--no-cache``) turns it off. The
+library itself never changes your JAX configuration: in a notebook,
+``jax.config.update("jax_compilation_cache_dir", path)`` does the same.
 """
 
 from __future__ import annotations
@@ -359,11 +367,42 @@ def _plot(rows, path: str, title: str) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
+#: The environment variable that moves the compilation cache (or, ``off``, disables it).
+CACHE_ENV = "JAXCOMPRESS_CACHE_DIR"
+
+
+def cache_dir() -> str | None:
+    """The folder of the command line's persistent compilation cache, or ``None`` when it is
+    turned off (see the module docstring)."""
+    path = os.environ.get(CACHE_ENV)
+    if path is not None:
+        return None if path.strip().lower() in ("", "off", "0", "none", "false") else path
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "jaxcompress", "xla")
+
+
+def _use_cache(enabled: bool) -> None:
+    """Keep compiled programs between processes (every program, however fast it compiled:
+    the command line compiles many small ones)."""
+    path = cache_dir() if enabled else None
+    if path is None:
+        return
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command line's arguments, one sub-parser per command."""
     parser = argparse.ArgumentParser(
         prog="jaxcompress",
         description="Width-independent compression of analytic MLPs by derivative matching.",
     )
+    parser.add_argument("--no-cache", action="store_true",
+                        help=f"do not keep compiled programs between runs (default: kept in "
+                        f"${CACHE_ENV} or ~/.cache/jaxcompress/xla)")
     sub = parser.add_subparsers(dest="command", required=True)
     fmt = argparse.ArgumentDefaultsHelpFormatter
     demo = sub.add_parser("demo", help="compress the paper's random Fig. 2 network for k = 0..10",
@@ -453,7 +492,12 @@ def main(argv: list[str] | None = None) -> int:
     cert.add_argument("--seed", type=int, default=0, help="seed of those samples")
     cert.add_argument("--json", help="also write the report's to_dict() to this file")
     cert.set_defaults(func=_certify_cmd)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _use_cache(not args.no_cache)
     try:
         return args.func(args)
     except (ValueError, FileNotFoundError) as e:

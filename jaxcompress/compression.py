@@ -259,6 +259,8 @@ def _check_finite_leaves(net: Network, where: str) -> None:
     """Refuse a network with a NaN or Inf parameter, naming the leaf by its path and the first
     bad index (concrete leaves on this host; a traced or multi-host leaf passes)."""
     for path, leaf in zip(net.paths, net.leaves, strict=True):
+        if isinstance(leaf, jax.core.Tracer):   # under jit: the estimate says NaN instead
+            continue
         remote = isinstance(leaf, jax.Array) and not leaf.is_fully_addressable
         if not remote and jnp.issubdtype(jnp.result_type(leaf), jnp.inexact):
             check_finite(leaf, where, f"the parameter {path or 'leaf'}")

@@ -1,6 +1,7 @@
 """The `jaxcompress demo` command (a small fast twin in the default run; the real one is slow)."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -35,3 +36,26 @@ def test_demo_default_command(tmp_path):
     assert proc.returncode == 0, proc.stderr
     rows = json.loads((tmp_path / "demo.json").read_text())["rows"]
     assert rows[-1]["width"] == 66 and rows[-1]["sup_error"] < 1e-9
+
+
+def test_compiled_programs_are_kept_between_runs(tmp_path, monkeypatch):
+    """The command line keeps XLA's programs in a per-user folder (JAXCOMPRESS_CACHE_DIR moves
+    it, "off" turns it off): a second process reads them instead of compiling."""
+    monkeypatch.setenv(cli.CACHE_ENV, str(tmp_path / "xla"))
+    assert cli.cache_dir() == str(tmp_path / "xla")
+    for off in ("off", "0", ""):
+        monkeypatch.setenv(cli.CACHE_ENV, off)
+        assert cli.cache_dir() is None
+    monkeypatch.delenv(cli.CACHE_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home"))
+    assert cli.cache_dir() == str(tmp_path / "home" / "jaxcompress" / "xla")
+    env = {**os.environ, cli.CACHE_ENV: str(tmp_path / "runs")}
+    cmd = [sys.executable, "-m", "jaxcompress.cli", "demo", "--width", "12", "--depth", "1",
+           "--kmax", "1", "--samples", "256", "--out", str(tmp_path / "out")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == 0, proc.stderr
+    entries = list((tmp_path / "runs").iterdir())
+    assert entries      # every program of the run, however fast it compiled
+    proc = subprocess.run(cmd + ["--seed", "0"], capture_output=True, text=True, timeout=180,
+                          env={**env, cli.CACHE_ENV: "off"})
+    assert proc.returncode == 0 and sorted((tmp_path / "runs").iterdir()) == sorted(entries)

@@ -21,7 +21,7 @@ certificates' parts (:mod:`jaxcompress.certificates`), the trace's rules
 (:mod:`jaxcompress.graph`), files (:mod:`jaxcompress.io`), the per-layer step and trimming
 records (:mod:`jaxcompress.compression`), the searches (:mod:`jaxcompress.tolerance`,
 :mod:`jaxcompress.shrink`), polishing (:mod:`jaxcompress.polishing`), the network protocol
-(:mod:`jaxcompress.protocol`).
+(:mod:`jaxcompress.protocol`), the proven bound's parts (:mod:`jaxcompress.verification`).
 
 References:
   Wang, Wang & Ziyin (2026), "Width-Independent Compressibility of Deep Neural Networks".
@@ -48,8 +48,10 @@ from jaxcompress.tolerance import (
     Measured,
     MeasuredOrders,
     ToleranceResult,
+    Verified,
     compress_to_tolerance,
 )
+from jaxcompress.verification import Verification, verify
 
 __version__ = "0.1.0"
 
@@ -75,6 +77,8 @@ __all__ = [
     "Points",
     "PolishSettings",
     "ToleranceResult",
+    "Verification",
+    "Verified",
     "apply",
     "best_of",
     "certify",
@@ -99,4 +103,5 @@ __all__ = [
     "trace",
     "trace_module",
     "trim",
+    "verify",
 ]

@@ -13,6 +13,9 @@ smallest network within the budget (:func:`jaxcompress.compress_to_tolerance` wi
 :class:`jaxcompress.Measured`: orders, then narrower layers while the budget holds) and
 writes it, every candidate measured (JSON) and the size-against-error plot (PNG).
 
+``jaxcompress verify TEACHER SMALL --eps 1e-3`` proves (or refutes) that two saved networks differ
+by at most ``eps`` on the ball (:func:`jaxcompress.verify`); the exit status says which.
+
 ``jaxcompress certify PARAMS_FILE --activation sigmoid --radius 1 --eps 1e-3`` prints the
 certificate of :func:`jaxcompress.certify` (the theorem's constants, Assumption 4, the certified
 orders and widths, the Appendix G diagnostics) for a saved network: an ``.npz`` with arrays
@@ -332,6 +335,40 @@ def _certify_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify_cmd(args: argparse.Namespace) -> int:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # never lose the bits of a float64 input
+    import jaxcompress as jc
+
+    if args.eps is not None and not args.eps > 0:
+        raise ValueError(f"verify: --eps must be positive, got {args.eps}")
+    nets = []
+    for path in (args.teacher, args.small):
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"no such file: {path!r}")
+        nets.append(jc.load(path))
+    d = jc.layer_sizes(nets[0])[0]
+    center = None if args.center is None else _floats(args.center, "--center")
+    if center is not None and len(center) != d:
+        raise ValueError(f"verify: --center has {len(center)} entries; the network takes "
+                         f"inputs of size {d}")
+    domain = jc.Ball(d, args.radius, center=None if center is None else jax.numpy.asarray(
+        center))
+    res = jc.verify(nets[0], nets[1], domain=domain, eps=args.eps, tol=args.tol,
+                    max_seconds=args.max_seconds, progress=args.progress)
+    print(res)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res.to_dict(), f, indent=2)
+        print(f"# wrote {args.json}")
+    if args.plot:
+        res.plot(args.plot)
+        print(f"# wrote {args.plot}")
+    # the exit status says what was proven: 0 certified (or a bracket asked for), 1 not
+    return 1 if args.eps is not None and res.status != "certified" else 0
+
+
 def _floats(text: str, option: str) -> list[float]:
     """Comma-separated finite numbers, or a ValueError naming the option and the bad entry."""
     out = []
@@ -492,7 +529,31 @@ def _parser() -> argparse.ArgumentParser:
     cert.add_argument("--seed", type=int, default=0, help="seed of those samples")
     cert.add_argument("--json", help="also write the report's to_dict() to this file")
     cert.set_defaults(func=_certify_cmd)
+    _verify_parser(sub, fmt)
     return parser
+
+
+def _verify_parser(sub, fmt) -> None:
+    """The ``verify`` command's arguments."""
+    ver = sub.add_parser(
+        "verify", help="prove the sup error between two saved networks (jc.verify)",
+        formatter_class=fmt,
+        description="A proven bracket lower <= sup |F_a - F_b| <= upper over the ball of "
+        "radius --radius (jc.verify: Taylor models of the difference, branch and bound over "
+        "the ball; rigorous up to floating point). With --eps it stops once it decides "
+        "upper <= eps (exit status 0) or lower > eps (exit status 1, with the point).")
+    ver.add_argument("teacher", help="a jaxcompress.save file (or .npz) of the first network")
+    ver.add_argument("small", help="the second network (e.g. its compression)")
+    ver.add_argument("--eps", type=float, help="the error to certify or refute")
+    ver.add_argument("--radius", type=float, default=1.0, help="radius of the input ball")
+    ver.add_argument("--center", help="centre of the ball, comma separated (default: origin)")
+    ver.add_argument("--tol", type=float, default=0.01,
+                     help="relative width at which the bracket counts as converged")
+    ver.add_argument("--max-seconds", type=float, default=60.0, help="time budget")
+    ver.add_argument("--progress", action="store_true", help="print the bracket as it narrows")
+    ver.add_argument("--json", help="also write the result's to_dict() to this file")
+    ver.add_argument("--plot", help="also write the bracket over time to this PNG")
+    ver.set_defaults(func=_verify_cmd)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -147,8 +147,8 @@ class LoadedNetwork(NetworkLike):
         return leaf_count(self.params)
 
     def function(self):
-        if self.exported is None:
-            return apply_fn(get_activation(self.activation)), self.params
+        if self.chain is not None:   # a params list, or a traced network stored with its chain
+            return apply_fn(get_activation(self.activation)), self.chain
         return self.apply, ()
 
     def as_network(self) -> Network:

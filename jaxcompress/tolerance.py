@@ -9,7 +9,9 @@ for what it searches and how it knows the error:
 * :class:`MeasuredOrders`: derivative matching's per-layer orders by the measured sup error
   (:func:`jaxcompress.sup_error`; every network);
 * :class:`Measured`: any method's order, then narrower sets, polished if asked, by any metric
-  (:mod:`jaxcompress.shrink`; every network).
+  (:mod:`jaxcompress.shrink`; every network);
+* :class:`Verified`: the same search, each candidate's sup error proven by
+  :func:`jaxcompress.verify` (every network, trained teachers included).
 
 Every candidate of the order searches is a run of the one driver (:func:`jaxcompress.driver.run`)
 on the teacher's derivative features, computed once at the largest order needed and truncated
@@ -41,7 +43,7 @@ from jaxcompress.features import DerivativeFeatures
 from jaxcompress.graph import Compressed, Network, compressed
 from jaxcompress.layer import CompressInfo
 from jaxcompress.measure import network_sup_error
-from jaxcompress.methods import derivative_matching
+from jaxcompress.methods import collocation, derivative_matching
 from jaxcompress.mlp import Params, layer_sizes, param_count
 from jaxcompress.networks import as_network
 from jaxcompress.pareto import Frontier
@@ -49,6 +51,7 @@ from jaxcompress.protocol import NetworkLike
 from jaxcompress.select import MaxVol, Selector, as_selector
 from jaxcompress.shrink import (
     Bench,
+    Candidate,
     as_family,
     as_polish,
     check_metric,
@@ -57,8 +60,10 @@ from jaxcompress.shrink import (
 )
 from jaxcompress.shrink import search as shrink_search
 from jaxcompress.taylor import monomials, num_monomials
+from jaxcompress.verification import Verification, verify
 
 __all__ = ["Certified", "Measured", "MeasuredOrders", "ToleranceResult", "ToleranceStrategy",
+           "Verified",
            "compress_to_tolerance", "order_advice", "smallest_uniform_order"]
 
 
@@ -86,6 +91,8 @@ class ToleranceResult:
         ``measured_error`` unless :class:`Measured` was given another metric).
       frontier: every candidate the search measured (a :class:`~jaxcompress.Frontier`; for a
         search by another metric or with polishing), e.g. ``result.frontier.plot(path)``.
+      verification: for :class:`Verified`, the proven bracket of the network returned (a
+        :class:`~jaxcompress.Verification`).
     """
 
     params: Params
@@ -100,6 +107,7 @@ class ToleranceResult:
     metric: str = "sup"
     metric_value: float | None = None
     frontier: Frontier | None = None
+    verification: Verification | None = None
 
     @property
     def widths(self) -> tuple[int, ...]:
@@ -540,34 +548,98 @@ class Measured(ToleranceStrategy):
             raise TypeError(f"Measured: shrink must be a bool, got {self.shrink!r}")
 
     def search(self, problem: _Problem) -> ToleranceResult:
-        where = "compress_to_tolerance"
-        if problem.domain.parameter_map is not None:
-            raise problem.fail("the search by a metric or with polishing needs a jc.Ball or "
-                               "jc.Box domain")
-        family = (default_family(self.polish, self.selector) if self.method is None
-                  else as_family(self.method, where))
-        bench = Bench(problem.obj, problem.net, problem.domain, self.metric,
-                      key=self.measurement_key, emit=problem.emit, n_samples=self.n_samples,
-                      local_search_steps=self.local_search_steps)
-        found = shrink_search(bench, family, problem.eps, max_order=self.max_order,
-                              polish=self.polish, widths=self.shrink, fail=problem.fail)
-        cand = found.best
-        sup = bench.sup(cand.leaves)
-        what = cand.method.describe() + (", polished" if self.polish is not None else "") + (
-            ", widths searched" if self.shrink else "")
-        info = dataclasses.replace(cand.info, method=what,
-                                   error_estimate=bench.estimate(cand.leaves))
-        cand = dataclasses.replace(cand, info=info)
-        result = bench.result(cand)   # what compress returns for the user's network
-        if isinstance(result, NetworkLike):
-            small, params = result, result.params
-        else:                          # a params list: its Compressed beside it
-            small, params = compressed(problem.net, list(cand.leaves), info), result
-        return ToleranceResult(
-            params=params, orders=(cand.order,) * len(cand.widths), report=None,
-            measured_error=sup, info=info, mode=self.name, history=tuple(problem.history),
-            orders_source="measured", compressed=small, metric=bench.name,
-            metric_value=found.error, frontier=found.frontier)
+        return _search_widths(self, problem, self.metric)[0]
+
+
+def _search_widths(strategy: Measured | Verified, problem: _Problem, metric
+                   ) -> tuple[ToleranceResult, Bench, Candidate]:
+    """The search of :class:`Measured` and :class:`Verified` (:func:`jaxcompress.shrink.search`:
+    the method's orders, then narrower sets, polished if asked), candidates judged by
+    ``metric``; the result, the bench and the smallest candidate."""
+    where = "compress_to_tolerance"
+    if problem.domain.parameter_map is not None:
+        raise problem.fail("the search by a metric or with polishing needs a jc.Ball or "
+                           "jc.Box domain")
+    family = (default_family(strategy.polish, strategy.selector) if strategy.method is None
+              else as_family(strategy.method, where))
+    bench = Bench(problem.obj, problem.net, problem.domain, metric,
+                  key=strategy.measurement_key, emit=problem.emit,
+                  n_samples=strategy.n_samples, local_search_steps=strategy.local_search_steps)
+    found = shrink_search(bench, family, problem.eps, max_order=strategy.max_order,
+                          polish=strategy.polish, widths=strategy.shrink, fail=problem.fail)
+    cand = found.best
+    sup = bench.sup(cand.leaves)
+    what = cand.method.describe() + (", polished" if strategy.polish is not None else "") + (
+        ", widths searched" if strategy.shrink else "")
+    info = dataclasses.replace(cand.info, method=what,
+                               error_estimate=bench.estimate(cand.leaves))
+    cand = dataclasses.replace(cand, info=info)
+    result = bench.result(cand)   # what compress returns for the user's network
+    if isinstance(result, NetworkLike):
+        small, params = result, result.params
+    else:                          # a params list: its Compressed beside it
+        small, params = compressed(problem.net, list(cand.leaves), info), result
+    return ToleranceResult(
+        params=params, orders=(cand.order,) * len(cand.widths), report=None,
+        measured_error=sup, info=info, mode=strategy.name, history=tuple(problem.history),
+        orders_source="measured", compressed=small, metric=bench.name,
+        metric_value=found.error, frontier=found.frontier), bench, cand
+
+
+@dataclasses.dataclass(frozen=True)
+class Verified(ToleranceStrategy):
+    """The smallest network whose error on the domain is **proven** at most ``eps``: the search
+    of :class:`Measured`, each candidate judged by :func:`jaxcompress.verify` (a candidate
+    counts when its proven ``upper <= eps``), every network, trained teachers included (ours).
+
+    The result carries the final :class:`~jaxcompress.Verification` (``result.verification``:
+    the proven bracket of the network returned) beside the sampled ``measured_error``.
+
+    Args:
+      method, polish, shrink, selector: as for :class:`Measured` (default: collocation, the
+        better start on trained networks; derivative matching is ``method=jc.derivative_matching``).
+      max_seconds: the time budget of each verification (a candidate whose proof times out
+        with ``upper > eps`` counts as over the budget).
+      max_order, key, n_samples, local_search_steps: see :class:`ToleranceStrategy` (the
+        sampled sup error reported beside the proof).
+    """
+
+    method: Any = None
+    polish: Any = False
+    shrink: bool = True
+    selector: Selector | str = "pivoted_qr"
+    max_seconds: float = 60.0
+    name: ClassVar[str] = "verified"
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "selector", _deterministic(self.selector, "Verified"))
+        object.__setattr__(self, "polish", as_polish(self.polish, "Verified"))
+        if self.method is not None:
+            as_family(self.method, "Verified")
+        if not isinstance(self.shrink, bool):
+            raise TypeError(f"Verified: shrink must be a bool, got {self.shrink!r}")
+        if not finite_number(self.max_seconds) or float(self.max_seconds) <= 0:
+            raise ValueError(f"Verified: max_seconds must be a positive number, got "
+                             f"{self.max_seconds!r}")
+
+    def search(self, problem: _Problem) -> ToleranceResult:
+        teacher_fn, teacher_params = problem.net.function()
+        teacher = functools.partial(teacher_fn, teacher_params)
+        strategy = self if self.method is not None else dataclasses.replace(
+            self, method=collocation)
+
+        def proven_sup(f) -> float:
+            return verify(teacher, f, domain=problem.domain, eps=problem.eps,
+                          max_seconds=float(self.max_seconds)).upper
+
+        result, bench, cand = _search_widths(strategy, problem, proven_sup)
+        proof = verify(teacher, bench.function(cand.leaves), domain=problem.domain,
+                       eps=problem.eps, max_seconds=float(self.max_seconds))
+        problem.emit(f"proven: sup error in [{proof.lower:.4g}, {proof.upper:.4g}] "
+                     f"({proof.status}, {proof.seconds:.1f} s)")
+        return dataclasses.replace(result, verification=proof, metric="proven sup",
+                                   metric_value=proof.upper, history=tuple(problem.history))
 
 
 def _deterministic(selector, where: str) -> Selector:
@@ -650,8 +722,9 @@ def compress_to_tolerance(
       strategy: the search (see the module docstring), each holding its own settings:
         :class:`Certified` (default; chains of dense layers with one analytic activation, the
         paper's certificate), :class:`MeasuredOrders` (derivative matching's per-layer orders
-        by the measured sup error) or :class:`Measured` (any method's order, then narrower
-        sets, polished if asked, by any metric).
+        by the measured sup error), :class:`Measured` (any method's order, then narrower
+        sets, polished if asked, by any metric) or :class:`Verified` (the same search, each
+        candidate's error proven by :func:`jaxcompress.verify`).
       progress: ``None`` (quiet), ``True`` (each step of the search printed to stderr as it
         happens) or a callable receiving each line. Every line is also in ``history``, and an
         error names the last steps reached.
@@ -665,8 +738,8 @@ def compress_to_tolerance(
     where = "compress_to_tolerance"
     strategy = Certified() if strategy is None else strategy
     if not isinstance(strategy, ToleranceStrategy):
-        raise TypeError(f"{where}: strategy must be jc.Certified(...), jc.MeasuredOrders(...) or "
-                        f"jc.Measured(...), got {type(strategy).__name__}")
+        raise TypeError(f"{where}: strategy must be jc.Certified(...), jc.MeasuredOrders(...), "
+                        f"jc.Measured(...) or jc.Verified(...), got {type(strategy).__name__}")
     net = as_network(params, activation=activation, where=where)
     check_compute_dtype(net.x.dtype, where)
     if not finite_number(eps) or float(eps) <= 0:

@@ -29,6 +29,20 @@ for _name, _value in _FLAGS.items():
     if _name not in os.environ.get("XLA_FLAGS", ""):
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --{_name}={_value}".strip()
 
+#: Compiled programs shared by the suite's processes (the two workers, the benchmark scripts and
+#: command lines it starts) and kept between runs: JAX's persistent compilation cache, in a
+#: per-user folder outside the checkout (``JAXCOMPRESS_TEST_CACHE=off`` runs the suite cold; it
+#: passes either way). Set through the environment, so the processes the tests start share it.
+_CACHE = os.environ.get("JAXCOMPRESS_TEST_CACHE",
+                        os.path.join(os.environ.get("XDG_CACHE_HOME")
+                                     or os.path.join(os.path.expanduser("~"), ".cache"),
+                                     "jaxcompress", "tests-xla"))
+if _CACHE.strip().lower() not in ("", "off", "0", "none", "false"):
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _CACHE)
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+    os.environ.setdefault("JAXCOMPRESS_CACHE_DIR", _CACHE)   # the command line's own
+
 import jax  # noqa: E402
 import pytest  # noqa: E402
 

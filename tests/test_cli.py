@@ -49,13 +49,10 @@ def test_compiled_programs_are_kept_between_runs(tmp_path, monkeypatch):
     monkeypatch.delenv(cli.CACHE_ENV)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home"))
     assert cli.cache_dir() == str(tmp_path / "home" / "jaxcompress" / "xla")
-    env = {**os.environ, cli.CACHE_ENV: str(tmp_path / "runs")}
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    env[cli.CACHE_ENV] = str(tmp_path / "runs")
     cmd = [sys.executable, "-m", "jaxcompress.cli", "demo", "--width", "12", "--depth", "1",
            "--kmax", "1", "--samples", "256", "--out", str(tmp_path / "out")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
     assert proc.returncode == 0, proc.stderr
-    entries = list((tmp_path / "runs").iterdir())
-    assert entries      # every program of the run, however fast it compiled
-    proc = subprocess.run(cmd + ["--seed", "0"], capture_output=True, text=True, timeout=180,
-                          env={**env, cli.CACHE_ENV: "off"})
-    assert proc.returncode == 0 and sorted((tmp_path / "runs").iterdir()) == sorted(entries)
+    assert list((tmp_path / "runs").iterdir())    # every program, however fast it compiled

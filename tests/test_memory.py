@@ -73,6 +73,8 @@ for sizes, kind, k in cases:
 def _measure(cases):
     """Run the cases in one process when the peak can be reset, else one process each."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # what a compression costs as the library runs it: compiled, not read from the suite's cache
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
 
     def run(batch):
         out = subprocess.run([sys.executable, "-c", _SCRIPT, json.dumps(batch)], env=env,

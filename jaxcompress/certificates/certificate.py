@@ -3,6 +3,7 @@ bounds of a given compression, in one :class:`~jaxcompress.certificates.report.C
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -11,12 +12,15 @@ from jaxcompress._checks import check_positive_int
 from jaxcompress.activations import Activation
 from jaxcompress.certificates.a_posteriori import a_posteriori
 from jaxcompress.certificates.a_priori import ours_a_priori, paper_a_priori
+from jaxcompress.certificates.chain import domain_geometry
 from jaxcompress.certificates.prepared import Prepared
 from jaxcompress.certificates.report import Certificate, LayerCertificate
+from jaxcompress.domains import Ball, Domain
 from jaxcompress.layer import CompressInfo
-from jaxcompress.mlp import Params, num_params
+from jaxcompress.mlp import num_params
 from jaxcompress.networks import as_network
 from jaxcompress.protocol import NetworkLike
+from jaxcompress.verification import verify
 
 
 def certify(
@@ -27,8 +31,9 @@ def certify(
     eps: float,
     rho0: float | Sequence[float] | None = None,
     delta: float = 1e-2,
-    compressed: Params | None = None,
+    compressed: Any = None,
     info: CompressInfo | None = None,
+    verified: bool | None = None,
     n_samples: int = 512,
     seed: int = 0,
     k_max: int = 200,
@@ -84,6 +89,12 @@ def certify(
       compressed, info: a backward-order compression of ``params`` (the untrimmed output of
         :func:`jaxcompress.compress` on the same domain, any selector and feature kind): a
         params list or a :class:`~jaxcompress.Compressed` (then ``info`` defaults to its own).
+        For a network that is not such a chain, its compression (any method): the report then
+        holds :func:`jaxcompress.verify`'s proven bound of the pair instead of the paper's.
+      verified: also prove the sup error of ``params`` against ``compressed`` with
+        :func:`jaxcompress.verify` (``Certificate.verified``, at most :data:`VERIFY_SECONDS`):
+        ``None`` (default) where the paper's certificate does not apply, ``True`` for a chain
+        too, ``False`` never.
       n_samples, seed: sample size and NumPy seed of the Appendix G diagnostics.
       k_max: largest order considered.
       extra_orders: the a posteriori bound of ours computes the error's Taylor coefficients
@@ -95,12 +106,18 @@ def certify(
       JSON-ready.
     """
     check_positive_int(n_samples, "certify", "n_samples")
+    if verified not in (None, True, False):
+        raise TypeError(f"certify: verified must be None, True or False, got {verified!r}")
     if isinstance(params, NetworkLike):
         net = as_network(params, activation=activation, where="certify")
         if not net.chain:
-            raise ValueError("certify: the certificate is the paper's, for a chain of dense "
-                             "layers with one analytic activation; this network is not one:\n  "
-                             + "\n  ".join(net.why_not))
+            why = ("certify: the certificate is the paper's, for a chain of dense layers with "
+                   "one analytic activation; this network is not one:\n  "
+                   + "\n  ".join(net.why_not))
+            if compressed is None or verified is False:
+                raise ValueError(why + "\npass compressed= (its compression) for the proven "
+                                 "bound of the pair (jc.verify)")
+            return _verified_only(net, compressed, domain, eps, delta, why)
         params, activation = net.lower(), net.activation
     elif activation is None:
         raise TypeError("certify: activation= is required for a params list (a registered "
@@ -109,8 +126,43 @@ def certify(
         info = compressed.info if info is None else info
         compressed = compressed.as_network().lower()
     prep = Prepared(params, activation, domain, rho0=rho0, n_samples=n_samples, seed=seed)
-    return certify_prepared(prep, eps=eps, delta=delta, compressed=compressed, info=info,
+    cert = certify_prepared(prep, eps=eps, delta=delta, compressed=compressed, info=info,
                             k_max=k_max, extra_orders=extra_orders)
+    if verified and compressed is not None:
+        proof = verify(prep.params, compressed, activation=prep.act, domain=_domain_of(
+            domain, prep.sizes[0]), eps=eps, max_seconds=VERIFY_SECONDS)
+        cert = dataclasses.replace(cert, verified=proof)
+    return cert
+
+
+#: The time budget of :func:`certify`'s proven bound (``verified``), seconds.
+VERIFY_SECONDS = 60.0
+
+
+def _domain_of(domain, d: int):
+    """The domain :func:`jaxcompress.verify` covers: the Ball or Box given, or the ball of the
+    radius given."""
+    radius, _ = domain_geometry(domain, d)
+    return domain if isinstance(domain, Domain) else Ball(d, radius)
+
+
+def _verified_only(net, compressed, domain, eps, delta, why: str) -> Certificate:
+    """The report of a network the paper's certificate does not cover: the proven bracket of its
+    compression's sup error (:func:`jaxcompress.verify`), and why there is nothing else."""
+    eps = float(eps)
+    if not (eps > 0 and math.isfinite(eps)):
+        raise ValueError(f"certify: eps must be positive and finite, got {eps}")
+    d = int(net.x.shape[-1])
+    radius, center = domain_geometry(domain, d)
+    proof = verify(net, compressed, domain=_domain_of(domain, d), eps=eps,
+                   max_seconds=VERIFY_SECONDS)
+    act = net.activation
+    return Certificate(
+        activation="traced" if act is None else act.name, sizes=tuple(net.layer_sizes()),
+        radius=radius, center=None if center is None else tuple(float(x) for x in center),
+        eps=eps, delta=float(delta), layers=(), num_params=net.num_params(),
+        notes=(why.removeprefix("certify: ").replace(":\n  ", ": ").replace("\n  ", "; ")
+               + "; the bound above is jc.verify's",), verified=proof)
 
 
 def certify_prepared(prep: Prepared, *, eps, delta, compressed=None, info=None, k_max=200,

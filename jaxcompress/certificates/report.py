@@ -272,7 +272,9 @@ class Certificate:
 
     The paper's quantities (its equations as written, or rigorous bounds of them in the right
     direction), ours (sharper, labelled ``"ours"``), the Appendix G diagnostics (per layer) and,
-    when a compressed network is given, the a posteriori bounds: typed records of
+    when a compressed network is given, the a posteriori bounds and, where asked or where no
+    other bound exists, ``verified``: :func:`jaxcompress.verify`'s proven bracket of the pair's
+    sup error (a :class:`~jaxcompress.Verification`). The parts are typed records of
     :mod:`~jaxcompress.certificates.records` (``paper`` / ``ours`` / ``a_posteriori`` are None
     when that certificate does not exist). ``str(cert)`` is a readable table with a source
     column; :meth:`to_dict` gives JSON-ready values (keys :data:`LAYER_KEYS` per layer under
@@ -293,6 +295,7 @@ class Certificate:
     ours: OursNetwork | None = None
     a_posteriori: APosterioriNetwork | None = None
     notes: tuple[str, ...] = ()
+    verified: Any = None
 
     @property
     def values(self) -> Mapping[str, Any]:
@@ -328,7 +331,8 @@ class Certificate:
             "layers": [li.to_dict() for li in self.layers]}
         out.update({k: _plain(values.get(k)) for k in TOP_KEYS})
         out.update({"notes": list(self.notes), "source": self.source, "status": self.status,
-                    "how": self.how})
+                    "how": self.how,
+                    "verified": None if self.verified is None else self.verified.to_dict()})
         return out
 
     def to_json(self, **kwargs) -> str:
@@ -415,7 +419,17 @@ def format_certificate(c: Certificate) -> str:
                 f"{_fmt(li.values.get(q.key)):>12}" for li in c.layers))
         for q in tops:
             lines.append(f"{q.key:<24}{q.source:<24}{_fmt(c.values.get(q.key)):>16}")
-    lines.append("(* the source differs between layers: see below)")
+    if c.layers:
+        lines.append("(* the source differs between layers: see below)")
+    if c.verified is not None:
+        v = c.verified
+        verdict = {"certified": f"<= eps = {c.eps:g}: certified",
+                   "refuted": f"> eps = {c.eps:g} at x = {list(np.round(v.argmax, 6))}"}.get(
+            v.status, v.status)
+        lines += ["", "== proven by jc.verify (ours: Taylor models of the two networks' "
+                  "difference, branch and bound over the domain)",
+                  f"sup |F - F~| in [{v.lower:.3e}, {v.upper:.3e}] ({verdict}; {v.boxes:,} "
+                  f"boxes, {v.seconds:.1f} s; rigorous up to floating point)"]
     for note in c.notes:
         lines.append(f"note: {note}")
     lines.append("")

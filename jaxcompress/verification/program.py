@@ -1,0 +1,224 @@
+r"""The pair of programs ``(F_a, F_b)`` as the verifier holds it, and the per-box computations.
+
+:func:`trace` turns the two callables into jaxprs once (``x`` of shape ``(1, d)``, float64)
+and checks them; the jaxprs' constants (the weights) stay arguments, so two networks of one
+structure share every compiled program. :func:`box_bound` bounds the difference
+
+.. math::
+   D(x) = F_a(x) - F_b(x)
+
+over one box by interpreting both jaxprs on the same input Taylor model
+``x = c + h * t`` (:mod:`jaxcompress.verification.interpret`) and subtracting: both polynomials
+depend on the same ``t``, so what the programs share cancels in the coefficients.
+On a degenerate box (a point) the same bound encloses ``D`` at the point with its rounding,
+which makes the lower bound rigorous too. :func:`difference` is the plain float64 evaluation
+that finds the points (box centres, local search).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+from jax import extend
+
+from jaxcompress.verification import taylor as tm
+from jaxcompress.verification.interpret import interpret
+from jaxcompress.verification.rules import RuleContext
+
+__all__ = ["Program", "box_bound", "difference", "trace"]
+
+_core = extend.core
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Program:
+    """Two traced programs of ``x`` with shape ``(1, dim)``.
+
+    Attributes:
+      jaxprs: the two (open) jaxprs, whose constvars are the weights.
+      consts: the two lists of constants (passed to the compiled programs as arguments).
+      dim: the input width ``d``.
+      outputs: the number of outputs ``k`` (``F(x)`` has shape ``(1, k)``, or ``(1,)``).
+      key: a structural key: equal keys mean equal programs up to the constants' values.
+      flops: the float operations of one evaluation of both programs (matmuls), for sizing
+        batches.
+      activations: the number of elementwise nonlinear results per evaluation.
+      input_dtypes: the dtypes the two programs were traced with (float64, or float32 for a
+        program that refuses float64 inputs).
+    """
+
+    jaxprs: tuple
+    consts: tuple
+    dim: int
+    outputs: int
+    key: tuple
+    flops: float
+    activations: int
+    input_dtypes: tuple = (jnp.float64, jnp.float64)
+    fns: tuple = ()
+    _batched: dict = dataclasses.field(default_factory=dict, repr=False)
+
+    def batched(self, n: int) -> tuple[tuple, tuple, str]:
+        """``(jaxprs, consts, text)``: the two programs traced on ``n`` rows (for the plain
+        float64 evaluations at many points at once; cached)."""
+        if n not in self._batched:
+            jaxprs, consts = [], []
+            for fn, name, dtype in zip(self.fns, "ab", self.input_dtypes, strict=True):
+                try:
+                    closed = jax.make_jaxpr(fn)(jax.ShapeDtypeStruct((n, self.dim), dtype))
+                except Exception as exc:  # noqa: BLE001
+                    raise ValueError(f"verify: {name} fails on a batch of {n} inputs (it works "
+                                     f"on one): {type(exc).__name__}: {exc}") from exc
+                jaxprs.append(closed.jaxpr)
+                consts.append(list(closed.consts))
+            text = str(jaxprs[0]) + str(jaxprs[1])
+            self._batched[n] = (tuple(jaxprs), tuple(consts), text)
+        return self._batched[n]
+
+
+def _describe_out(out) -> str:
+    leaves = jax.tree.leaves(out)
+    if len(leaves) != 1:
+        return f"a pytree of {len(leaves)} arrays"
+    return f"shape {tuple(leaves[0].shape)}"
+
+
+def _trace_one(fn, name: str, dim: int):
+    """``(closed jaxpr, output shape, input dtype)``: traced on float64 inputs, or on float32
+    ones where the function refuses float64 (a float32 network under strict dtype promotion;
+    the interpreter computes in float64 all the same)."""
+    try:
+        closed, shape = jax.make_jaxpr(fn, return_shape=True)(
+            jax.ShapeDtypeStruct((1, dim), jnp.float64))
+        dtype = jnp.float64
+    except Exception as exc:  # noqa: BLE001 - report the user's function failing on the input
+        try:
+            closed, shape = jax.make_jaxpr(fn, return_shape=True)(
+                jax.ShapeDtypeStruct((1, dim), jnp.float32))
+            dtype = jnp.float32
+        except Exception:  # noqa: BLE001
+            closed = None
+        if closed is None:
+            _refuse(fn, name, dim, exc)
+    leaves = jax.tree.leaves(shape)
+    if len(leaves) != 1 or leaves[0].ndim not in (1, 2) or leaves[0].shape[0] != 1:
+        raise ValueError(f"verify: {name} maps an input of shape (1, {dim}) to "
+                         f"{_describe_out(shape)}; expected one array of shape (1, k) or (1,) "
+                         "(a batch of n inputs to n outputs)")
+    if not jnp.issubdtype(leaves[0].dtype, jnp.floating):
+        raise TypeError(f"verify: {name} returns dtype {leaves[0].dtype}; expected real floats")
+    return closed, tuple(leaves[0].shape), dtype
+
+
+def _refuse(fn, name: str, dim: int, exc: Exception):
+    widths = [w for w in range(1, 9) if w != dim and _accepts(fn, w)]
+    hint = (f"; it accepts inputs of width {widths[0]} (the domain has dim {dim})"
+            if widths else "")
+    raise ValueError(f"verify: {name} fails on an input of shape (1, {dim}) (float64, a "
+                     f"batch of one point of the domain){hint}: {type(exc).__name__}: "
+                     f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
+
+
+def _accepts(fn, width: int) -> bool:
+    for dtype in (jnp.float64, jnp.float32):
+        try:
+            jax.eval_shape(fn, jax.ShapeDtypeStruct((1, width), dtype))
+            return True
+        except Exception:  # noqa: BLE001
+            pass
+    return False
+
+
+def _cost(jaxpr) -> tuple[float, int]:
+    """Matmul flops and elementwise nonlinear results of a jaxpr (sub-jaxprs included)."""
+    flops, acts = 0.0, 0
+    for eqn in jaxpr.eqns:
+        for key in ("jaxpr", "call_jaxpr"):
+            sub = eqn.params.get(key)
+            if isinstance(sub, _core.ClosedJaxpr):
+                sub = sub.jaxpr
+            if isinstance(sub, _core.Jaxpr):
+                f, a = _cost(sub)
+                flops, acts = flops + f, acts + a
+        name = eqn.primitive.name
+        if name == "dot_general":
+            (lc, _), _ = eqn.params["dimension_numbers"]
+            shape = eqn.invars[0].aval.shape
+            k = math.prod(shape[i] for i in lc) if lc else 1
+            flops += 2.0 * k * math.prod(eqn.outvars[0].aval.shape)
+        elif name in ("tanh", "logistic", "exp", "expm1", "log", "log1p", "sin", "cos", "erf",
+                      "erfc", "sqrt", "rsqrt", "max", "min", "abs", "mul", "div",
+                      "integer_pow"):
+            acts += math.prod(eqn.outvars[0].aval.shape)
+    return flops, acts
+
+
+def trace(a, b, dim: int) -> Program:
+    """Trace ``a`` and ``b`` on ``(1, dim)`` float64 inputs (call inside ``jax.enable_x64``).
+
+    Raises ``ValueError`` naming the argument when a function fails on such an input or
+    returns something else than one ``(1, k)`` / ``(1,)`` array, and when the two output shapes
+    differ.
+    """
+    ca, sa, da = _trace_one(a, "a", dim)
+    cb, sb, db = _trace_one(b, "b", dim)
+    if sa != sb:
+        raise ValueError(f"verify: a returns shape {sa} and b returns shape {sb} on an input "
+                         f"of shape (1, {dim}); expected the same output shape (the difference "
+                         "F_a - F_b is bounded)")
+    key = (str(ca.jaxpr), str(cb.jaxpr), dim, str(da), str(db))
+    fa, xa = _cost(ca.jaxpr)
+    fb, xb = _cost(cb.jaxpr)
+    return Program(jaxprs=(ca.jaxpr, cb.jaxpr), consts=(list(ca.consts), list(cb.consts)),
+                   dim=dim, outputs=int(sa[-1]) if len(sa) == 2 else 1, key=key,
+                   flops=fa + fb, activations=xa + xb, input_dtypes=(da, db), fns=(a, b))
+
+
+def _input(c, h, mono: tm.Monomials) -> tm.TaylorModel:
+    """The Taylor model of ``x = c + h * t`` with shape ``(1, d)``."""
+    d = c.shape[0]
+    rows = [c[None]]
+    if mono.order >= 1:
+        rows.append(jnp.eye(d, dtype=jnp.float64) * h[None])
+        if mono.size > d + 1:
+            rows.append(jnp.zeros((mono.size - d - 1, d), jnp.float64))
+    coef = jnp.concatenate(rows, axis=0)[:, None, :]
+    return tm.TaylorModel(coef, jnp.zeros((1, d), jnp.float64))
+
+
+def _difference_model(program: Program, consts, x: tm.TaylorModel, ctx: RuleContext
+                      ) -> tm.TaylorModel:
+    outs = []
+    for jaxpr, cs in zip(program.jaxprs, consts, strict=True):
+        (out,) = interpret(jaxpr, cs, [x], ctx)
+        outs.append(ctx.lift(out))
+    d = ctx.sub(outs[0], outs[1])
+    return tm.linear(lambda v: v.reshape(-1), ctx.lift(d))
+
+
+def box_bound(program: Program, order: int, consts, c, h) -> tuple[jax.Array, jax.Array]:
+    """``(ub, lb)`` with ``lb <= max_j |D_j(x)| <= ub`` for every ``x`` in the box
+    ``[c - h, c + h]`` (one box). On a degenerate box (``h = 0``, a point) ``lb`` is the
+    point's value up to its rounding: a rigorous lower bound on the sup when the point lies in
+    the domain. NaN (an overflow met on the way) gives ``ub = inf``."""
+    mono = tm.Monomials.of(program.dim, order)
+    ctx = RuleContext(mono)
+    d = _difference_model(program, consts, _input(c, h, mono), ctx)
+    lo, hi = tm.bounds(d, mono)
+    ub = jnp.max(jnp.maximum(-lo, hi))
+    lb = jnp.max(jnp.maximum(jnp.maximum(lo, -hi), 0.0))
+    return jnp.where(jnp.isnan(ub), jnp.inf, ub), jnp.where(jnp.isnan(lb), 0.0, lb)
+
+
+
+def difference(program: Program, jaxprs, consts, x) -> jax.Array:
+    """``max_j |F_a(x)_j - F_b(x)_j|`` for the rows of ``x`` (``(n, d)`` -> ``(n,)``), evaluated
+    by JAX with the programs traced on ``n`` rows (:meth:`Program.batched`)."""
+    outs = []
+    for jaxpr, cs, dtype in zip(jaxprs, consts, program.input_dtypes, strict=True):
+        (out,) = _core.jaxpr_as_fun(_core.ClosedJaxpr(jaxpr, list(cs)))(x.astype(dtype))
+        outs.append(jnp.asarray(out, jnp.float64).reshape(x.shape[0], -1))
+    return jnp.max(jnp.abs(outs[0] - outs[1]), axis=1)

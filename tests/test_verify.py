@@ -1,0 +1,594 @@
+"""``jaxcompress.verification``: a proven bracket on ``sup |F_a - F_b|``.
+
+What is checked: exactness on a bias shift (the bracket closes on ``delta``), soundness against
+dense grids over random small networks of several activations on boxes and balls, every bound
+rule against samples of its inputs (each output inside its Taylor model), the eps statuses, the
+timeout's bracket, a primitive without a rule refused with its name and line, a user-registered
+rule, input validation, the user's JAX configuration left as it was, one compiled program per
+structure, the queue, the result type, and the accuracy assumed of the platform's functions.
+
+The networks are written with ``jnp`` (small, ``[d, 8..16, 8..16, 1]``) and share shapes where
+they can, so that the compiled programs are reused across tests.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxcompress.domains import Ball, Box, Points
+from jaxcompress.verification import (
+    RuleContext,
+    TaylorModel,
+    UnsupportedPrimitiveError,
+    Verification,
+    bound_rules,
+    register_rule,
+    verify,
+)
+from jaxcompress.verification import interpret as interp
+from jaxcompress.verification import search as bnb
+from jaxcompress.verification import smooth as sm
+from jaxcompress.verification import taylor as tm
+
+ACTIVATIONS = {
+    "tanh": jnp.tanh,
+    "sigmoid": jax.nn.sigmoid,
+    "softplus": jax.nn.softplus,
+    "gelu": jax.nn.gelu,
+    "gelu_erf": lambda x: jax.nn.gelu(x, approximate=False),
+    "silu": jax.nn.silu,
+    "relu": jax.nn.relu,
+    "sin": jnp.sin,
+}
+
+BOX2 = Box(jnp.array([-1.0, -1.0]), jnp.array([1.0, 1.0]))
+
+
+def init(key, sizes, scale=1.0):
+    """PyTorch-default uniform init, float64."""
+    params = []
+    for k, (m, n) in zip(jax.random.split(key, len(sizes) - 1), zip(sizes[:-1], sizes[1:],
+                                                                      strict=True),
+                         strict=True):
+        kw, kb = jax.random.split(k)
+        lim = scale / math.sqrt(m)
+        params.append((jax.random.uniform(kw, (m, n), jnp.float64, -lim, lim),
+                       jax.random.uniform(kb, (n,), jnp.float64, -lim, lim)))
+    return params
+
+
+def mlp(params, act):
+    def f(x):
+        for i, (w, b) in enumerate(params):
+            x = x @ w + b[None]
+            if i < len(params) - 1:
+                x = act(x)
+        return x
+
+    return f
+
+
+def perturbed(params, key, eps):
+    """Every weight moved by a relative ``eps`` (a stand-in for a compressed network)."""
+    out = []
+    for k, (w, b) in zip(jax.random.split(key, len(params)), params, strict=True):
+        kw, kb = jax.random.split(k)
+        out.append((w * (1 + eps * jax.random.normal(kw, w.shape, jnp.float64)),
+                    b * (1 + eps * jax.random.normal(kb, b.shape, jnp.float64))))
+    return out
+
+
+def shifted(params, delta):
+    *rest, (w, b) = params
+    return [*rest, (w, b + delta)]
+
+
+def grid_max(fa, fb, domain, n=201):
+    """``max |F_a - F_b|`` over a dense grid of the domain (a ball's grid: its points inside
+    and many on its boundary)."""
+    if isinstance(domain, Box):
+        lo, hi = np.asarray(domain.lo), np.asarray(domain.hi)
+        axes = [np.linspace(a, b, n) for a, b in zip(lo, hi, strict=True)]
+        pts = np.stack([g.reshape(-1) for g in np.meshgrid(*axes)], axis=1)
+    else:
+        d, r = domain.dim, float(domain.radius)
+        c = np.zeros(d) if domain.center is None else np.asarray(domain.center)
+        axes = [np.linspace(-r, r, n)] * d
+        pts = np.stack([g.reshape(-1) for g in np.meshgrid(*axes)], axis=1)
+        pts = pts[np.sum(pts**2, axis=1) <= r * r] + c
+        if d == 2:
+            th = np.linspace(0, 2 * np.pi, 4 * n, endpoint=False)
+            pts = np.concatenate([pts, c + r * (1 - 1e-12) * np.stack([np.cos(th),
+                                                                       np.sin(th)], 1)])
+    x = jnp.asarray(pts)
+    return float(jnp.max(jnp.abs(fa(x) - fb(x))))
+
+
+def value_at(fa, fb, x):
+    return float(jnp.max(jnp.abs(fa(jnp.asarray(x)[None]) - fb(jnp.asarray(x)[None]))))
+
+
+def inside(domain, x):
+    x = np.asarray(x)
+    if isinstance(domain, Box):
+        return bool(np.all(x >= np.asarray(domain.lo)) and np.all(x <= np.asarray(domain.hi)))
+    c = np.zeros(domain.dim) if domain.center is None else np.asarray(domain.center)
+    return bool(np.linalg.norm(x - c) <= float(domain.radius))
+
+
+@pytest.fixture(scope="module")
+def tanh_pair():
+    a = init(jax.random.PRNGKey(0), [2, 16, 16, 1])
+    return a, mlp(a, jnp.tanh)
+
+
+# ------------------------------------------------------------------------------------------
+# exactness and soundness of the whole verification
+
+
+@pytest.mark.parametrize("domain", [BOX2, Ball(2, 1.0)], ids=["box", "ball"])
+def test_bias_shift_is_exact(tanh_pair, domain):
+    params, fa = tanh_pair
+    delta = 1e-3
+    fb = mlp(shifted(params, delta), jnp.tanh)
+    res = verify(fb, fa, domain=domain, order=3)
+    assert res.status == "converged"
+    assert abs(res.lower - delta) <= 1e-12
+    assert delta <= res.upper <= 1.05 * delta
+    assert inside(domain, res.argmax)
+
+
+def test_softplus_is_recognised_smooth():
+    """``jax.nn.softplus`` (``logaddexp``: ``max``, ``abs``, ``select_n`` pieces) is bounded
+    as the smooth function it is: a bias shift closes to 1.05 as for tanh."""
+    params = init(jax.random.PRNGKey(1), [2, 8, 1], scale=3.0)
+    fa = mlp(params, jax.nn.softplus)
+    fb = mlp(shifted(params, 1e-3), jax.nn.softplus)
+    res = verify(fa, fb, domain=BOX2, order=2, tol=0.04, max_seconds=20, batch_size=64)
+    assert res.status == "converged" and res.upper <= 1.05e-3 and res.boxes < 10_000
+
+
+MIXED = ("relu", "sin", "softplus")
+
+
+def mixed_mlp(params):
+    """A network whose first hidden layer has three neurons of each activation of
+    :data:`MIXED` (one structure: one compiled program covers them), the second tanh. (Every
+    rule is checked on its own by ``test_unary_rules_are_sound``.)"""
+    acts = [ACTIVATIONS[n] for n in MIXED]
+
+    def f(x):
+        (w1, b1), (w2, b2), (w3, b3) = params
+        z = x @ w1 + b1[None]
+        h = jnp.concatenate([act(z[:, 3 * i:3 * i + 3]) for i, act in enumerate(acts)], axis=1)
+        return jnp.tanh(h @ w2 + b2[None]) @ w3 + b3[None]
+
+    return f
+
+
+@pytest.mark.parametrize("d,kind", [(2, "box"), (1, "ball")])
+def test_sound_against_dense_grid(d, kind):
+    """Random networks against their perturbed copies: ``upper`` is at least the largest
+    difference on a dense grid, ``lower`` is attained in the domain."""
+    key = jax.random.PRNGKey(d)
+    params = init(key, [d, 3 * len(MIXED), 8, 1], scale=2.0)
+    fa = mixed_mlp(params)
+    fb = mixed_mlp(perturbed(params, jax.random.fold_in(key, 1), 0.05))
+    if kind == "box":
+        domain = Box(-1.5 * jnp.ones(d), jnp.linspace(1.0, 2.0, d))
+    else:
+        domain = Ball(d, 1.5, center=0.25 * jnp.ones(d))
+    res = verify(fa, fb, domain=domain, order=2, tol=0.05, max_seconds=10.0)
+    truth = grid_max(fa, fb, domain, n=4001 if d == 1 else 201)
+    assert res.status == "converged"
+    assert res.upper >= truth, (res.upper, truth)
+    assert res.lower <= res.upper
+    assert inside(domain, res.argmax)
+    assert value_at(fa, fb, res.argmax) >= res.lower * (1 - 1e-12)
+    assert res.lower >= 0.95 * truth  # the local search finds the grid's maximum, or better
+
+
+def test_ball_inside_its_box(tanh_pair):
+    params, fa = tanh_pair
+    fb = mlp(perturbed(params, jax.random.PRNGKey(3), 0.02), jnp.tanh)
+    ball = verify(fa, fb, domain=Ball(2, 1.0), order=3, tol=0.05)
+    box = verify(fa, fb, domain=BOX2, order=3, tol=0.05)
+    assert ball.status == box.status == "converged"
+    assert ball.lower <= box.upper  # sup over the ball <= sup over the box around it
+    assert np.linalg.norm(ball.argmax) <= 1.0
+    assert ball.upper >= grid_max(fa, fb, Ball(2, 1.0))
+
+
+# ------------------------------------------------------------------------------------------
+# stopping rules
+
+
+def test_eps_statuses(tanh_pair):
+    params, fa = tanh_pair
+    fb = mlp(perturbed(params, jax.random.PRNGKey(3), 0.02), jnp.tanh)
+    full = verify(fa, fb, domain=BOX2, order=3)
+    sup = full.lower
+    certified = verify(fa, fb, domain=BOX2, order=3, eps=10 * sup)
+    assert certified.status == "certified" and certified.upper <= 10 * sup
+    assert certified.boxes <= full.boxes
+    refuted = verify(fa, fb, domain=BOX2, order=3, eps=0.5 * sup)
+    assert refuted.status == "refuted" and refuted.lower > 0.5 * sup
+    assert value_at(fa, fb, refuted.argmax) > 0.5 * sup
+
+
+def test_timeout_returns_the_bracket(tanh_pair):
+    params, fa = tanh_pair
+    fb = mlp(perturbed(params, jax.random.PRNGKey(3), 0.02), jnp.tanh)
+    res = verify(fa, fb, domain=BOX2, order=3, tol=1e-12, max_seconds=0.5)
+    assert res.status == "timeout"
+    assert 0 < res.lower <= res.upper < math.inf
+    assert res.upper >= grid_max(fa, fb, BOX2)
+    times = [h[0] for h in res.history]
+    uppers = [h[2] for h in res.history[:-1]]
+    assert times == sorted(times) and uppers == sorted(uppers, reverse=True)
+
+
+# ------------------------------------------------------------------------------------------
+# rules: refused, registered, and each one sound
+
+
+def test_unknown_primitive_is_refused_with_its_name_and_line(tanh_pair):
+    _, fa = tanh_pair
+
+    def fb(x):
+        return fa(x) + jax.lax.lgamma(x[:, :1] + 3.0)
+
+    with pytest.raises(UnsupportedPrimitiveError, match=r"'lgamma'.*test_verify\.py"):
+        verify(fa, fb, domain=BOX2, order=2)
+
+
+def test_user_registered_rule():
+    params = init(jax.random.PRNGKey(4), [2, 8, 1])
+    (w, b), (v, c) = params
+
+    def fa(x):
+        return jnp.arctan(x @ w + b[None]) @ v + c[None]
+
+    def fb(x):
+        return jnp.tanh(x @ w + b[None]) @ v + c[None]
+
+    saved = bound_rules.pop(jax.lax.atan_p, None)  # docs/verify.md registers one too
+    with pytest.raises(UnsupportedPrimitiveError, match="'atan'"):
+        verify(fa, fb, domain=BOX2, order=2)
+
+    def atan_rule(ctx: RuleContext, x):
+        lo, hi = ctx.interval(x)  # atan is increasing: an interval rule, widened for rounding
+        return ctx.from_interval(jnp.arctan(lo) - 1e-14, jnp.arctan(hi) + 1e-14)
+
+    register_rule(jax.lax.atan_p, atan_rule)
+    try:
+        with pytest.raises(ValueError, match="overwrite=True"):
+            register_rule(jax.lax.atan_p, atan_rule)
+        res = verify(fa, fb, domain=BOX2, order=2, tol=0.05, max_seconds=5)
+        assert res.upper >= grid_max(fa, fb, BOX2, n=101)
+        assert res.lower <= res.upper and res.status == "converged"
+    finally:
+        bound_rules.pop(jax.lax.atan_p)
+        if saved is not None:
+            bound_rules[jax.lax.atan_p] = saved
+
+
+def _random_model(key, mono, shape, center, spread, rad):
+    k1, k2, k3 = jax.random.split(key, 3)
+    coef = spread * jax.random.normal(k1, (mono.size, *shape), jnp.float64)
+    coef = coef / (1.0 + jnp.asarray(mono.degree, jnp.float64).reshape((-1,) + (1,) * len(shape)))
+    coef = coef.at[0].set(center + jax.random.uniform(k2, shape, jnp.float64, -1, 1))
+    return TaylorModel(coef, rad * jax.random.uniform(k3, shape, jnp.float64))
+
+
+def _evaluate(model: TaylorModel, mono, t, rho):
+    """The values a Taylor model allows at box coordinates ``t`` (``(n, d)``) with remainders
+    ``rho`` in ``[-1, 1]`` (``(n, *shape)``)."""
+    mons = jnp.prod(t[:, None, :] ** jnp.asarray(mono.exps, jnp.float64)[None], axis=2)
+    poly = jnp.tensordot(mons, model.coef, axes=1)
+    return poly + rho * model.rad[None]
+
+
+UNARY = {  # name: (function, the shift of its input, whose centre is in [-1, 1])
+    "tanh": (jnp.tanh, 0.0), "sigmoid": (jax.nn.sigmoid, 1.0),
+    "softplus": (jax.nn.softplus, 0.0), "exp": (jnp.exp, 0.5), "expm1": (jnp.expm1, -0.5),
+    "log": (jnp.log, 3.0), "log1p": (jnp.log1p, 2.0), "sin": (jnp.sin, 1.0),
+    "cos": (jnp.cos, -2.0), "erf": (jax.lax.erf, 0.3), "erfc": (jax.lax.erfc, 1.0),
+    "sqrt": (jnp.sqrt, 3.0), "rsqrt": (jax.lax.rsqrt, 3.0),
+    "reciprocal": (lambda x: 1.0 / x, -3.0), "cube": (lambda x: x**3, 0.5),
+    "pow": (lambda x: x**2.5, 3.0), "square": (jnp.square, 0.0), "relu": (jax.nn.relu, 0.0),
+    "abs": (jnp.abs, 0.0), "gelu": (jax.nn.gelu, 0.0), "elu": (jax.nn.elu, 0.0),
+    "sign": (jnp.sign, 0.0),
+    "max_reduce": (lambda x: jnp.max(x, axis=0, keepdims=True) + 0 * x, 0.0),
+    "sum_reshape": (lambda x: jnp.sum(x.reshape(2, 3), axis=1).repeat(3) + x[::-1], 0.0),
+}
+BINARY = {
+    "mul": lambda x, y: x * y, "div": lambda x, y: x / (3.0 + y), "max": jnp.maximum,
+    "min": jnp.minimum, "sub": lambda x, y: x - 2.0 * y,
+    "clip": lambda x, y: jnp.clip(x, -0.5, 1.0) + 0 * y,
+    "concat_dot": lambda x, y: jnp.concatenate([x, y]) @ jnp.linspace(-1, 1, 12).reshape(12, 1)
+    + 0 * x,
+    "logaddexp": jnp.logaddexp, "where": lambda x, y: jnp.where(x > y, x * y, y),
+}
+
+
+def _check_all(fns: dict, nargs: int, seed: int, order: int = 2) -> None:
+    """Each function of ``fns`` (of ``nargs`` vectors of 6) interpreted on random Taylor models
+    of 2 variables, from small to large; its values at sampled points (box coordinates and
+    remainders) must lie in the result's bound. All functions go through one jaxpr and one
+    compiled check."""
+    names = sorted(fns)
+    mono = tm.Monomials.of(2, order)
+    ctx = RuleContext(mono)
+    shape = (6,)
+
+    def stacked(*xs):
+        return jnp.stack([fns[n](*xs) for n in names])
+
+    closed = jax.make_jaxpr(stacked)(*[jax.ShapeDtypeStruct(shape, jnp.float64)] * nargs)
+
+    @jax.jit
+    def check(ins, rhos, t):
+        (out,) = interp.interpret(closed.jaxpr, closed.consts, ins, ctx)
+        out = ctx.lift(out)
+        xs = [_evaluate(m, mono, t, r) for m, r in zip(ins, rhos, strict=True)]
+        y = jax.vmap(stacked)(*xs)  # (samples, functions, 6)
+        claimed = jnp.isfinite(out.rad) & jnp.all(jnp.isfinite(out.coef), axis=0)
+        undefined = jnp.any(~jnp.isfinite(y), axis=0)
+        mons = jnp.prod(t[:, None, :] ** jnp.asarray(mono.exps, jnp.float64)[None], axis=2)
+        poly = jnp.einsum("sm,m...->s...", mons, out.coef)
+        excess = jnp.abs(y - poly) - out.rad[None] - 1e-13 * (jnp.abs(y) + 1.0)
+        ok = claimed & ~undefined
+        return claimed, undefined, jnp.max(jnp.where(ok[None], excess, -jnp.inf), axis=0)
+
+    key = jax.random.PRNGKey(seed)
+    t = jax.random.uniform(jax.random.fold_in(key, 99), (300, 2), jnp.float64, -1, 1)
+    t = jnp.concatenate([t, jnp.array([[1.0, 1.0], [-1.0, 1.0], [1.0, -1.0], [-1.0, -1.0]])])
+    for spread, rad in ((0.02, 1e-4), (0.3, 1e-2), (2.0, 0.5)):
+        keys = jax.random.split(jax.random.fold_in(key, int(spread * 100)), 2 * nargs)
+        ins = [_random_model(keys[i], mono, shape, 0.0, spread, rad) for i in range(nargs)]
+        rhos = [jax.random.uniform(keys[nargs + i], (len(t), *shape), jnp.float64, -1, 1)
+                for i in range(nargs)]
+        claimed, undefined, worst = (np.asarray(v) for v in check(ins, rhos, t))
+        for i, n in enumerate(names):
+            # where the function is undefined at a sample (log of a negative, 1 / 0) the bound
+            # must not claim a finite value (sqrt: the program is taken to be defined)
+            if n != "sqrt":
+                assert not np.any(claimed[i] & undefined[i]), (n, spread)
+            if spread < 1:  # small models inside the function's domain: finite bounds
+                assert np.all(claimed[i]), (n, spread)
+            assert np.all(worst[i] <= 0), f"{n} (spread {spread}): outside by {worst[i].max()}"
+
+
+def test_unary_rules_are_sound():
+    _check_all({n: (lambda x, f=f, s=s: f(x + s)) for n, (f, s) in UNARY.items()}, 1, 0)
+
+
+def test_binary_rules_are_sound():
+    _check_all({n: (lambda x, y, f=f: f(x + 0.3, y - 0.2)) for n, f in BINARY.items()}, 2, 1)
+
+
+def test_every_smooth_function_has_a_rule():
+    prims = {p.name for p in bound_rules}
+    for name in ("tanh", "logistic", "exp", "expm1", "log", "log1p", "sin", "cos", "erf",
+                 "erfc", "sqrt", "rsqrt", "dot_general", "max", "select_n", "concatenate"):
+        assert name in prims, name
+
+
+def test_function_accuracy_assumption():
+    """The platform's float64 functions are 8x more accurate than the bounds assume
+    (FUNCTION_ULPS), measured against 120-bit mpmath."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.prec = 120
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.uniform(-1, 1, 150) * 10.0 ** rng.uniform(-8, 1.3, 150),
+                        rng.uniform(-20, 20, 50)])
+    pos = np.abs(x) + 1e-3
+    cases = {
+        "tanh": (jnp.tanh, mpmath.tanh, x), "exp": (jnp.exp, mpmath.exp, x),
+        "logistic": (jax.nn.sigmoid, lambda v: 1 / (1 + mpmath.exp(-v)), x),
+        "erf": (jax.lax.erf, mpmath.erf, x), "erfc": (jax.lax.erfc, mpmath.erfc, x),
+        "sin": (jnp.sin, mpmath.sin, x), "cos": (jnp.cos, mpmath.cos, x),
+        "log": (jnp.log, mpmath.log, pos), "log1p": (jnp.log1p, mpmath.log1p, pos - 0.99),
+        "expm1": (jnp.expm1, mpmath.expm1, x), "sqrt": (jnp.sqrt, mpmath.sqrt, pos),
+        "rsqrt": (jax.lax.rsqrt, lambda v: 1 / mpmath.sqrt(v), pos),
+    }
+    for name, (f, ref, pts) in cases.items():
+        got = np.asarray(jax.jit(f)(jnp.asarray(pts)))
+        want = np.array([float(ref(mpmath.mpf(float(v)))) for v in pts])
+        ok = np.abs(want) > 1e-290
+        rel = np.max(np.abs(got[ok] - want[ok]) / np.abs(want[ok]))
+        assert rel <= sm.relative_error(name) / 8, (name, rel / 2.0**-52)
+
+
+# ------------------------------------------------------------------------------------------
+# the API
+
+
+def test_input_validation(tanh_pair):
+    params, fa = tanh_pair
+    with pytest.raises(TypeError, match="a must be a network .* or a callable f"):
+        verify(3.0, fa, domain=BOX2)
+    with pytest.raises(TypeError, match=r"activation= is required for a params list \(a\)"):
+        verify(params, fa, domain=BOX2)
+    with pytest.raises(TypeError, match="Box or a jaxcompress.Ball.*Points"):
+        verify(fa, fa, domain=Points(jnp.ones((4, 2))))
+    with pytest.raises(ValueError, match=r"a fails on an input of shape \(1, 3\).*width 2"):
+        verify(fa, fa, domain=Box(-jnp.ones(3), jnp.ones(3)))
+    with pytest.raises(ValueError, match=r"a returns shape \(1, 1\) and b returns shape \(1, 2\)"):
+        verify(fa, lambda x: jnp.concatenate([fa(x), fa(x)], axis=1), domain=BOX2)
+    with pytest.raises(ValueError, match="eps must be a positive number"):
+        verify(fa, fa, domain=BOX2, eps=0.0)
+    with pytest.raises(ValueError, match=r"tol must be in \(0, 1\)"):
+        verify(fa, fa, domain=BOX2, tol=1.0)
+    with pytest.raises(ValueError, match="max_seconds must be a positive number"):
+        verify(fa, fa, domain=BOX2, max_seconds=-1)
+    with pytest.raises(ValueError, match="order must be an int"):
+        verify(fa, fa, domain=BOX2, order=2.5)
+    with pytest.raises(ValueError, match="not finite"):  # the compiled structure, NaN weights
+        verify(mlp(shifted(params, jnp.nan), jnp.tanh), fa, domain=BOX2, order=3)
+
+
+def test_user_config_is_left_alone():
+    params = init(jax.random.PRNGKey(5), [2, 4, 1])
+    p32 = [(w.astype(jnp.float32), b.astype(jnp.float32)) for w, b in params]
+    with jax.enable_x64(False):
+        fa = mlp(p32, jnp.tanh)
+        fb = mlp(shifted(p32, np.float32(1e-3)), jnp.tanh)
+        before = (jax.config.jax_enable_x64, jax.config.jax_numpy_rank_promotion,
+                  jax.config.jax_numpy_dtype_promotion, jax.config.jax_default_matmul_precision)
+        res = verify(fb, fa, domain=BOX2, order=1)
+        after = (jax.config.jax_enable_x64, jax.config.jax_numpy_rank_promotion,
+                 jax.config.jax_numpy_dtype_promotion, jax.config.jax_default_matmul_precision)
+        assert before == after and after[0] is False
+        assert jnp.zeros(1).dtype == jnp.float32
+    # float32 constants, the program computed in float64: the difference of the two biases
+    delta = float(np.float64(p32[-1][1][0] + np.float32(1e-3)) - np.float64(p32[-1][1][0]))
+    assert abs(res.lower - delta) < 1e-12 and delta <= res.upper <= 1.05 * delta
+
+
+def test_one_compiled_program_per_structure(tanh_pair):
+    params, fa = tanh_pair
+    fb = mlp(shifted(params, 1e-3), jnp.tanh)
+    verify(fb, fa, domain=BOX2, order=3)
+    size = len(bnb._CACHE)
+    compiles = [f.bound._cache_size() for f in bnb._CACHE.values()]
+    other = init(jax.random.PRNGKey(9), [2, 16, 16, 1])  # other weights, same shapes
+    verify(mlp(shifted(other, 2e-3), jnp.tanh), mlp(other, jnp.tanh), domain=BOX2, order=3)
+    assert len(bnb._CACHE) == size
+    assert [f.bound._cache_size() for f in bnb._CACHE.values()] == compiles
+
+
+def test_result_summary_and_plot(tanh_pair, tmp_path):
+    params, fa = tanh_pair
+    fb = mlp(shifted(params, 1e-3), jnp.tanh)
+    res = verify(fb, fa, domain=BOX2, order=3, eps=1e-2)
+    assert isinstance(res, Verification) and res.status == "certified"
+    text = str(res)
+    assert "certified" in text and "rigorous up to floating point" in text
+    assert res.history[0][0] <= res.history[-1][0] and res.seconds >= res.history[-1][0]
+    path = tmp_path / "bracket.png"
+    res.plot(path)
+    assert path.stat().st_size > 1000
+
+
+def test_box_queue_pops_the_largest():
+    rng = np.random.default_rng(0)
+    q = bnb.BoxQueue(2, capacity=4)
+    ub = rng.random(50)
+    q.push(rng.random((50, 2)), rng.random((50, 2)), ub)
+    _, _, top = q.pop_top(7)
+    assert sorted(top) == sorted(np.sort(ub)[-7:])
+    assert q.n == 43 and sorted(q.ub[:43]) == sorted(np.sort(ub)[:-7])
+    assert q.max() == np.sort(ub)[-8]
+
+
+def test_split_covers_the_parent():
+    c = np.array([[0.3, -0.2]])
+    h = np.array([[0.5, 0.25]])
+    cc, ch, parent = bnb.split(c, h, 3)
+    assert len(cc) == 8 and np.all(parent == 0)
+    pts = np.random.default_rng(1).uniform(c - h, c + h, (2000, 2))
+    covered = np.any(np.all(np.abs(pts[:, None] - cc[None]) <= ch[None], axis=2), axis=1)
+    assert covered.all()
+
+
+# --------------------------------------------------------------------------------------------
+# every network the library reads, and where the proof is used: certify, the search, the CLI
+
+
+@pytest.fixture(scope="module")
+def chain_pair():
+    """A [2, 16, 16, 1] tanh params list and its collocation(2) compression (width 6)."""
+    import jaxcompress as jc
+
+    teacher = jc.init_mlp(jax.random.PRNGKey(4), [2, 16, 16, 1], dtype=jnp.float64)
+    small, info = jc.compress(teacher, jc.collocation(2), activation="tanh",
+                              domain=Ball(2, 1.0))
+    return teacher, small, info
+
+
+def test_every_kind_of_network_verifies_alike(chain_pair, tmp_path):
+    """jc.verify takes params lists (activation=), traced networks, compressed results and
+    loaded files, and proves the same bracket as for the functions they compute."""
+    import jaxcompress as jc
+
+    teacher, small, _ = chain_pair
+    ball = Ball(2, 1.0)
+    ref = jc.verify(lambda x: jc.apply(teacher, x, activation="tanh"),
+                    lambda x: jc.apply(small, x, activation="tanh"), domain=ball, tol=0.02)
+    lists = jc.verify(teacher, small, activation="tanh", domain=ball, tol=0.02)
+    net = jc.trace(lambda p, x: jc.apply(p, x, activation="tanh"), teacher, jnp.zeros((4, 2)))
+    tsmall, _ = jc.compress(net, jc.collocation(2), domain=ball)
+    jc.save(tmp_path / "t.jcz", teacher, activation="tanh")
+    jc.save(tmp_path / "s.jcz", tsmall)
+    traced = jc.verify(net, tsmall, domain=ball, tol=0.02)
+    loaded = jc.verify(jc.load(tmp_path / "t.jcz"), jc.load(tmp_path / "s.jcz"), domain=ball,
+                       tol=0.02)
+    sampled = float(jc.sup_error(teacher, small, activation="tanh", domain=ball,
+                                 key=jax.random.PRNGKey(0), n_samples=2048))
+    for res in (ref, lists, traced, loaded):
+        assert res.status == "converged" and res.lower <= res.upper <= 1.02 * res.upper
+        assert res.upper >= sampled and abs(res.upper - ref.upper) <= 0.03 * ref.upper
+        assert res.to_dict()["status"] == "converged"
+
+
+def test_certify_proves_what_the_paper_cannot(chain_pair):
+    """certify of a network that is not a chain reports jc.verify's bound (it refused);
+    verified=True adds it beside the paper's for a chain."""
+    import jaxcompress as jc
+
+    teacher, _, _ = chain_pair
+
+    def skip(p, x):
+        return jnp.concatenate([jnp.tanh(x @ p["w1"] + p["b1"][None]), x], axis=1) @ p["w2"]
+
+    k = jax.random.split(jax.random.PRNGKey(5), 3)
+    q = {"w1": jax.random.normal(k[0], (2, 16)), "b1": 0.1 * jax.random.normal(k[1], (16,)),
+         "w2": jax.random.normal(k[2], (18, 1)) / 6}
+    net = jc.trace(skip, q, jnp.zeros((4, 2)))
+    skip_small, _ = jc.compress(net, jc.collocation(3), domain=Ball(2, 1.0))
+    with pytest.raises(ValueError, match="(?s)not one.*pass compressed="):
+        jc.certify(net, domain=Ball(2, 1.0), eps=1e-2)
+    rep = jc.certify(net, domain=Ball(2, 1.0), eps=1.0, compressed=skip_small)
+    assert rep.verified.status == "certified" and rep.layers == () and rep.paper is None
+    assert "proven by jc.verify" in str(rep) and rep.to_dict()["verified"]["upper"] <= 1.0
+    backward, info = jc.compress(teacher, jc.collocation(2, layer_order="backward"),
+                                 activation="tanh", domain=Ball(2, 1.0))   # a posteriori needs it
+    chain = jc.certify(teacher, activation="tanh", domain=Ball(2, 1.0), eps=1.0,
+                       compressed=backward, info=info, verified=True)
+    assert chain.verified.status == "certified" and len(chain.layers) == 2
+    bound = chain.a_posteriori_bound      # ours, where it exists: never below the proven one's
+    assert bound is None or chain.verified.lower <= bound
+
+
+def test_the_smallest_network_with_a_proven_error(chain_pair, tmp_path, capsys):
+    """compress_to_tolerance with jc.Verified returns a network whose error is proven <= eps
+    (the search's candidates judged by jc.verify); the command line proves or refutes."""
+    import jaxcompress as jc
+    from jaxcompress import cli
+
+    teacher, small, _ = chain_pair
+    ball = Ball(2, 1.0)
+    res = jc.compress_to_tolerance(teacher, jc.Verified(method=jc.collocation(2), shrink=False,
+                                                        n_samples=512),
+                                   activation="tanh", domain=ball, eps=3e-2)
+    assert res.mode == "verified" and res.verification.status == "certified"
+    assert res.verification.upper <= 3e-2 and res.measured_error <= res.verification.upper
+    again = jc.verify(teacher, res.params, activation="tanh", domain=ball, eps=3e-2)
+    assert again.status == "certified"
+    jc.save(tmp_path / "t.jcz", teacher, activation="tanh")
+    jc.save(tmp_path / "s.jcz", small, activation="tanh")
+    args = ["verify", str(tmp_path / "t.jcz"), str(tmp_path / "s.jcz")]
+    assert cli.main(args + ["--eps", "1.0", "--json", str(tmp_path / "v.json")]) == 0
+    assert "status certified" in capsys.readouterr().out and (tmp_path / "v.json").exists()
+    sampled = float(jc.sup_error(teacher, small, activation="tanh", domain=ball,
+                                 key=jax.random.PRNGKey(0), n_samples=1024))
+    assert cli.main(args + ["--eps", str(0.5 * sampled)]) == 1
+    assert "status refuted" in capsys.readouterr().out
+    assert cli.main(args + ["--eps", "-1"]) == 2

@@ -318,21 +318,33 @@ def _certify_cmd(args: argparse.Namespace) -> int:
     import jaxcompress as jc
 
     model = _load_model(args.input, args.activation)
-    d = jc.layer_sizes(model.params)[0]
-    center = None if args.center is None else _floats(args.center, "--center")
-    if center is not None and len(center) != d:
-        raise ValueError(f"certify: --center has {len(center)} entries; the network takes "
-                         f"inputs of size {d}")
-    domain = jc.Ball(d, args.radius, center=None if center is None else jax.numpy.asarray(
-        center))
+    domain = _ball(args, jc.layer_sizes(model.params)[0], "certify")
     report = jc.certify(model.params, activation=model.activation, domain=domain, eps=args.eps,
                         rho0=args.rho0, delta=args.delta, n_samples=args.samples, seed=args.seed)
     print(report)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report.to_dict(), f, indent=2)
-        print(f"# wrote {args.json}")
+    _write_json(args.json, report)
     return 0
+
+
+def _ball(args: argparse.Namespace, d: int, where: str):
+    """The ball of ``--radius`` around ``--center`` (default the origin) in ``d`` inputs."""
+    import jax.numpy as jnp
+
+    import jaxcompress as jc
+
+    center = None if args.center is None else _floats(args.center, "--center")
+    if center is not None and len(center) != d:
+        raise ValueError(f"{where}: --center has {len(center)} entries; the network takes "
+                         f"inputs of size {d}")
+    return jc.Ball(d, args.radius, center=None if center is None else jnp.asarray(center))
+
+
+def _write_json(path: str | None, record) -> None:
+    """``record.to_dict()`` written to ``path`` (``--json``), if one was given."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(record.to_dict(), f, indent=2)
+        print(f"# wrote {path}")
 
 
 def _verify_cmd(args: argparse.Namespace) -> int:
@@ -348,20 +360,11 @@ def _verify_cmd(args: argparse.Namespace) -> int:
         if not os.path.isfile(path):
             raise FileNotFoundError(f"no such file: {path!r}")
         nets.append(jc.load(path))
-    d = jc.layer_sizes(nets[0])[0]
-    center = None if args.center is None else _floats(args.center, "--center")
-    if center is not None and len(center) != d:
-        raise ValueError(f"verify: --center has {len(center)} entries; the network takes "
-                         f"inputs of size {d}")
-    domain = jc.Ball(d, args.radius, center=None if center is None else jax.numpy.asarray(
-        center))
+    domain = _ball(args, jc.layer_sizes(nets[0])[0], "verify")
     res = jc.verify(nets[0], nets[1], domain=domain, eps=args.eps, tol=args.tol,
                     max_seconds=args.max_seconds, progress=args.progress)
     print(res)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(res.to_dict(), f, indent=2)
-        print(f"# wrote {args.json}")
+    _write_json(args.json, res)
     if args.plot:
         res.plot(args.plot)
         print(f"# wrote {args.plot}")

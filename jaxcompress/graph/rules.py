@@ -63,10 +63,9 @@ def register_rule(primitive: str, rule: Rule, *, analytic: bool = True, entire: 
     returning one :class:`Val` per output. A primitive without a rule pins what it touches and
     is named in the network's table. The flags (see :class:`Registered`) are recorded with it.
 
-    Example: a user's own elementwise primitive, analytic, read as ``tanh`` is::
-
-        from jaxcompress.graph.rules import ELEMENTWISE, register_rule
-        register_rule("my_sigmoid", ELEMENTWISE)
+    Example: a user's own elementwise primitive, analytic, read as ``tanh`` is:
+    ``register_rule("my_sigmoid", ELEMENTWISE)`` (:data:`ELEMENTWISE`, the rule of this module's
+    elementwise primitives).
     """
     if not isinstance(primitive, str) or not callable(rule):
         raise TypeError(f"register_rule: expected a primitive name and a function, got "

@@ -551,7 +551,8 @@ class Measured(ToleranceStrategy):
         return _search_widths(self, problem, self.metric)[0]
 
 
-def _search_widths(strategy: Measured | Verified, problem: _Problem, metric
+def _search_widths(strategy: Measured | Verified, problem: _Problem, metric,
+                   teacher_value: float | None = None
                    ) -> tuple[ToleranceResult, Bench, Candidate]:
     """The search of :class:`Measured` and :class:`Verified` (:func:`jaxcompress.shrink.search`:
     the method's orders, then narrower sets, polished if asked), candidates judged by
@@ -564,7 +565,8 @@ def _search_widths(strategy: Measured | Verified, problem: _Problem, metric
               else as_family(strategy.method, where))
     bench = Bench(problem.obj, problem.net, problem.domain, metric,
                   key=strategy.measurement_key, emit=problem.emit,
-                  n_samples=strategy.n_samples, local_search_steps=strategy.local_search_steps)
+                  n_samples=strategy.n_samples, local_search_steps=strategy.local_search_steps,
+                  teacher_value=teacher_value)
     found = shrink_search(bench, family, problem.eps, max_order=strategy.max_order,
                           polish=strategy.polish, widths=strategy.shrink, fail=problem.fail)
     cand = found.best
@@ -633,7 +635,8 @@ class Verified(ToleranceStrategy):
             return verify(teacher, f, domain=problem.domain, eps=problem.eps,
                           max_seconds=float(self.max_seconds)).upper
 
-        result, bench, cand = _search_widths(strategy, problem, proven_sup)
+        # the teacher is 0 from itself: no proof of it against itself to compile
+        result, bench, cand = _search_widths(strategy, problem, proven_sup, teacher_value=0.0)
         proof = verify(teacher, bench.function(cand.leaves), domain=problem.domain,
                        eps=problem.eps, max_seconds=float(self.max_seconds))
         problem.emit(f"proven: sup error in [{proof.lower:.4g}, {proof.upper:.4g}] "

@@ -72,8 +72,8 @@ def _program_features(plan: Plan, fmap: FeatureMap, s: SetPlan, position: int, l
     for t in range(len(tensors)):
         def values(x, t=t):
             prog = plan.program(leaves, x)
-            vals = evaluate(prog, leaves, x, list(dict.fromkeys(v for v, _ in tensors)))
-            return plan.consumed_slice(s, tensors[t], vals[tensors[t][0]], widths)
+            vals = evaluate(prog, leaves, x, s.value_ids())
+            return plan.consumed_slice(s, tensors[t], vals, widths)
         f = fmap.of_values(values, position, domain=domain, dtype=dtype)
         f = dataclasses.replace(f, layer=s.index)
         feats.append(f)
@@ -182,7 +182,7 @@ def _step_joint(plan: Plan, s: SetPlan, leaves: list, widths, kept, feats, ids, 
         coefs.append((rows, coef))
     col, residual, spans, cols_of = 0, jnp.zeros((), z.dtype), [], []
     for r, pl in zip(s.readers, places, strict=True):
-        t = tensors.index((r.value, r.block))
+        t = tensors.index((r.values, r.block))
         spans.append((r.leaf, r.axis, pl.start, t, r.index))
         cols_of.append((t, col, pl.cols))
         col += pl.cols

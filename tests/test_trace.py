@@ -291,7 +291,8 @@ def test_shared_weights_and_a_wrong_domain_are_refused():
 
     params = _mlp_params(jax.random.PRNGKey(8), [2, 8, 8, 1])
     net = jc.trace(tied, params, X)
-    assert "the leaf [1][0] is read 2 times (shared weights)" in str(net)
+    assert ("the rows of [1][0] read group 1 at one call and group 2 at another (one set of "
+            "rows cannot be re-weighted for both)") in str(net)
     assert not net.compressible
     chain = jc.trace(_relu, [(w.T, b) for w, b in params], X)
     with pytest.raises(ValueError, match="domain has dim 3; the network takes inputs of size 2"):

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from jaxcompress.graph.values import Consumer, Group, Val
 from jaxcompress.program import Const, Eqn
 
-__all__ = ["Analysis", "chain_of", "close_sets", "close_stacks", "pin_shared"]
+__all__ = ["Analysis", "chain_of", "close_constants", "close_sets", "close_stacks", "pin_shared"]
 
 
 class Analysis:
@@ -28,8 +30,18 @@ class Analysis:
         self.vals: dict[int, Val] = {}
         self.groups: list[Group] = []
         self.unknown: list[tuple[str, str]] = []
-        #: (leaf, slice or None) -> how many equations read the leaf (a slice of it)
+        #: (leaf, slice or None) -> how many equations read the leaf (a slice of it), views
+        #: (a transpose, a broadcast) not counted: the equation that uses the view is
         self.uses: dict[tuple[int, int | None], int] = {}
+        #: (leaf, slice or None) -> how many of those reads a rule explained: a kernel of a
+        #: group's site, its bias there, a per-neuron parameter of its activation
+        self.explained: dict[tuple[int, int | None], int] = {}
+        #: (kernel leaf, axis, slice or None) -> the group its columns produce: a second
+        #: ``dot_general`` with the same kernel computes the same neurons at another *site*
+        self.produced: dict[tuple[int, int, int | None], int] = {}
+        #: (leaf, axis, slice or None, row blocks, row blocks, line): a kernel whose rows read
+        #: different groups at different sites (pinned by :func:`pin_shared`)
+        self.conflicts: list = []
         #: (consumer leaf, axis, slice or None) -> the row blocks ((group or -1, size), ...)
         #: along that axis (of the leaf, or of its slice; merged by close_stacks)
         self.layouts: dict[tuple[int, int, int | None], tuple[tuple[int, int], ...]] = {}
@@ -65,13 +77,33 @@ class Analysis:
     # -- the rules' API -------------------------------------------------------------------------
 
     def new_group(self, *, width: int, kernel: int, kernel_axis: int, source,
-                  stack: int | None = None) -> int:
-        """A new neuron group produced by the kernel leaf ``kernel`` (its slice ``stack`` of a
-        stacked leaf, axes counted in the whole leaf); its 0-based index."""
+                  stack: int | None = None, line: str = "", constant: bool = False) -> int:
+        """The neuron group produced by the kernel leaf ``kernel`` along ``kernel_axis`` (its
+        slice ``stack`` of a stacked leaf, axes counted in the whole leaf); its 0-based index.
+        When that kernel already produced a group (the network called again: ``f(x) + f(-x)``,
+        ``f(x) - f(x0)``), this is a new **site** of the same group: the same neurons computed
+        on other data, sliced together and read by the same rows. ``constant``: this site's
+        data does not depend on ``x``."""
+        self.explain(kernel, stack)
+        key = (kernel, kernel_axis, stack)
+        if key in self.produced:
+            g = self.produced[key]
+            grp = self.groups[g]
+            grp.sites.append(line)
+            grp.constant = grp.constant and constant
+            if grp.source != source:
+                grp.source = "other"
+            return g
         self.groups.append(Group(index=len(self.groups) + 1, width=width, kernel=kernel,
-                                 kernel_axis=kernel_axis, source=source, stack=stack))
+                                 kernel_axis=kernel_axis, source=source, stack=stack,
+                                 sites=[line], constant=constant))
         self._parent.append(len(self.groups) - 1)
+        self.produced[key] = len(self.groups) - 1
         return len(self.groups) - 1
+
+    def explain(self, leaf: int, index: int | None) -> None:
+        """One read of ``leaf`` (its slice ``index``) is a role a rule recorded."""
+        self.explained[(leaf, index)] = self.explained.get((leaf, index), 0) + 1
 
     def pin(self, vals: Sequence[Val], reason: str, line: str) -> None:
         """Keep every group of ``vals`` whole, saying why and where."""
@@ -97,7 +129,10 @@ class Analysis:
         if data.pre and g0 is not None and not self.groups[g0].program:
             # pinned by close_sets unless a stream ties it (a linear input projection)
             self.groups[g0].linear = self.groups[g0].linear or eqn.line
-        self.layouts[(leaf, leaf_axis, index)] = data.blocks
+        key = (leaf, leaf_axis, index)
+        if key in self.layouts and self.sets_of(self.layouts[key]) != self.sets_of(data.blocks):
+            self.conflicts.append((leaf, index, self.layouts[key], data.blocks, eqn.line))
+        self.layouts.setdefault(key, data.blocks)
         offset = 0
         for b, (g, size) in enumerate(data.blocks):
             if g >= 0:
@@ -113,40 +148,52 @@ class Analysis:
 
     def add_scale(self, g: int, leaf: int, index: int | None = None) -> None:
         """A per-neuron parameter of group ``g`` (sliced with its neurons; its slice ``index``
-        of a stacked leaf)."""
-        self.groups[g].scales.append(leaf)
-        self.groups[g].scale_stacks.append(index)
+        of a stacked leaf), however often the activation reads it (Snake's ``a``)."""
+        self.explain(leaf, index)
+        grp = self.groups[g]
+        if (leaf, index) not in zip(grp.scales, grp.scale_stacks, strict=True):
+            grp.scales.append(leaf)
+            grp.scale_stacks.append(index)
 
     def add_kink(self, g: int, primitive: str, line: str) -> None:
-        self.groups[g].kinks.append((primitive, line))
-
-    def mark_constant(self, g: int, line: str) -> None:
-        self.groups[g].constant = True
-        self.groups[g].pin("does not depend on the input x (a function of constants and "
-                           "parameters only, e.g. a DeepONet's branch on fixed input functions)",
-                           line)
+        if (primitive, line) not in self.groups[g].kinks:
+            self.groups[g].kinks.append((primitive, line))
 
     def extend_activation(self, g: int, eqn: Eqn, operands) -> int:
-        """Append ``eqn`` to group ``g``'s activation program; the node it makes."""
-        self.groups[g].program.append((eqn.primitive, eqn.params, operands))
+        """The node of ``eqn`` in group ``g``'s activation program: an equal equation already
+        there (the same op at another site of the group), else appended."""
+        program = self.groups[g].program
+        for i, (prim, params, ops) in enumerate(program):
+            if prim is eqn.primitive and params == eqn.params and _same_operands(ops, operands):
+                return i + 1
+        program.append((eqn.primitive, eqn.params, operands))
         self.groups[g].calls.append(eqn.call)
-        return len(self.groups[g].program)
+        return len(program)
 
 
-def _reads(a: Analysis, leaf: int, index: int | None) -> int:
-    """How many equations read ``leaf`` (its slice ``index``): a read of the whole leaf counts
-    for every slice, a read of any slice for the whole leaf."""
-    here = a.uses.get((leaf, index), 0)
+def _same_operands(a, b) -> bool:
+    return len(a) == len(b) and all(
+        ka == kb and (np.array_equal(ra, rb) if ka == "c" else ra == rb)
+        for (ka, ra), (kb, rb) in zip(a, b, strict=True))
+
+
+def _reads(counts: dict, leaf: int, index: int | None) -> int:
+    """How many reads ``counts`` holds of ``leaf`` (its slice ``index``): a read of the whole
+    leaf counts for every slice, a read of any slice for the whole leaf."""
+    here = counts.get((leaf, index), 0)
     if index is not None:
-        return here + a.uses.get((leaf, None), 0)
-    return here + sum(n for (lf, i), n in a.uses.items() if lf == leaf and i is not None)
+        return here + counts.get((leaf, None), 0)
+    return here + sum(n for (lf, i), n in counts.items() if lf == leaf and i is not None)
 
 
 def pin_shared(a: Analysis, paths: Sequence[str]) -> None:
-    """A group none of whose leaves the program reads elsewhere: writing a smaller one back
-    would change that other use (a slice of a stacked leaf is read once per layer). A leaf
-    (slice) that produces several groups is shared too, however it is read (a kernel closed
-    over by a scan's body, used in every iteration)."""
+    """Pin a group one of whose leaves the program reads other than as the group's own
+    kernel, bias or per-neuron parameter at one of its sites, or as the rows that read it:
+    writing a smaller leaf back would change that other use (a slice of a stacked leaf is
+    read once per layer). A leaf (slice) that produces several groups is shared too (a bias
+    added to two layers), and so is a kernel whose rows read different groups at different
+    sites (the same layer applied twice in a row: one set of rows cannot be re-weighted for
+    both)."""
     producing: dict[tuple[int, int | None], list[Group]] = {}
     for g in a.groups:
         for leaf, _, index in dict.fromkeys(g.slots()):
@@ -157,14 +204,31 @@ def pin_shared(a: Analysis, paths: Sequence[str]) -> None:
             for g in groups:
                 g.pin(f"the leaf {where} produces {len(groups)} groups (shared weights)",
                       "params")
+    for leaf, index, first, other, line in a.conflicts:
+        where = paths[leaf] + ("" if index is None else f"[{index}]")
+        names = [("group " + ", ".join(str(g + 1) for g, _ in blocks if g >= 0))
+                 if any(g >= 0 for g, _ in blocks) else "no group" for blocks in (first, other)]
+        for g in {g for blocks in (first, other) for g, _ in blocks if g >= 0}:
+            a.groups[g].pin(f"the rows of {where} read {names[0]} at one call and "
+                            f"{names[1]} at another (one set of rows cannot be re-weighted "
+                            "for both)", line)
     for g in a.groups:
         refs = [(leaf, index) for leaf, _, index in g.slots()] + [
             (c.leaf, c.index) for c in g.consumers]
         for leaf, index in dict.fromkeys(refs):
-            n = _reads(a, leaf, index)
-            if n > 1:
+            n, known = _reads(a.uses, leaf, index), _reads(a.explained, leaf, index)
+            if n > known:
                 where = paths[leaf] + ("" if index is None else f"[{index}]")
-                g.pin(f"the leaf {where} is read {n} times (shared weights)", "params")
+                g.pin(f"the leaf {where} is read {n} times, {n - known} of them other than "
+                      "as this network's weights (shared weights)", "params")
+
+
+def close_constants(a: Analysis, line: str = "params") -> None:
+    """Pin every group none of whose sites depends on ``x``."""
+    for g in a.groups:
+        if g.constant:
+            g.pin("does not depend on the input x (a function of constants and parameters "
+                  "only, e.g. a DeepONet's branch on fixed input functions)", g.sites[0] or line)
 
 
 def close_sets(a: Analysis) -> None:

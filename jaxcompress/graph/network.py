@@ -22,7 +22,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress.activations import Activation, get_activation
-from jaxcompress.graph.analysis import Analysis, chain_of, close_sets, close_stacks, pin_shared
+from jaxcompress.graph.analysis import (
+    Analysis,
+    chain_of,
+    close_constants,
+    close_sets,
+    close_stacks,
+    pin_shared,
+)
 from jaxcompress.graph.match import analytic_call, chain_activation
 from jaxcompress.graph.plan import (
     ChainPlan,
@@ -215,9 +222,18 @@ def _set_plan(members, parts=()) -> SetPlan:
     return SetPlan(index=members[0].index, width=members[0].width,
                    producers=tuple(dict.fromkeys(Producer(leaf, axis, index) for g in members
                                                  for leaf, axis, index in g.slots())),
-                   readers=tuple(Reader(c.leaf, c.axis, c.block, c.value, c.value_axis,
-                                        c.index) for g in members for c in g.consumers),
+                   readers=_readers([c for g in members for c in g.consumers]),
                    members=tuple(g.index - 1 for g in members), parts=tuple(parts))
+
+
+def _readers(consumers) -> tuple[Reader, ...]:
+    """One :class:`Reader` per block of rows, with every site's consumed value (a network called
+    twice reads the same rows at two values: they are re-weighted to fit both)."""
+    values: dict[tuple, list[tuple[int, int]]] = {}
+    for c in consumers:
+        values.setdefault((c.leaf, c.axis, c.block, c.index), []).append((c.value, c.value_axis))
+    return tuple(Reader(leaf, axis, block, tuple(dict.fromkeys(vals)), index)
+                 for (leaf, axis, block, index), vals in values.items())
 
 
 @functools.cache
@@ -320,6 +336,7 @@ def trace(fn: Callable[[Any, jax.Array], jax.Array], params: Any, x: jax.Array) 
         a.pin([v], "reaches the output", lines.get(o, "output") if isinstance(o, int)
               else "output")
     paths = tuple(jax.tree_util.keystr(p) for p, _ in pairs)
+    close_constants(a)
     pin_shared(a, paths)
     close_sets(a)
     merged = close_stacks(a, paths, [[a.val(o) for o in link] for link in prog.links])

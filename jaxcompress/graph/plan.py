@@ -134,15 +134,16 @@ class Reader:
     Attributes:
       leaf, axis: the kernel leaf and its axis along the neurons.
       block: the set's block among the leaf's row blocks (:attr:`Plan.layouts`).
-      value, value_axis: the consumed value of the program and its neuron axis.
+      values: ``(value, neuron axis)`` of every value of the program the rows read: one per
+        site of the set (each call of the network in ``fn``); the rows are re-weighted to fit
+        them all (their features stacked).
       index: the slice of a stacked leaf whose rows these are (``None``: the whole leaf).
     """
 
     leaf: int
     axis: int
     block: int
-    value: int
-    value_axis: int
+    values: tuple[tuple[int, int], ...]
     index: int | None = None
 
 
@@ -193,10 +194,15 @@ class SetPlan:
         """The distinct ``(leaf, axis)`` of its producers (every slice of a stacked axis)."""
         return list(dict.fromkeys((p.leaf, p.axis) for p in self.producers))
 
-    def tensors(self) -> list[tuple[int, int]]:
-        """The distinct consumed tensors ``(value, block)`` (one per gated layer of a modified
-        MLP, two for ``[cos(xB), sin(xB)]``)."""
-        return list(dict.fromkeys((r.value, r.block) for r in self.readers))
+    def tensors(self) -> list[tuple[tuple[tuple[int, int], ...], int]]:
+        """The distinct consumed tensors ``(values, block)`` (one per gated layer of a modified
+        MLP, two for ``[cos(xB), sin(xB)]``; a tensor read at several sites is one tensor,
+        its sites' values stacked)."""
+        return list(dict.fromkeys((r.values, r.block) for r in self.readers))
+
+    def value_ids(self) -> list[int]:
+        """Every program value its readers read."""
+        return list(dict.fromkeys(v for r in self.readers for v, _ in r.values))
 
     def slice_producers(self, leaves: list, kept, pad: int | None = None) -> None:
         """Every producer (slice) of ``leaves`` at ``kept``, in place; with ``pad``, kept first
@@ -410,15 +416,27 @@ class Plan:
             new = new if pad is None else _pad_rows(new, pad)
             put_leaf(leaves, leaf, index, _put_rows(value, local, off, width, new))
 
-    def consumed_slice(self, s: SetPlan, tensor: tuple[int, int], value, widths) -> jax.Array:
-        """The set's neurons in the consumed ``value`` of ``tensor`` (``(n, r, width)``)."""
-        val, block = tensor
-        r = next(r for r in s.readers if (r.value, r.block) == (val, block))
+    def consumed_slice(self, s: SetPlan, tensor, values: dict, widths) -> jax.Array:
+        """The set's neurons in the consumed ``tensor`` (``(n, r, width)``; the values of its
+        sites side by side along ``r``) from the program's ``values`` (by id). A site computed
+        on other rows than ``x``'s ``n`` (``f(x0)`` at fixed points: a constant of ``x``) is
+        one row, broadcast to all ``n``."""
+        sites, block = tensor
+        r = next(r for r in s.readers if (r.values, r.block) == (sites, block))
         width = widths[s.members[0]]
         off = self.blocks(r.leaf, r.axis, widths)[block].start
-        v = jax.lax.slice_in_dim(value, off, off + width, axis=r.value_axis)
-        v = jnp.moveaxis(v, r.value_axis, -1)
-        return v.reshape(v.shape[0], -1, width)
+        parts = []
+        for value, axis in sites:
+            v = jax.lax.slice_in_dim(values[value], off, off + width, axis=axis)
+            parts.append(jnp.moveaxis(v, axis, -1))
+        n = parts[0].shape[0] if len(parts) == 1 else max(
+            p.shape[0] for p in parts if p.ndim > 1)
+        out = []
+        for v in parts:
+            if v.ndim < 2 or v.shape[0] != n:
+                v = jnp.broadcast_to(v.reshape(1, -1, width), (n, v.size // width, width))
+            out.append(v.reshape(n, -1, width))
+        return out[0] if len(out) == 1 else jnp.concatenate(out, axis=1)
 
     def compact(self, s: SetPlan, leaves, widths: dict[int, int], width: int) -> list:
         """A stack cut to ``width``: every slice of every producer axis, and every block of rows

@@ -189,10 +189,13 @@ def _elementwise(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
     g = ref.single()
     tied = any(h.blocks != ref.blocks for h in hidden[1:])
     if (g is not None and eqn.name == "add" and ref.pre and len(params) == 1 and len(hidden) == 1
-            and a.groups[g].bias is None and not a.groups[g].program
             and params[0][1] == a.groups[g].stack):
-        a.set_bias(g, params[0][0])
-        return [dataclasses.replace(ref, pre=True)]
+        grp = a.groups[g]
+        if grp.bias is None and not grp.program:
+            a.set_bias(g, params[0][0])
+        if grp.bias == params[0][0]:      # its bias (again, at another site of the group)
+            a.explain(*params[0])
+            return [dataclasses.replace(ref, pre=True)]
     for leaf, index in params:
         a.add_scale(g, leaf, index)
     if not analytic(eqn.name) and not eqn.benign:
@@ -362,12 +365,12 @@ def _dot_general(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
               data.single() + 1 if data.kind == "hidden" and data.single() is not None
               else "other")
     width = int(a.shape_of(kern)[free])
+    # a constant site: its features would be taken on the domain of x, on which it does not
+    # depend (the group is pinned when every site is: close_constants)
+    constant = data.kind == "const" or (data.kind == "hidden" and bool(data.groups) and all(
+        a.groups[h].constant for h in data.groups))
     g = a.new_group(width=width, kernel=kern.leaf, kernel_axis=free + lead, source=source,
-                    stack=kern.index)
-    if data.kind == "const" or (data.kind == "hidden" and data.groups and all(
-            a.groups[h].constant for h in data.groups)):
-        # its features would be taken on the domain of x, on which it does not depend
-        a.mark_constant(g, eqn.line)
+                    stack=kern.index, line=eqn.line, constant=constant)
     if kern.scale is not None and kern.scale[1] == free:
         a.add_scale(g, kern.scale[0], kern.index)     # g: one per neuron, sliced with them
     elif kern.scale is not None:
@@ -533,11 +536,6 @@ def interpret(flat: list[Eqn], a: Analysis) -> None:
     (random number generation is refused by its rule, before anything is counted)."""
     for eqn in flat:
         vals = [a.val(o) for o in eqn.ins]
-        index = stack_index(a, eqn, vals)
-        for o in eqn.ins:
-            if isinstance(o, int) and o < len(a.leaf_shapes):
-                key = (o, index if o == eqn.ins[0] else None)
-                a.uses[key] = a.uses.get(key, 0) + 1
         entry = RULES.get(eqn.name)
         if entry is None:
             a.unknown.append((eqn.name, eqn.line))
@@ -548,5 +546,20 @@ def interpret(flat: list[Eqn], a: Analysis) -> None:
                 outs = [OTHER] * len(eqn.outs)
         else:
             outs = entry.rule(a, eqn, vals)
+        _count_reads(a, vals, outs)
         for o, v in zip(eqn.outs, outs, strict=True):
             a.vals[o] = v
+
+
+def _count_reads(a: Analysis, vals: Sequence[Val], outs: Sequence[Val]) -> None:
+    """Count a read of every parameter operand the equation uses, not of one it only passes on
+    as a parameter (a view, a slice of a stacked leaf, ``g * v``: the equation that uses that
+    value counts)."""
+    passed = {v.leaf for v in outs if v.kind == "param"} | {
+        v.scale[0] for v in outs if v.kind == "param" and v.scale is not None}
+    for v in vals:
+        if v.kind != "param":
+            continue
+        for leaf in [v.leaf] + ([] if v.scale is None else [v.scale[0]]):
+            if leaf not in passed:
+                a.uses[(leaf, v.index)] = a.uses.get((leaf, v.index), 0) + 1

@@ -36,9 +36,10 @@ def _status(net: Network, g: Group) -> str:
         return "pinned: " + "; ".join(f"{r} [{line}]" for r, line in g.pins)
     if not g.consumers:
         return "not read by a kernel"
+    sites = f" (computed at {len(g.sites)} sites)" if len(g.sites) > 1 else ""
     if g in net.compressible:
         return "compressible" + (f" (tied: groups {', '.join(map(str, g.tied))})" if g.tied
-                                 else "") + stack
+                                 else "") + stack + sites
     return "not compressed"
 
 
@@ -67,7 +68,7 @@ def format_table(net: Network) -> str:
     for g in net.groups:
         prod = [_leaf_text(net, leaf, axis if i == 0 else None, index)
                 for i, (leaf, axis, index) in enumerate(g.slots())]
-        cons = ", ".join(_consumer_text(net, c) for c in g.consumers) or "-"
+        cons = ", ".join(dict.fromkeys(_consumer_text(net, c) for c in g.consumers)) or "-"
         rows.append((str(g.index), str(g.width), ", ".join(prod), cons, _activation_text(net, g),
                      _status(net, g)))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]

@@ -121,6 +121,9 @@ class Group:
         a group is pinned unless a residual stream ties it (a linear input projection).
       stack: its position along axis 0 of stacked producer leaves (a layer under ``scan``:
         its kernel, bias and scales are slice ``stack`` of their leaves), or ``None``.
+      sites: the source line of every ``dot_general`` that computes its neurons: one per call
+        of the network in ``fn`` (``f(x) + f(-x)`` computes each group at two sites; every site
+        is sliced with the kept neurons and every reader re-weighted to fit all its sites).
       stacked: the 1-based indices of every group that must keep its width (itself included),
         when it touches a stacked leaf: the layers of a ``scan`` keep one width, since their
         leaves stay stacked; each of its tied sets keeps its own neurons
@@ -146,6 +149,7 @@ class Group:
     linear: str = ""
     stack: int | None = None
     stacked: tuple[int, ...] = ()
+    sites: list = dataclasses.field(default_factory=list)
 
     @property
     def out_in(self) -> bool:

@@ -1,0 +1,118 @@
+"""A neuron is one neuron wherever it is read: a network called more than once inside ``fn``
+(``f(x) + f(-x)``, ``f(x) - f(x0)``, two outputs of two calls) computes each group at several
+*sites*; keeping neurons slices every site and each reader is re-weighted to fit all of them
+(their features stacked). A per-neuron activation parameter read twice (Snake) is one
+parameter. What still cannot be compressed says why."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxcompress as jc
+
+pytestmark = pytest.mark.usefixtures("user_broadcasting")
+
+X = jnp.zeros((4, 2), jnp.float64)
+BALL = jc.Ball(2, 1.0)
+X0 = jnp.array([[0.3, -0.2]])
+
+
+def mlp(p, x):
+    h = x
+    for layer in p[:-1]:
+        h = jnp.tanh(h @ layer["kernel"] + layer["bias"])
+    return h @ p[-1]["kernel"] + p[-1]["bias"]
+
+
+@pytest.fixture(scope="module")
+def params():
+    return jc.init_mlp(jax.random.PRNGKey(0), [2, 24, 24, 1], dtype=jnp.float64)
+
+
+def _flat(tree):
+    return jnp.concatenate([jnp.ravel(a) for a in jax.tree_util.tree_leaves(tree)])
+
+
+def _rel(fn, teacher, small_params):
+    pts = jax.random.uniform(jax.random.PRNGKey(1), (512, 2), jnp.float64, -0.7, 0.7)
+    flat = _flat
+    y, ys = flat(fn(teacher, pts)), flat(fn(small_params, pts))
+    return float(jnp.linalg.norm(y - ys) / jnp.linalg.norm(y))
+
+
+SHAPES = {
+    "even, f(x) + f(-x)": lambda p, x: mlp(p, x) + mlp(p, -x),
+    "anchored, f(x) - f(x0)": lambda p, x: mlp(p, x) - mlp(p, X0),
+    "two outputs of two calls": lambda p, x: (mlp(p, x), 2.0 * mlp(p, x)),
+}
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_a_network_called_twice_is_one_network_compressed_at_every_site(params, name):
+    fn = SHAPES[name]
+    net = jc.trace(fn, params, X)
+    assert [len(g.sites) for g in net.groups] == [2, 2, 2]
+    assert [g.width for g in net.compressible] == [24, 24]
+    assert "computed at 2 sites" in str(net)
+    small, info = jc.compress(net, jc.collocation(4), domain=BALL)
+    assert small.layer_sizes() == [2, 15, 15, 1]
+    # the user's own fn on the smaller leaves, as accurate as the plain network's compression
+    plain, _ = jc.compress(params, jc.collocation(4), activation="tanh", domain=BALL)
+    assert _rel(fn, params, small.params) <= max(5e-2, 4 * _rel(mlp, params, plain))
+    np.testing.assert_allclose(small(X0), fn(small.params, X0))
+
+
+def test_sites_are_fitted_together_not_one_after_the_other(params):
+    """The readers fit the stacked features of both sites: compressing ``f(x) + f(-x)`` from
+    the features of ``f(x)`` alone (the plain network's) fits the odd part worse."""
+    fn = SHAPES["even, f(x) + f(-x)"]
+    small, _ = jc.compress(jc.trace(fn, params, X), jc.collocation(3), domain=BALL)
+    only_one, _ = jc.compress(jc.trace(mlp, params, X), jc.collocation(3), domain=BALL)
+    both, one = _rel(fn, params, small.params), _rel(fn, params, only_one.params)
+    assert small.layer_sizes() == only_one.layer_sizes()
+    assert both < one
+
+
+def test_a_per_neuron_parameter_read_twice_is_sliced_once():
+    """Snake, ``u + sin(a u)^2 / a`` with a learned ``a`` per neuron: ``a`` read twice is one
+    per-neuron parameter of the group."""
+    k = jax.random.split(jax.random.PRNGKey(3), 6)
+    p = {"l0": {"kernel": jax.random.normal(k[0], (2, 16)), "bias": 0.1 * jax.random.normal(
+        k[1], (16,)), "a": 1 + jax.random.uniform(k[2], (16,))},
+         "l1": {"kernel": jax.random.normal(k[3], (16, 16)) / 4, "bias": jnp.zeros(16),
+                "a": 1 + jax.random.uniform(k[4], (16,))},
+         "out": {"kernel": jax.random.normal(k[5], (16, 1)) / 4}}
+
+    def snake(u, a):
+        return u + jnp.sin(a * u) ** 2 / a
+
+    def fn(p, x):
+        h = snake(x @ p["l0"]["kernel"] + p["l0"]["bias"], p["l0"]["a"])
+        h = snake(h @ p["l1"]["kernel"] + p["l1"]["bias"], p["l1"]["a"])
+        return h @ p["out"]["kernel"]
+
+    net = jc.trace(fn, p, X)
+    assert [g.width for g in net.compressible] == [16, 16]
+    assert [len(g.scales) for g in net.compressible] == [1, 1]
+    small, _ = jc.compress(net, jc.collocation(3), domain=BALL)
+    assert small.params["l1"]["a"].shape == (10,)
+    assert _rel(fn, p, small.params) <= 5e-2
+
+
+def test_a_leaf_also_read_outside_the_network_stays_pinned(params):
+    """Sites explain reads as weights; a read that is not one still pins, named."""
+    def fn(p, x):
+        return mlp(p, x) + mlp(p, -x) + jnp.sum(p[0]["bias"])
+
+    net = jc.trace(fn, params, X)
+    assert "the leaf [0]['bias'] is read 3 times, 1 of them other than as this network's " \
+           "weights" in str(net)
+    assert [g.width for g in net.compressible] == [24]
+
+
+def test_a_site_that_does_not_depend_on_x_alone_pins(params):
+    """``f(x0)`` alone (no site on ``x``): nothing to match on the domain."""
+    net = jc.trace(lambda p, x: mlp(p, X0) + 0.0 * x[:, :1], params, X)
+    assert not net.compressible
+    assert "does not depend on the input x" in str(net)

@@ -3,7 +3,9 @@
 :func:`trace_module` turns a module into the pair ``fn(params, x)``, ``params`` that
 :func:`jaxcompress.trace` reads, and remembers how to put the module back together:
 
-- nnx: ``params`` is the ``nnx.Param`` state of ``nnx.split(model, nnx.Param, ...)``;
+- nnx: ``params`` is the ``nnx.Param`` and ``nnx.BatchStat`` state of
+  ``nnx.split(model, (nnx.Param, nnx.BatchStat), ...)`` (running statistics are sliced with
+  their channels, like a bias);
   ``fn`` is ``nnx.merge(graphdef, params, rest)(x)``.
 - linen: ``params`` is ``variables`` (every collection); ``fn`` is ``model.apply(params, x)``.
 - Equinox: ``params, static = eqx.partition(model, eqx.is_array)``; ``fn`` is
@@ -305,7 +307,8 @@ def trace_module(model: Any, x: jax.Array, *, variables: Any = None) -> ModuleNe
     if kind == "nnx":
         from flax import nnx
 
-        graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+        # running statistics (BatchNorm in eval mode) are sliced with their channels: leaves
+        graphdef, params, rest = nnx.split(model, (nnx.Param, nnx.BatchStat), ...)
         parts: tuple = (graphdef, rest)
 
         def call_with(p):
@@ -358,6 +361,8 @@ def _nnx_rebuild(graphdef, params, rest) -> nnx.Module:
         if isinstance(node, nnx.Linear):
             # (a Linear of a stack under nnx.scan holds (layers, in, out))
             node.in_features, node.out_features = (int(s) for s in node.kernel[...].shape[-2:])
+        elif isinstance(node, nnx.BatchNorm):
+            node.num_features = int(node.mean[...].shape[-1])
     return model
 
 

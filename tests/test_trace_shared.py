@@ -116,3 +116,78 @@ def test_a_site_that_does_not_depend_on_x_alone_pins(params):
     net = jc.trace(lambda p, x: mlp(p, X0) + 0.0 * x[:, :1], params, X)
     assert not net.compressible
     assert "does not depend on the input x" in str(net)
+
+
+def _bn_stats(key, n):
+    k1, k2 = jax.random.split(key)
+    return 0.1 * jax.random.normal(k1, (n,)), 0.5 + jax.random.uniform(k2, (n,))
+
+
+@pytest.fixture
+def user_promotion():
+    """Flax computes BatchNorm under JAX's default dtype promotion."""
+    with jax.numpy_dtype_promotion("standard"):
+        yield
+
+
+@pytest.mark.usefixtures("user_promotion")
+def test_batchnorm_in_eval_mode_is_sliced_with_its_channels_nnx():
+    """nnx ``BatchNorm(use_running_average=True)``: the running mean and variance are leaves
+    (``nnx.BatchStat``) sliced with their channels, like the bias; ``scale * rsqrt(var +
+    eps)`` is one number per neuron; the module comes back with ``num_features`` set."""
+    from flax import nnx
+
+    class Model(nnx.Module):
+        def __init__(self, rngs):
+            self.l1 = nnx.Linear(2, 16, rngs=rngs, param_dtype=jnp.float64)
+            self.bn = nnx.BatchNorm(16, use_running_average=True, rngs=rngs,
+                                    param_dtype=jnp.float64)
+            self.l2 = nnx.Linear(16, 1, rngs=rngs, param_dtype=jnp.float64)
+
+        def __call__(self, x):
+            return self.l2(jnp.tanh(self.bn(self.l1(x))))
+
+    model = Model(nnx.Rngs(0))
+    mean, var = _bn_stats(jax.random.PRNGKey(5), 16)
+    dtype = model.bn.mean[...].dtype
+    model.bn.mean[...], model.bn.var[...] = mean.astype(dtype), var.astype(dtype)
+    mnet = jc.trace_module(model, X)
+    (g,) = mnet.as_network().compressible
+    assert len(g.scales) == 4               # mean, var, scale, bias of the BatchNorm
+    small, _ = jc.compress(mnet, jc.collocation(4), domain=BALL)
+    pts = jax.random.uniform(jax.random.PRNGKey(1), (256, 2), jnp.float64, -0.7, 0.7)
+    y = model(pts)
+    assert float(jnp.linalg.norm(small(pts) - y) / jnp.linalg.norm(y)) <= 5e-2
+    module = small.module
+    assert module.bn.num_features == 15 and module.bn.mean[...].shape == (15,)
+    np.testing.assert_allclose(module(pts), small(pts), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.usefixtures("user_promotion")
+def test_batchnorm_in_eval_mode_is_sliced_with_its_channels_linen():
+    """linen ``BatchNorm(use_running_average=True)``: ``batch_stats`` are variables."""
+    from collections.abc import Sequence
+
+    import flax.linen as nn
+
+    class Model(nn.Module):
+        features: Sequence[int] = (16,)
+
+        @nn.compact
+        def __call__(self, x):
+            h = nn.Dense(self.features[0], param_dtype=jnp.float64)(x)
+            h = jnp.tanh(nn.BatchNorm(use_running_average=True, param_dtype=jnp.float64)(h))
+            return nn.Dense(1, param_dtype=jnp.float64)(h)
+
+    model = Model()
+    variables = model.init(jax.random.PRNGKey(0), X)
+    mean, var = _bn_stats(jax.random.PRNGKey(6), 16)
+    variables = {"params": variables["params"],
+                 "batch_stats": {"BatchNorm_0": {"mean": mean, "var": var}}}
+    small, _ = jc.compress(jc.trace_module(model, X, variables=variables), jc.collocation(4),
+                           domain=BALL)
+    pts = jax.random.uniform(jax.random.PRNGKey(1), (256, 2), jnp.float64, -0.7, 0.7)
+    y = model.apply(variables, pts)
+    assert float(jnp.linalg.norm(small(pts) - y) / jnp.linalg.norm(y)) <= 5e-2
+    assert small.module.features == (15,)
+    assert small.params["batch_stats"]["BatchNorm_0"]["var"].shape == (15,)

@@ -139,9 +139,14 @@ def _operand(a: Analysis, eqn: Eqn, ref: Val, v: Val):
         return "a parameter that is not one number per neuron"
     if v.kind == "fixed":
         # one number computed from parameters (PirateNet's 1 - alpha): the same function of
-        # every neuron, though not one the activation program can hold
+        # every neuron, though not one the activation program can hold; one number per neuron
+        # (BatchNorm's scale * rsqrt(var + eps)): its leaves are sliced with the neurons
+        g = ref.single()
+        if (v.per and g is not None and (v.laxis or 0) == ref.axis
+                and v.shape[v.laxis or 0] == a.groups[g].width):
+            return ("per", v.per)
         return ("f", None) if int(np.prod(v.shape)) == 1 else (
-            "a value computed from parameters that is not one number")
+            "a value computed from parameters that is not one number (nor one per neuron)")
     return ("the input" if v.kind == "input" else "a value the analysis does not follow "
             "(another branch of the program, or a pinned group)")
 
@@ -156,7 +161,7 @@ def _elementwise(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
     if not hidden:
         out = _factorised(a, eqn, vals)
         if out is OTHER and all(v.kind in ("param", "const", "fixed") for v in vals):
-            out = Val("fixed", shape=tuple(eqn.out_shapes[0]))
+            out = _per_neuron(a, eqn, vals)
         return [out] + [OTHER] * (len(eqn.outs) - 1)
     ref = hidden[0]
     if any(h.axis != ref.axis or h.blocks != ref.blocks for h in hidden[1:]):
@@ -174,7 +179,7 @@ def _elementwise(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
             others = ", ".join(str(h + 1) for h in groups if h != g) or "itself, elsewhere"
             a.pin_group(g, f"`{eqn.name}` with group {others} ({why})", eqn.line)
         return [OTHER] * len(eqn.outs)
-    operands, params = [], []
+    operands, params, per = [], [], False
     for v in vals:
         if v.kind == "hidden":
             operands.append(("n", v.node))
@@ -183,13 +188,16 @@ def _elementwise(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
         if isinstance(op, str):
             a.pin([ref], f"`{eqn.name}` of its activation with {op}", eqn.line)
             return [OTHER] * len(eqn.outs)
+        if op[0] == "per":      # its leaves are per-neuron parameters, sliced with the neurons
+            params += list(op[1])
+            op, per = ("f", None), True
         operands.append(op)
         if op[0] == "p":
             params.append((v.leaf, v.index))
     g = ref.single()
     tied = any(h.blocks != ref.blocks for h in hidden[1:])
     if (g is not None and eqn.name == "add" and ref.pre and len(params) == 1 and len(hidden) == 1
-            and params[0][1] == a.groups[g].stack):
+            and not per and params[0][1] == a.groups[g].stack):
         grp = a.groups[g]
         if grp.bias is None and not grp.program:
             a.set_bias(g, params[0][0])
@@ -209,6 +217,31 @@ def _elementwise(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
         node = a.extend_activation(g, eqn, [("p", r) if kind == "s" else (kind, r)
                                              for kind, r in operands])
     return [dataclasses.replace(ref, pre=False, node=node)] * len(eqn.outs)
+
+
+def _per_neuron(a: Analysis, eqn: Eqn, vals: list[Val]) -> Val:
+    """An elementwise function of parameters and constants: one number per neuron when every
+    operand is a 1-D leaf, or such a value, running along one axis, or a scalar (``per``:
+    its leaves), else just ``"fixed"``."""
+    shape = tuple(eqn.out_shapes[0])
+    per, axes = [], set()
+    for v in vals:
+        if v.kind == "const" and _scalar(v.value) is not None:
+            continue
+        if v.kind == "param" and not v.lead and v.scale is None and len(a.shape_of(v)) == 1:
+            per.append((v.leaf, v.index))
+            axes.add(v.laxis or 0)
+        elif v.kind == "fixed" and v.per:
+            per += list(v.per)
+            axes.add(v.laxis or 0)
+        else:
+            return Val("fixed", shape=shape)
+    if len(axes) != 1 or not per:
+        return Val("fixed", shape=shape)
+    axis = axes.pop()
+    if axis >= len(shape) or any(n != 1 for i, n in enumerate(shape) if i != axis):
+        return Val("fixed", shape=shape)
+    return Val("fixed", shape=shape, per=tuple(dict.fromkeys(per)), laxis=axis)
 
 
 def _factorised(a: Analysis, eqn: Eqn, vals: list[Val]) -> Val:
@@ -270,7 +303,12 @@ def _view(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
     if v.kind == "param":
         return [_param_view(a, eqn, v, old, new) if v.scale is None else OTHER]
     if v.kind == "fixed":
-        return [Val("fixed", shape=tuple(new))]
+        if not v.per:
+            return [Val("fixed", shape=tuple(new))]
+        moved = _param_view(a, eqn, dataclasses.replace(v, kind="param"), old, new,
+                            shape=(v.shape[v.laxis or 0],))
+        return [Val("fixed", shape=tuple(new)) if moved is OTHER else
+                dataclasses.replace(v, shape=tuple(new), laxis=moved.laxis)]
     if v.kind != "hidden":
         return [v] if v.kind == "input" and tuple(old) == tuple(new) else [OTHER]
     if eqn.name == "transpose":
@@ -282,14 +320,15 @@ def _view(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
     return [OTHER]
 
 
-def _param_view(a: Analysis, eqn: Eqn, v: Val, old, new) -> Val:
+def _param_view(a: Analysis, eqn: Eqn, v: Val, old, new, shape=None) -> Val:
     """A view of a parameter leaf (or of its slice): a transposed 2-D kernel, or a 1-D leaf
     whose entries run along one axis (``laxis``) of the viewed value; a slice of a stacked leaf
-    once its unit stack axis is squeezed away."""
+    once its unit stack axis is squeezed away. (``shape``: of a per-neuron value computed
+    from leaves, ``(n,)``.)"""
     if v.lead:
         ok = tuple(old[:1]) == (1,) and tuple(new) == tuple(old[1:])
         return dataclasses.replace(v, lead=False) if ok else OTHER
-    shape = a.shape_of(v)
+    shape = a.shape_of(v) if shape is None else shape
     if len(shape) == 2 and eqn.name == "transpose" and v.laxis is None:
         return dataclasses.replace(v, flip=not v.flip) if tuple(
             eqn.params["permutation"]) == (1, 0) else OTHER

@@ -21,8 +21,10 @@ class Val:
     leaf; ``laxis``, for a 1-D leaf, the axis of the broadcast value that runs along the leaf),
     ``"input"`` (``x`` itself), ``"hidden"`` (a value whose axis ``axis`` is made of neuron
     blocks), ``"fixed"`` (computed from parameters and constants only, of ``shape``: PirateNet's
-    ``1 - alpha``) or ``"other"`` (anything else: a fixed function of ``x``, or of pinned
-    groups).
+    ``1 - alpha``; ``per``: when it is one number per neuron, an elementwise function of 1-D
+    leaves ``((leaf, slice), ...)`` whose entries run along its axis ``laxis``, as BatchNorm's
+    ``scale * rsqrt(var + eps)`` of its running statistics: sliced with the neurons, like the
+    leaves) or ``"other"`` (anything else: a fixed function of ``x``, or of pinned groups).
 
     A hidden value's ``blocks`` are ``((group, size), ...)`` along ``axis`` in order: group
     ``g``'s neurons (0-based), or ``-1`` for a block that is no group's (the input concatenated
@@ -48,6 +50,7 @@ class Val:
     shape: tuple[int, ...] | None = None
     index: int | None = None
     lead: bool = False
+    per: tuple[tuple[int, int | None], ...] = ()
 
     @property
     def groups(self) -> list[int]:

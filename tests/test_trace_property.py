@@ -5,7 +5,9 @@ functions.
 the logistic sigmoid, softplus, GELU), an input skip into a later layer, a gate (two groups
 multiplied elementwise: a tied set), a stack of layers under ``jax.lax.scan`` (stacked
 parameters, kept stacked: one width), a residual block ``h + tanh(h W_i) W_o`` (a stream tied
-across it), and one or two output heads (a tuple). Every hidden neuron is written twice (its
+across it), one or two output heads (a tuple), and the network called twice inside ``fn``
+(``f(x) + f(-x)``, or ``f(x) - f(x0)`` at a fixed point: every group computed at two sites,
+each reader fitted to both). Every hidden neuron is written twice (its
 producer columns repeated), so each layer has rank ``r`` at width ``2 r``: compressed by
 collocation at widths ``r`` per set, the result must equal the teacher to rounding (float64),
 whatever the graph's readers, layouts, ties and stacks. A wrong row or column anywhere in the
@@ -52,9 +54,10 @@ def architectures(draw):
     scan = draw(st.integers(0, 2))                # layers under scan after the hidden ones
     residual = draw(st.booleans())                # a residual block before the heads
     heads = draw(st.integers(1, 2))
+    twice = draw(st.sampled_from(["", "even", "anchored"]))   # the network called twice
     seed = draw(st.integers(0, 2**16))
     return {"d_in": d_in, "depth": depth, "r": r, "acts": acts, "skip": skip, "gate": gate,
-            "scan": scan, "residual": residual, "heads": heads, "seed": seed}
+            "scan": scan, "residual": residual, "heads": heads, "twice": twice, "seed": seed}
 
 
 def _doubled(key, fan_in, r):
@@ -108,7 +111,16 @@ def build(arch):
         ys = tuple(h @ head["w"] + head["b"] for head in p["heads"])
         return ys if len(ys) > 1 else ys[0]
 
-    return fn, params
+    if not arch.get("twice"):
+        return fn, params
+    x0 = jnp.linspace(-0.5, 0.5, d_in)[None, :]
+
+    def twice(p, x):
+        other = fn(p, -x) if arch["twice"] == "even" else jax.tree.map(
+            lambda y: -y, fn(p, x0))
+        return jax.tree.map(jnp.add, fn(p, x), other)
+
+    return twice, params
 
 
 def _check_architecture(arch):

@@ -73,7 +73,7 @@ def _program_features(plan: Plan, fmap: FeatureMap, s: SetPlan, position: int, l
         def values(x, t=t):
             prog = plan.program(leaves, x)
             vals = evaluate(prog, leaves, x, s.value_ids())
-            return plan.consumed_slice(s, tensors[t], vals, widths)
+            return plan.consumed_slice(s, tensors[t], vals, widths, prog, leaves, x)
         f = fmap.of_values(values, position, domain=domain, dtype=dtype)
         f = dataclasses.replace(f, layer=s.index)
         feats.append(f)
@@ -103,6 +103,7 @@ def _features(plan: Plan, fmap: FeatureMap, positions: Sequence[int], leaves, wi
         got = fmap(params, [i + 1 for i in positions], activation=plan.chain.activation,
                    domain=domain, placement=placement)
         return {i: (got[i + 1], None) for i in positions}
+    fmap = fmap.for_program(plan.derivative)
     return {i: _program_features(plan, fmap, plan.sets[i], i + 1, leaves, widths, domain, dtype)
             if not plan.sets[i].parts else
             [_program_features(plan, fmap, part, i + 1, leaves, widths, domain, dtype)

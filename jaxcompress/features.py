@@ -435,9 +435,26 @@ def _value_shape(values, d_in: int, dtype) -> tuple[int, int]:
     return int(out.shape[1]), int(out.shape[2])
 
 
+def with_gradients(values: Callable[[jax.Array], jax.Array]) -> Callable[[jax.Array], jax.Array]:
+    r"""``values`` with its first derivatives beside it: ``x -> (n, r (1 + d), width)``, the
+    values and then :math:`\partial h_i / \partial x_j` at every input for ``j = 1 .. d``
+    (one ``jvp`` per input coordinate; ``values`` acts on each input row alone). Matching
+    them as well as the values is what a network whose output is a derivative of itself needs
+    (``jax.grad`` inside ``fn``: forces, normals, Hamiltonian vector fields; ours)."""
+
+    def both(x):
+        d = x.shape[-1]
+        v, jac = jax.vmap(lambda e: jax.jvp(values, (x,), (jnp.broadcast_to(e, x.shape),)),
+                          out_axes=(None, 0))(jnp.eye(d, dtype=x.dtype))
+        return jnp.concatenate([v] + [jac[j] for j in range(d)], axis=1)
+
+    return both
+
+
 def _point_features_of(values, x, layer: int, order: int, m: int,
-                       num_features: int | None = None) -> LayerFeatures:
-    v = values(x)
+                       num_features: int | None = None, gradients: bool = False
+                       ) -> LayerFeatures:
+    v = (with_gradients(values) if gradients else values)(x)
     return LayerFeatures(z=v.reshape(-1, v.shape[-1]), scale=None, layer=layer, order=order,
                          num_features=num_monomials(m, order) if num_features is None
                          else num_features, coord_dim=m)
@@ -468,6 +485,10 @@ class FeatureMap(abc.ABC):
     refit: bool = False
     #: ``"input"`` or ``"bottleneck"``: the coordinates the features are taken in.
     coordinates: str = "input"
+    #: ``True``: the activations' first derivatives at the points are features too
+    #: (:func:`with_gradients`); ``None``: when ``fn`` differentiates the network
+    #: (:meth:`for_program`). Point features only.
+    gradients: bool | None = False
 
     @property
     @abc.abstractmethod
@@ -520,6 +541,13 @@ class FeatureMap(abc.ABC):
         """The map as the driver evaluates it when the layers ``skipped`` are kept whole (for
         :meth:`memory`); by default the map itself (an over-estimate)."""
         del skipped
+        return self
+
+    def for_program(self, differentiates: bool) -> FeatureMap:
+        """The map as the driver evaluates it on a network whose ``fn`` does (or does not)
+        differentiate the network inside (:attr:`jaxcompress.Network.derivative`): by default
+        the map itself; the point maps resolve ``gradients=None`` to ``differentiates``."""
+        del differentiates
         return self
 
     def with_widths(self, widths: tuple[int, ...] | None) -> FeatureMap:
@@ -854,7 +882,8 @@ def _point_layer_features(params, layers, x, orders, dims, n_points, act, trim: 
 
 
 @functools.partial(jax.tree_util.register_dataclass, data_fields=[],
-                   meta_fields=["order", "oversample", "nodes", "coordinates", "widths"])
+                   meta_fields=["order", "oversample", "nodes", "coordinates", "widths",
+                                "gradients"])
 @dataclasses.dataclass(frozen=True)
 class CollocationFeatures(_OrderedFeatureMap):
     """Activations at ``N = oversample * max(D_k, n_l)`` nodes of the domain (data-free; ours).
@@ -875,6 +904,9 @@ class CollocationFeatures(_OrderedFeatureMap):
         change).
       widths: the kept widths ``n_l`` (set by :class:`~jaxcompress.Method` from its
         ``widths=``; ``None``: the default widths).
+      gradients: also match the activations' first derivatives at the nodes,
+        ``Z[(p, j), i] = d h_i / d x_j (x_p)`` beside the values (``(1 + d_in) N`` rows; ours);
+        ``None`` (default): when ``fn`` differentiates the network (``jax.grad`` inside it).
     """
 
     order: Any
@@ -882,6 +914,7 @@ class CollocationFeatures(_OrderedFeatureMap):
     nodes: str = "sobol"
     coordinates: str = "input"
     widths: tuple[int, ...] | None = None
+    gradients: bool | None = None
     refit = True
     name = "collocation"
 
@@ -915,7 +948,10 @@ class CollocationFeatures(_OrderedFeatureMap):
         _, m = _input_coordinates(domain, dtype)
         order = _orders(self.order, layer, "compress", prefix=True)[layer - 1]
         x = domain.nodes(self.node_count(num_monomials(m, order), layer), self.nodes, dtype)
-        return _point_features_of(values, x, layer, order, m)
+        return _point_features_of(values, x, layer, order, m, gradients=bool(self.gradients))
+
+    def for_program(self, differentiates: bool) -> CollocationFeatures:
+        return _resolve_gradients(self, differentiates)
 
     def check(self, sizes, dtype, domain, where: str) -> None:
         self._check_common(sizes, where)
@@ -930,6 +966,9 @@ class CollocationFeatures(_OrderedFeatureMap):
 
     def __call__(self, params, layers, *, activation, domain, placement=None
                  ) -> dict[int, LayerFeatures]:
+        if self.gradients:
+            return super().__call__(params, layers, activation=activation, domain=domain,
+                                    placement=placement)
         act = get_activation(activation)
         dtype = jnp.result_type(params[0]["kernel"])
         sizes = layer_sizes(params)
@@ -941,12 +980,20 @@ class CollocationFeatures(_OrderedFeatureMap):
                                      trim=self.nodes != "chebyshev_grid", placement=placement)
 
 
+def _resolve_gradients(fmap, differentiates: bool):
+    """``gradients=None`` resolved for a network whose ``fn`` does (not) differentiate it."""
+    if fmap.gradients is None:
+        return dataclasses.replace(fmap, gradients=bool(differentiates))
+    return fmap
+
+
 #: ``LayerInfo.order`` of data matching without an order (widths from ``widths=`` or ``rtol=``).
 NO_ORDER = -1
 
 
 @functools.partial(jax.tree_util.register_dataclass, data_fields=["x", "x_eval"],
-                   meta_fields=["order", "coordinates", "holdout", "rtol", "widths"])
+                   meta_fields=["order", "coordinates", "holdout", "rtol", "widths",
+                                "gradients"])
 @dataclasses.dataclass(frozen=True)
 class DataFeatures(_OrderedFeatureMap):
     """Activations at user inputs ``x`` (``(N, d_in)``; Chee et al. 2022).
@@ -977,6 +1024,8 @@ class DataFeatures(_OrderedFeatureMap):
         above ``rtol`` times the largest), measured on the teacher before compressing
         (:func:`jaxcompress.data_profile`; needs concrete parameters and data).
       widths: set by :class:`~jaxcompress.Method` from its ``widths=``.
+      gradients: also match the activations' first derivatives at the data (as
+        :class:`CollocationFeatures`; ``None``: when ``fn`` differentiates the network).
     """
 
     x: jax.Array
@@ -986,6 +1035,7 @@ class DataFeatures(_OrderedFeatureMap):
     holdout: float = 0.125
     rtol: float | None = None
     widths: tuple[int, ...] | None = None
+    gradients: bool | None = None
     refit = True
     name = "data"
 
@@ -1080,13 +1130,19 @@ class DataFeatures(_OrderedFeatureMap):
         _, m = _input_coordinates(domain, dtype)
         order = self.orders(layer, "compress", prefix=True)[layer - 1]
         return _point_features_of(values, self._data(dtype), layer, order, m,
-                                  self._num_features(m, order))
+                                  self._num_features(m, order), gradients=bool(self.gradients))
+
+    def for_program(self, differentiates: bool) -> DataFeatures:
+        return _resolve_gradients(self, differentiates)
 
     def _num_features(self, m: int, order: int) -> int:
         return int(np.shape(self.x)[0]) if order == NO_ORDER else num_monomials(m, order)
 
     def __call__(self, params, layers, *, activation, domain, placement=None
                  ) -> dict[int, LayerFeatures]:
+        if self.gradients:
+            return super().__call__(params, layers, activation=activation, domain=domain,
+                                    placement=placement)
         act = get_activation(activation)
         dtype = jnp.result_type(params[0]["kernel"])
         sizes = layer_sizes(params)

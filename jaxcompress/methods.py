@@ -257,6 +257,7 @@ def collocation(
     layer_order: str = "forward",
     coordinates: str | None = None,
     widths: Sequence[int] | None = None,
+    gradients: bool | None = None,
 ) -> Method:
     r"""Selection and re-weighting on activations at nodes of the domain (data-free; ours).
 
@@ -283,9 +284,12 @@ def collocation(
       layer_order: ``"forward"`` (default) or ``"backward"``.
       coordinates: ``None`` or ``"bottleneck"``.
       widths: hidden widths (default ``min(D_k, d_l)``).
+      gradients: also match the first derivatives ``d h_i / d x_j`` at the nodes (``True``);
+        ``None`` (default): when ``fn`` differentiates the network inside (``jax.grad`` of it:
+        forces, normals, a Hamiltonian vector field), where the output is such a derivative.
     """
     feats = CollocationFeatures(order, oversample=oversample, nodes=nodes,
-                                coordinates=coordinates)
+                                coordinates=coordinates, gradients=gradients)
     return Method(feats, selector, layer_order, widths, name="collocation")
 
 
@@ -300,6 +304,7 @@ def data_matching(
     selector="omp",
     layer_order: str = "forward",
     coordinates: str | None = None,
+    gradients: bool | None = None,
 ) -> Method:
     """Selection and re-weighting on activations at the inputs ``x`` (``(N, d_in)``).
 
@@ -314,7 +319,9 @@ def data_matching(
     :class:`~jaxcompress.Points` of the rows fitted on, with ``x_eval`` (or every
     ``round(1 / holdout)``-th row of ``x``, held out of the fit) as the points of the error
     estimate (ours). With a domain, every row of ``x`` is fitted on and the estimate is on the
-    domain's Sobol points, as for the other methods.
+    domain's Sobol points, as for the other methods. ``gradients=True`` also matches the first
+    derivatives at the data (``None``, the default: when ``fn`` differentiates the network, as
+    :func:`collocation`).
     """
     if order is None and widths is None and rtol is None:
         raise ValueError("data_matching: give the widths (widths=[...]), a rank tolerance "
@@ -323,7 +330,7 @@ def data_matching(
     if rtol is not None and widths is not None:
         raise ValueError("data_matching: give widths= or rtol=, not both")
     feats = DataFeatures(x, order, coordinates=coordinates, x_eval=x_eval, holdout=holdout,
-                         rtol=rtol)
+                         rtol=rtol, gradients=gradients)
     return Method(feats, selector, layer_order, widths, name="data_matching")
 
 

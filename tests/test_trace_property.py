@@ -7,7 +7,9 @@ multiplied elementwise: a tied set), a stack of layers under ``jax.lax.scan`` (s
 parameters, kept stacked: one width), a residual block ``h + tanh(h W_i) W_o`` (a stream tied
 across it), one or two output heads (a tuple), and the network called twice inside ``fn``
 (``f(x) + f(-x)``, or ``f(x) - f(x0)`` at a fixed point: every group computed at two sites,
-each reader fitted to both). Every hidden neuron is written twice (its
+each reader fitted to both) or differentiated inside it (``jax.grad`` of the summed outputs by
+``x``: every group read through its cotangent too, the head only through the derivative; drawn
+for chains, with input skips, and one head). Every hidden neuron is written twice (its
 producer columns repeated), so each layer has rank ``r`` at width ``2 r``: compressed by
 collocation at widths ``r`` per set, the result must equal the teacher to rounding (float64),
 whatever the graph's readers, layouts, ties and stacks. A wrong row or column anywhere in the
@@ -54,7 +56,10 @@ def architectures(draw):
     scan = draw(st.integers(0, 2))                # layers under scan after the hidden ones
     residual = draw(st.booleans())                # a residual block before the heads
     heads = draw(st.integers(1, 2))
-    twice = draw(st.sampled_from(["", "even", "anchored"]))   # the network called twice
+    # the network called twice, or differentiated inside fn
+    twice = draw(st.sampled_from(["", "even", "anchored", "grad"]))
+    if twice == "grad":           # (under jax.grad: chains with input skips, one head)
+        gate, scan, residual, heads = False, 0, False, 1
     seed = draw(st.integers(0, 2**16))
     return {"d_in": d_in, "depth": depth, "r": r, "acts": acts, "skip": skip, "gate": gate,
             "scan": scan, "residual": residual, "heads": heads, "twice": twice, "seed": seed}
@@ -114,6 +119,12 @@ def build(arch):
     if not arch.get("twice"):
         return fn, params
     x0 = jnp.linspace(-0.5, 0.5, d_in)[None, :]
+
+    def gradient(p, x):
+        return jax.grad(lambda x: sum(jnp.sum(y) for y in jax.tree.leaves(fn(p, x))))(x)
+
+    if arch["twice"] == "grad":
+        return gradient, params
 
     def twice(p, x):
         other = fn(p, -x) if arch["twice"] == "even" else jax.tree.map(

@@ -16,17 +16,26 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from jaxcompress.graph.values import Consumer, Group, Val
+from jaxcompress.graph.values import DUAL, Consumer, Group, Val
 from jaxcompress.program import Const, Eqn
 
-__all__ = ["Analysis", "chain_of", "close_constants", "close_sets", "close_stacks", "pin_shared"]
+__all__ = ["Analysis", "chain_of", "close_constants", "close_duals", "close_sets", "close_stacks",
+           "pin_shared", "seed_candidates"]
 
 
 class Analysis:
     """What the interpretation has found so far: values, groups, layouts, ties."""
 
-    def __init__(self, leaf_shapes: Sequence[tuple[int, ...]]):
+    def __init__(self, leaf_shapes: Sequence[tuple[int, ...]], seeds=frozenset()):
         self.leaf_shapes = list(leaf_shapes)
+        #: (kernel leaf, axis, slice or None) whose ``c K^T`` of a constant ``c`` starts a
+        #: derivative (found by a first interpretation: :func:`seed_candidates`)
+        self.seeds = frozenset(seeds)
+        #: whether ``fn`` differentiates the network (a cotangent crossed a kernel)
+        self.derivative = False
+        #: the values where a cotangent leaves the network: ``c K^T`` of a first kernel, the
+        #: derivative by the input ``x`` (linear in every reader's rows)
+        self.exits: list[int] = []
         self.vals: dict[int, Val] = {}
         self.groups: list[Group] = []
         self.unknown: list[tuple[str, str]] = []
@@ -143,6 +152,21 @@ class Analysis:
                                               eqn.line, index))
             offset += size
 
+    def consume_dual(self, eqn: Eqn, g: int, leaf: int, leaf_axis: int, axis: int,
+                     index: int | None = None) -> None:
+        """The kernel ``leaf``'s rows along ``leaf_axis`` read group ``g`` only through a
+        derivative: ``jax.grad`` inside ``fn`` computes ``c K^T`` (the cotangent of the rows'
+        neurons) and never ``h K`` (:data:`~jaxcompress.graph.values.DUAL`)."""
+        self.explain(leaf, index)
+        self.derivative = True
+        grp = self.groups[g]
+        blocks = ((g, grp.width),)
+        key = (leaf, leaf_axis, index)
+        if key in self.layouts and self.sets_of(self.layouts[key]) != self.sets_of(blocks):
+            self.conflicts.append((leaf, index, self.layouts[key], blocks, eqn.line))
+        self.layouts.setdefault(key, blocks)
+        grp.consumers.append(Consumer(leaf, leaf_axis, 0, DUAL, -1, 0, eqn.line, index))
+
     def set_bias(self, g: int, leaf: int) -> None:
         self.groups[g].bias = leaf
 
@@ -221,6 +245,47 @@ def pin_shared(a: Analysis, paths: Sequence[str]) -> None:
                 where = paths[leaf] + ("" if index is None else f"[{index}]")
                 g.pin(f"the leaf {where} is read {n} times, {n - known} of them other than "
                       "as this network's weights (shared weights)", "params")
+
+
+def seed_candidates(a: Analysis) -> frozenset:
+    """The kernels whose ``c K^T`` of a constant ``c`` starts a derivative, as a first
+    interpretation (``a``, without seeds) sees them: a group all of whose sites are constant,
+    linear (no activation, bias or per-neuron parameter) and multiplied elementwise with a
+    group of the same width that depends on ``x``. That is ``jax.grad`` inside ``fn``: the
+    cotangent of the last hidden layer, ``c K^T``, times its activation's derivative; the
+    output ``h K`` itself is never computed. A second interpretation reads these kernels'
+    free axis as rows that read the other group (:meth:`Analysis.consume_dual`)."""
+    out = set()
+    sets: dict[int, list[Group]] = {}
+    for i, g in enumerate(a.groups):
+        sets.setdefault(a.find(i), []).append(g)
+    for members in sets.values():
+        live = [g for g in members if not g.constant]
+        for g in members:
+            if (g.constant and not g.program and g.bias is None and not g.scales
+                    and any(h.width == g.width for h in live)):
+                out.add((g.kernel, g.kernel_axis, g.stack))
+    return frozenset(out)
+
+
+def close_duals(a: Analysis) -> None:
+    """A group read only through a derivative (``jax.grad`` inside ``fn`` never computes the
+    last hidden layer's ``h K``) has no consumed node of its own: its activation is taken to
+    end where another group's whose program is the same equations ends (the network's layers
+    share their activation), for the table and the activation's name only (its features are
+    its rows' contribution to ``fn``'s output:
+    :meth:`~jaxcompress.graph.plan.Plan.contribution`)."""
+    for g in a.groups:
+        if not g.consumers or g.consumed_node is not None or any(
+                c.value != DUAL for c in g.consumers):
+            continue
+        for h in a.groups:
+            end = h.consumed_node
+            if h is not g and end and len(g.program) >= end and all(
+                    p[0] is q[0] and p[1] == q[1] and _same_operands(p[2], q[2])
+                    for p, q in zip(g.program[:end], h.program[:end], strict=True)):
+                g.consumed_node = end
+                break
 
 
 def close_constants(a: Analysis, line: str = "params") -> None:

@@ -26,9 +26,11 @@ from jaxcompress.graph.analysis import (
     Analysis,
     chain_of,
     close_constants,
+    close_duals,
     close_sets,
     close_stacks,
     pin_shared,
+    seed_candidates,
 )
 from jaxcompress.graph.match import analytic_call, chain_activation
 from jaxcompress.graph.plan import (
@@ -67,6 +69,11 @@ class Network(NetworkLike):
       why_not: why the network is not such a chain (its features then come from its program).
       layouts: per reader leaf, ``(leaf, axis, row blocks)``.
       signature: the traced program's primitives in order (``()`` for a params list).
+      derivative: whether ``fn`` differentiates the network (``jax.grad`` of it inside
+        ``fn``: its groups are also read through their cotangents; collocation and data
+        features then take first derivatives at their points too).
+      exits: the program's values where a cotangent leaves the network (its derivatives by
+        ``x``; :meth:`~jaxcompress.graph.plan.Plan.contribution`).
       kind: ``"params"`` (a params list) or ``"traced"``.
       given: the activation of a params list (``None`` for a traced network: its own is found
         from its program, :attr:`activation`).
@@ -82,6 +89,8 @@ class Network(NetworkLike):
     why_not: tuple[str, ...]
     layouts: tuple = ()
     signature: tuple[str, ...] = ()
+    derivative: bool = False
+    exits: tuple[int, ...] = ()
     kind: str = "traced"
     given: Activation | None = None
 
@@ -184,7 +193,17 @@ class Network(NetworkLike):
         return Plan(fn=self.fn, treedef=jax.tree_util.tree_structure(self.params), x=self.x,
                     signature=self.signature, sets=sets, layouts=self.layouts,
                     width_of=tuple(g.width for g in self.groups),
-                    d_out=self.groups[-1].width if self.groups else 0, chain=chain)
+                    d_out=self._d_out, chain=chain, derivative=self.derivative,
+                    exits=self.exits)
+
+    @property
+    def _d_out(self) -> int:
+        """The output width: the last group's, or (``fn`` differentiates the network, so its
+        last kernel's ``x K`` is no output) the width of ``fn``'s output."""
+        if not self.derivative:
+            return self.groups[-1].width if self.groups else 0
+        out = jax.eval_shape(FlatFn(self.fn), self.params, self.x)
+        return int(out.shape[-1])
 
     def plan(self) -> Plan:
         """The static :class:`~jaxcompress.graph.plan.Plan` of this network."""
@@ -325,11 +344,10 @@ def trace(fn: Callable[[Any, jax.Array], jax.Array], params: Any, x: jax.Array) 
             "compresses real networks (write the real and imaginary parts as two real neurons)")
     _check_rowwise(fn, params, shape, prog)
     leaf_shapes = [tuple(np.shape(leaf)) for _, leaf in pairs]
-    n = len(leaf_shapes)
-    a = Analysis(leaf_shapes)
-    a.vals = {i: Val("param", leaf=i) for i in range(n)}
-    a.vals[n] = Val("input")
-    interpret(list(prog.eqns), a)
+    a = _interpret(prog, leaf_shapes)
+    seeds = seed_candidates(a)
+    if seeds:           # jax.grad inside fn: again, reading the seeds' kernels as rows
+        a = _interpret(prog, leaf_shapes, seeds)
     out_vals = [a.val(o) for o in prog.outs]
     lines = {o: e.line for e in prog.eqns for o in e.outs}
     for o, v in zip(prog.outs, out_vals, strict=True):
@@ -337,6 +355,7 @@ def trace(fn: Callable[[Any, jax.Array], jax.Array], params: Any, x: jax.Array) 
               else "output")
     paths = tuple(jax.tree_util.keystr(p) for p, _ in pairs)
     close_constants(a)
+    close_duals(a)
     pin_shared(a, paths)
     close_sets(a)
     merged = close_stacks(a, paths, [[a.val(o) for o in link] for link in prog.links])
@@ -344,7 +363,18 @@ def trace(fn: Callable[[Any, jax.Array], jax.Array], params: Any, x: jax.Array) 
     layouts = tuple((leaf, ax, blocks) for (leaf, ax), blocks in merged.items())
     return Network(fn=fn, params=params, x=shape, paths=paths, groups=tuple(a.groups),
                    unknown=tuple(a.unknown), hidden=tuple(hidden), why_not=tuple(why),
-                   layouts=layouts, signature=prog.signature())
+                   layouts=layouts, signature=prog.signature(), derivative=a.derivative,
+                   exits=tuple(a.exits))
+
+
+def _interpret(prog, leaf_shapes, seeds=frozenset()) -> Analysis:
+    """One interpretation of the flat program (``seeds``: :func:`seed_candidates`)."""
+    n = len(leaf_shapes)
+    a = Analysis(leaf_shapes, seeds)
+    a.vals = {i: Val("param", leaf=i) for i in range(n)}
+    a.vals[n] = Val("input")
+    interpret(list(prog.eqns), a)
+    return a
 
 
 #: Primitives that mix the examples of a batch when they reduce over its axis (0).

@@ -30,9 +30,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress.activations import Activation
+from jaxcompress.graph.values import DUAL
 from jaxcompress.mlp import Params, apply
 from jaxcompress.placement import Placement
-from jaxcompress.program import Program, trace_program
+from jaxcompress.program import Program, evaluate, trace_program
 
 __all__ = ["Block", "ChainPlan", "FlatFn", "LayerLeaves", "Plan", "Producer", "Reader",
            "SetPlan", "flat_output"]
@@ -201,8 +202,9 @@ class SetPlan:
         return list(dict.fromkeys((r.values, r.block) for r in self.readers))
 
     def value_ids(self) -> list[int]:
-        """Every program value its readers read."""
-        return list(dict.fromkeys(v for r in self.readers for v, _ in r.values))
+        """Every program value its readers read (not :data:`DUAL`, rows read only through a
+        derivative: their features are :meth:`Plan.contribution`)."""
+        return list(dict.fromkeys(v for r in self.readers for v, _ in r.values if v != DUAL))
 
     def slice_producers(self, leaves: list, kept, pad: int | None = None) -> None:
         """Every producer (slice) of ``leaves`` at ``kept``, in place; with ``pad``, kept first
@@ -269,6 +271,8 @@ class Plan:
       width_of: the width of every group (0-based).
       d_out: the output width (the last group's).
       chain: the chain's layers and activation, or ``None`` off a chain.
+      derivative: whether ``fn`` differentiates the network (:attr:`Network.derivative`).
+      exits: where its cotangents leave the network (:attr:`Network.exits`).
     """
 
     fn: Callable
@@ -280,6 +284,8 @@ class Plan:
     width_of: tuple[int, ...]
     d_out: int
     chain: ChainPlan | None = None
+    derivative: bool = False
+    exits: tuple[int, ...] = ()
 
     # -- shapes ---------------------------------------------------------------------------------
 
@@ -416,9 +422,12 @@ class Plan:
             new = new if pad is None else _pad_rows(new, pad)
             put_leaf(leaves, leaf, index, _put_rows(value, local, off, width, new))
 
-    def consumed_slice(self, s: SetPlan, tensor, values: dict, widths) -> jax.Array:
+    def consumed_slice(self, s: SetPlan, tensor, values: dict, widths, program=None,
+                       leaves=None, x=None) -> jax.Array:
         """The set's neurons in the consumed ``tensor`` (``(n, r, width)``; the values of its
-        sites side by side along ``r``) from the program's ``values`` (by id). A site computed
+        sites side by side along ``r``) from the program's ``values`` (by id; rows read only
+        through a derivative: :meth:`contribution` of ``program`` on ``leaves`` and ``x``). A
+        site computed
         on other rows than ``x``'s ``n`` (``f(x0)`` at fixed points: a constant of ``x``) is
         one row, broadcast to all ``n``."""
         sites, block = tensor
@@ -427,6 +436,9 @@ class Plan:
         off = self.blocks(r.leaf, r.axis, widths)[block].start
         parts = []
         for value, axis in sites:
+            if value == DUAL:
+                parts.append(self.contribution(r, program, leaves, x, off, width))
+                continue
             v = jax.lax.slice_in_dim(values[value], off, off + width, axis=axis)
             parts.append(jnp.moveaxis(v, axis, -1))
         n = parts[0].shape[0] if len(parts) == 1 else max(
@@ -437,6 +449,39 @@ class Plan:
                 v = jnp.broadcast_to(v.reshape(1, -1, width), (n, v.size // width, width))
             out.append(v.reshape(n, -1, width))
         return out[0] if len(out) == 1 else jnp.concatenate(out, axis=1)
+
+    def contribution(self, r: Reader, program: Program, leaves, x, off: int, width: int
+                     ) -> jax.Array:
+        """``d e(x) / d K[j, :]`` for each of the ``width`` rows ``j`` of the reader ``r`` from
+        ``off`` (``(n, r, width)``), ``e`` the values where the program's cotangents leave the
+        network (:attr:`exits`: its derivatives by ``x``, before ``fn`` normalises or combines
+        them): what neuron ``j`` adds to them through these rows, which ``fn`` reads only
+        through a derivative (``jax.grad`` of ``h K`` inside ``fn``: the features are then
+        ``grad h_j``, the only functional of ``h`` the output depends on). The exits are linear
+        in the rows, so one ``jvp`` per row, all of its columns at once, is exact."""
+        leaves = list(leaves)
+        base = get_leaf(leaves, r.leaf, r.index)
+        axis = local_axis(r.axis, r.index)
+        n = x.shape[0]
+
+        def out(rows):
+            put_leaf(leaves, r.leaf, r.index, rows)
+            if not self.exits:
+                return flat_output(self.fn(self.params(leaves), x), x)
+            got = evaluate(program, leaves, x, self.exits)
+            return jnp.concatenate([jnp.reshape(got[e], (n, -1)) for e in self.exits], axis=1)
+
+        def along(j):
+            hot = (jnp.arange(base.shape[axis]) == off + j).astype(base.dtype)
+            tangent = jnp.broadcast_to(
+                hot.reshape(tuple(-1 if i == axis else 1 for i in range(base.ndim))),
+                base.shape)
+            return jax.jvp(out, (base,), (tangent,))[1]
+
+        # already a derivative by x: its own derivatives are not features (with_gradients
+        # then sees zero rows)
+        got = jax.lax.stop_gradient(jax.vmap(along)(jnp.arange(width)))   # (width, n, d_out)
+        return jnp.moveaxis(got, 0, -1)
 
     def compact(self, s: SetPlan, leaves, widths: dict[int, int], width: int) -> list:
         """A stack cut to ``width``: every slice of every producer axis, and every block of rows

@@ -157,7 +157,15 @@ def _elementwise(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
     parameter added to ``x K`` is its bias, any other per-neuron parameter a scale."""
     if all(v.kind == "const" for v in vals):
         return _const_eval(eqn, vals)
+    if any(v.kind == "seed" for v in vals):
+        return _seeded(a, eqn, vals)
     hidden = [v for v in vals if v.kind == "hidden"]
+    dual = any(h.dual for h in hidden)
+    if dual and not _linear_in_dual(eqn, vals):
+        a.pin(hidden, f"`{eqn.name}` of a cotangent (a derivative taken inside fn) that is not "
+                      "linear in it (only sums of cotangents and their products with "
+                      "activations are)", eqn.line)
+        return [OTHER] * len(eqn.outs)
     if not hidden:
         out = _factorised(a, eqn, vals)
         if out is OTHER and all(v.kind in ("param", "const", "fixed") for v in vals):
@@ -196,8 +204,8 @@ def _elementwise(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
             params.append((v.leaf, v.index))
     g = ref.single()
     tied = any(h.blocks != ref.blocks for h in hidden[1:])
-    if (g is not None and eqn.name == "add" and ref.pre and len(params) == 1 and len(hidden) == 1
-            and not per and params[0][1] == a.groups[g].stack):
+    if (g is not None and eqn.name == "add" and ref.pre and not dual and len(params) == 1
+            and len(hidden) == 1 and not per and params[0][1] == a.groups[g].stack):
         grp = a.groups[g]
         if grp.bias is None and not grp.program:
             a.set_bias(g, params[0][0])
@@ -210,13 +218,58 @@ def _elementwise(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
         for h in ref.groups:
             a.add_kink(h, eqn.name, eqn.line)
     node = None
-    if (g is not None and not tied and all(v.node is not None for v in hidden)
+    if (g is not None and not tied and not dual and all(v.node is not None for v in hidden)
             and all(kind != "f" for kind, _ in operands)):
         # a parameter operand ("p": per neuron, or one shared number) is shown by its path;
         # a program with one is not lowered to a registered activation
         node = a.extend_activation(g, eqn, [("p", r) if kind == "s" else (kind, r)
                                              for kind, r in operands])
-    return [dataclasses.replace(ref, pre=False, node=node)] * len(eqn.outs)
+    return [dataclasses.replace(ref, pre=False, node=node, dual=dual)] * len(eqn.outs)
+
+
+def _linear_in_dual(eqn: Eqn, vals: Sequence[Val]) -> bool:
+    """Whether an elementwise op with cotangents among its operands is linear in them: a sum
+    of cotangents, a sign or cast, a product (or quotient) of one cotangent with anything else
+    (its activation's derivative), a select whose predicate is no cotangent (ReLU's
+    derivative). Linear is what ``jax.grad`` computes; a cotangent used otherwise is not one."""
+    duals = [v.kind == "hidden" and v.dual for v in vals]
+    if eqn.name in ("add", "sub", "add_any"):
+        return all(duals)
+    if eqn.name in ("neg", "convert_element_type", "copy", "copy_p", "reduce_precision"):
+        return True
+    if eqn.name == "mul":
+        return sum(duals) == 1
+    if eqn.name == "div":
+        return duals[0] and not any(duals[1:])
+    if eqn.name == "select_n":
+        return not duals[0]
+    return False
+
+
+#: Elementwise primitives that keep a seed a seed (a constant factor, a sign, a cast).
+_SEED_SCALINGS = ("mul", "neg", "convert_element_type", "copy", "copy_p", "div")
+
+
+def _seeded(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
+    """An elementwise op with a seed ``c K^T`` (:class:`~jaxcompress.graph.values.Val`): times
+    a group's activation of the same width, the seed's rows are that group's readers (read
+    through the derivative only) and the product its cotangent; times a constant it stays a
+    seed; anything else pins the groups it meets."""
+    seeds = [v for v in vals if v.kind == "seed"]
+    hidden = [v for v in vals if v.kind == "hidden"]
+    seed = seeds[0]
+    if len(seeds) == 1 and not hidden and eqn.name in _SEED_SCALINGS and all(
+            v.kind == "const" and _scalar(v.value) is not None for v in vals if v is not seed):
+        return [seed] * len(eqn.outs)
+    if (eqn.name == "mul" and len(seeds) == 1 and len(hidden) == 1 and not hidden[0].dual
+            and hidden[0].single() is not None and hidden[0].axis == seed.axis
+            and a.groups[hidden[0].single()].width == seed.shape[0]):
+        h = hidden[0]
+        a.consume_dual(eqn, h.single(), seed.leaf, seed.laxis, seed.index)
+        return [Val("hidden", axis=h.axis, blocks=h.blocks, dual=True)] * len(eqn.outs)
+    a.pin(hidden, f"`{eqn.name}` with the cotangent of a kernel's rows (a derivative taken "
+                  "inside fn) that is not its product with one group's activation", eqn.line)
+    return [OTHER] * len(eqn.outs)
 
 
 def _per_neuron(a: Analysis, eqn: Eqn, vals: list[Val]) -> Val:
@@ -309,14 +362,15 @@ def _view(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
                             shape=(v.shape[v.laxis or 0],))
         return [Val("fixed", shape=tuple(new)) if moved is OTHER else
                 dataclasses.replace(v, shape=tuple(new), laxis=moved.laxis)]
-    if v.kind != "hidden":
+    if v.kind not in ("hidden", "seed"):
         return [v] if v.kind == "input" and tuple(old) == tuple(new) else [OTHER]
     if eqn.name == "transpose":
         return [dataclasses.replace(v, axis=list(eqn.params["permutation"]).index(v.axis))]
     free_old, free_new = _unit_free(old), _unit_free(new)
     if [old[i] for i in free_old] == [new[i] for i in free_new] and v.axis in free_old:
         return [dataclasses.replace(v, axis=free_new[free_old.index(v.axis)])]
-    a.pin(vals, f"reshaped by `{eqn.name}`", eqn.line)
+    if v.kind == "hidden":
+        a.pin(vals, f"reshaped by `{eqn.name}`", eqn.line)
     return [OTHER]
 
 
@@ -391,6 +445,17 @@ def _dot_general(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
     free = 1 - leaf_axis
     lead = 0 if kern.index is None else 1          # a slice: axes of the whole stacked leaf
     data_ndim = len(eqn.in_shapes[1 - side])
+    axis = 0 if side == 0 else data_ndim - 1
+    contracted = (kern.leaf, leaf_axis + lead, kern.index)
+    left = (kern.leaf, free + lead, kern.index)
+    if (data.kind == "hidden" and data.dual) or (data.kind == "const"
+                                                   and contracted in a.produced):
+        return _dual_dot(a, eqn, kern, data, dc, contracted, left, axis)
+    if data.kind == "const" and left in a.seeds and left not in a.produced:
+        return [Val("seed", leaf=kern.leaf, laxis=free + lead, index=kern.index, axis=axis,
+                    shape=(int(a.shape_of(kern)[free]),))]
+    if data.kind == "seed":
+        return [OTHER]
     if data.kind == "hidden":
         if data.axis != dc:
             a.pin([data], "`dot_general` contracts an axis other than its neurons", eqn.line)
@@ -414,8 +479,33 @@ def _dot_general(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
         a.add_scale(g, kern.scale[0], kern.index)     # g: one per neuron, sliced with them
     elif kern.scale is not None:
         a.pin_group(g, "its kernel is v * (a scale per input): kept whole", eqn.line)
-    axis = 0 if side == 0 else data_ndim - 1
     return [Val("hidden", axis=axis, blocks=((g, width),), pre=True, node=0)]
+
+
+def _dual_dot(a: Analysis, eqn: Eqn, kern: Val, data: Val, dc: int, contracted, left,
+              axis: int) -> list[Val]:
+    """``c K^T``: a kernel applied transposed, its producing axis contracted with a
+    cotangent of its own group (``jax.grad`` inside ``fn``; or a constant, the seed, when the
+    kernel's ``h K`` is computed too). The same neurons at another site, nothing new: the
+    result is the cotangent of the groups its rows read (a dual value of their blocks), or,
+    for rows that read ``x``, the derivative by the input (a function of ``x``)."""
+    g = a.produced.get(contracted)
+    if data.kind == "hidden" and (g is None or data.single() is None or data.axis != dc
+                                  or a.find(g) != a.find(data.single())):
+        a.pin([data], "`dot_general` of a cotangent (a derivative taken inside fn) with a "
+                      "kernel that does not produce its neurons (or along another axis)",
+              eqn.line)
+        return [OTHER]
+    if kern.scale is not None and kern.scale[1] != contracted[1] - (kern.index is not None):
+        a.pin([data], "its kernel is v * (a scale per input), applied transposed", eqn.line)
+        return [OTHER]
+    a.explain(kern.leaf, kern.index)
+    a.derivative = True
+    blocks = a.layouts.get(left)
+    if blocks is None or not any(h >= 0 for h, _ in blocks):
+        a.exits.append(eqn.outs[0])
+        return [OTHER]
+    return [Val("hidden", axis=axis, blocks=blocks, dual=True)]
 
 
 def _latent(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
@@ -483,7 +573,7 @@ _define(_elementwise, "tanh", "logistic", "tan", "log", "log1p", "expm1", "erf_i
         "atan2", "logaddexp")
 _define(_elementwise, "sin", "cos", "exp", "exp2", "neg", "integer_pow", "erf", "erfc", "sinh",
         "cosh", "square", entire=True)
-_define(_elementwise, "add", "sub", "mul", entire=True, ties=True)
+_define(_elementwise, "add", "sub", "mul", "add_any", entire=True, ties=True)
 # kinks, jumps and comparisons
 _define(_elementwise, "max", "min", "abs", "sign", "select_n", "ne", "eq", "lt", "le", "gt",
         "ge", "floor", "ceil", "round", "clamp", "and", "or", "not", "is_finite", "rem",
@@ -510,7 +600,7 @@ def _reduction(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
 _define(_reduction, "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin",
         "cumsum", "reduce_and", "reduce_or")
 _define(_pinning("is sliced or indexed by `{name}`"), "gather", "dynamic_update_slice",
-        "scatter", "scatter-add", "split", "pad", "rev")
+        "scatter", "scatter-add", "pad", "rev")
 
 
 def stack_index(a: Analysis, eqn: Eqn, vals: list[Val]) -> int | None:
@@ -538,6 +628,55 @@ def stack_index(a: Analysis, eqn: Eqn, vals: list[Val]) -> int | None:
     return min(max(starts[0], 0), shape[0] - 1)
 
 
+def _block_slice(eqn: Eqn, v: Val):
+    """The blocks a ``slice`` of a hidden value keeps when it cuts its neuron axis at block
+    boundaries (unit strides, every other axis whole): the backward pass of a concatenation
+    (``[h, x]`` of a skip) splits the cotangent so. ``None`` for any other slice."""
+    if eqn.name != "slice" or v.kind != "hidden" or v.node is not None and not v.dual:
+        return None
+    start, limit = eqn.params["start_indices"], eqn.params["limit_indices"]
+    strides = eqn.params.get("strides")
+    shape = eqn.in_shapes[0]
+    if (strides is not None and any(s != 1 for s in strides)) or any(
+            (start[i], limit[i]) != (0, shape[i]) for i in range(len(shape)) if i != v.axis):
+        return None
+    return _blocks_between(v, start[v.axis], limit[v.axis])
+
+
+def _blocks_between(v: Val, lo: int, hi: int):
+    """The blocks of ``v`` from ``lo`` to ``hi`` along its neuron axis, or ``None`` when that
+    range cuts a block or holds none."""
+    kept, off = [], 0
+    for g, size in v.blocks:
+        if lo <= off and off + size <= hi:
+            kept.append((g, size))
+        elif off < hi and off + size > lo:
+            return None                          # cuts a block
+        off += size
+    if sum(s for _, s in kept) != hi - lo or not kept:
+        return None
+    return tuple(kept)
+
+
+def _split(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
+    """``split`` of a hidden value along its neuron axis at block boundaries (the backward
+    pass of a concatenation, ``[h, x]``): each part keeps its blocks (a part of no group's
+    block, the input's, is no hidden value); any other split pins what it reads."""
+    v = vals[0]
+    if all(w.kind == "const" for w in vals):
+        return _const_eval(eqn, vals)
+    if v.kind == "hidden" and eqn.params["axis"] == v.axis and (v.node is None or v.dual):
+        parts, lo = [], 0
+        for size in eqn.params["sizes"]:
+            parts.append(_blocks_between(v, lo, lo + size))
+            lo += size
+        if all(p is not None for p in parts):
+            return [dataclasses.replace(v, blocks=p, pre=False, node=None)
+                    if any(g >= 0 for g, _ in p) else OTHER for p in parts]
+    a.pin(vals, f"is sliced or indexed by `{eqn.name}`", eqn.line)
+    return [OTHER] * len(eqn.outs)
+
+
 def _slice(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
     """``slice`` / ``dynamic_slice``: slice ``i`` of a stacked parameter leaf (a layer of a
     ``scan``) is followed as that layer's parameter; a slice computed from parameters alone is
@@ -547,6 +686,9 @@ def _slice(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
     index = stack_index(a, eqn, vals)
     if index is not None:
         return [dataclasses.replace(vals[0], index=index, lead=True)]
+    blocks = _block_slice(eqn, vals[0])
+    if blocks is not None:
+        return [dataclasses.replace(vals[0], blocks=blocks, pre=False, node=None)]
     if all(v.kind in ("param", "const", "fixed") for v in vals):
         return [Val("fixed", shape=tuple(eqn.out_shapes[0]))]
     a.pin(vals, f"is sliced or indexed by `{eqn.name}`", eqn.line)
@@ -554,6 +696,7 @@ def _slice(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
 
 
 _define(_slice, "slice", "dynamic_slice")
+_define(_split, "split")
 
 
 def _random(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
@@ -577,10 +720,10 @@ def interpret(flat: list[Eqn], a: Analysis) -> None:
         vals = [a.val(o) for o in eqn.ins]
         entry = RULES.get(eqn.name)
         if entry is None:
-            a.unknown.append((eqn.name, eqn.line))
-            if all(v.kind == "const" for v in vals) and vals:
+            if all(v.kind == "const" for v in vals):   # (``iota``: no operand at all)
                 outs = _const_eval(eqn, vals)
             else:
+                a.unknown.append((eqn.name, eqn.line))
                 a.pin(vals, f"feeds `{eqn.name}`, a primitive without a rule", eqn.line)
                 outs = [OTHER] * len(eqn.outs)
         else:

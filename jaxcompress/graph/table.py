@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from jaxcompress.graph.match import match_activation
-from jaxcompress.graph.values import Consumer, Group
+from jaxcompress.graph.values import DUAL, Consumer, Group
 
 #: A :class:`~jaxcompress.graph.Network` (which imports this module to print itself).
 Network = Any
@@ -83,6 +83,10 @@ def format_table(net: Network) -> str:
     else:
         lines.append("not a chain (features through the program, group by group):")
         lines += [f"  {w}" for w in net.why_not]
+    if net.derivative:
+        lines.append("fn differentiates the network (jax.grad inside fn): every group is read "
+                     "through its cotangent too; collocation and data matching also match "
+                     "first derivatives at their points")
     return "\n".join(lines)
 
 
@@ -92,4 +96,4 @@ def _consumer_text(net: Network, c: Consumer) -> str:
     text = _leaf_text(net, c.leaf, 1 - (c.axis - lead) + lead, c.index) if len(blocks) == 1 else (
         f"{_leaf_text(net, c.leaf, None, c.index)} rows {c.offset}:"
         f"{c.offset + blocks[c.block][1]} of {sum(s for _, s in blocks)}")
-    return text
+    return text + (" (through jax.grad)" if c.value == DUAL else "")

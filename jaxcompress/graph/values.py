@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["OTHER", "Consumer", "Group", "Val"]
+__all__ = ["DUAL", "OTHER", "Consumer", "Group", "Val"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,12 +24,20 @@ class Val:
     ``1 - alpha``; ``per``: when it is one number per neuron, an elementwise function of 1-D
     leaves ``((leaf, slice), ...)`` whose entries run along its axis ``laxis``, as BatchNorm's
     ``scale * rsqrt(var + eps)`` of its running statistics: sliced with the neurons, like the
-    leaves) or ``"other"`` (anything else: a fixed function of ``x``, or of pinned groups).
+    leaves), ``"seed"`` (``c K^T`` of a constant ``c`` and a kernel ``leaf`` whose axis
+    ``laxis`` (of the whole leaf) is left free along the value's ``axis``: the start of a
+    derivative taken inside ``fn``, ``jax.grad``'s cotangent of an output kernel's rows, until an
+    elementwise product with a group's activation says whose rows they are) or ``"other"``
+    (anything else: a fixed function of ``x``, or of pinned groups).
 
     A hidden value's ``blocks`` are ``((group, size), ...)`` along ``axis`` in order: group
     ``g``'s neurons (0-based), or ``-1`` for a block that is no group's (the input concatenated
-    beside a layer). ``pre`` marks ``x K`` or ``x K + b`` itself; ``node`` is the node of the
-    group's activation program the value is (single-block values only; ``None`` otherwise).
+    beside a layer). ``dual`` marks a **cotangent** of the groups (``jax.grad`` taken inside
+    ``fn``): linear in their readers' rows, computed from them transposed, and read by their
+    producers transposed (their kernel's neuron axis contracted) — the same neurons at another
+    site, never an activation of its own. ``pre`` marks ``x K`` or ``x K + b`` itself;
+    ``node`` is the node of the group's activation program the value is (single-block values
+    only; ``None`` otherwise).
     ``scale`` marks a kernel computed as ``v * g`` (weight factorisation): ``(g's leaf, the axis
     of v it runs along)``, ``leaf`` being ``v``. ``index`` marks slice ``index`` of a stacked
     leaf (along its axis 0: layer ``index`` of a ``scan`` over stacked parameters), ``lead``
@@ -51,6 +59,7 @@ class Val:
     index: int | None = None
     lead: bool = False
     per: tuple[tuple[int, int | None], ...] = ()
+    dual: bool = False
 
     @property
     def groups(self) -> list[int]:
@@ -64,6 +73,9 @@ class Val:
 #: Anything the analysis does not follow.
 OTHER = Val("other")
 
+#: The consumed value of rows read only through a derivative (:attr:`Consumer.value`).
+DUAL = -1
+
 
 @dataclasses.dataclass(frozen=True)
 class Consumer:
@@ -74,7 +86,10 @@ class Consumer:
       axis: the leaf's axis that runs over the group's neurons (0 for an ``(in, out)`` kernel;
         1 for a slice of a stacked ``(L, in, out)`` kernel: axes count in the whole leaf).
       block: the group's block among the leaf's row blocks (:attr:`Network.layouts`).
-      value: the id of the consumed value in the flat program (the ``dot_general`` operand).
+      value: the id of the consumed value in the flat program (the ``dot_general`` operand);
+        :data:`DUAL` (with ``value_axis`` ``-1``): rows that ``fn`` reads only through a
+        derivative (an output kernel under ``jax.grad``: its ``x K`` is never computed), whose
+        features are their contribution to ``fn``'s output, ``d fn / d K[j, :]`` per neuron.
       value_axis: that value's neuron axis.
       offset: where the group's block starts along it (original widths).
       line: the source line of the ``dot_general``.

@@ -43,8 +43,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcompress.features import FeatureMap, LayerFeatures
+from jaxcompress.features import FeatureMap, LayerFeatures, with_gradients
 from jaxcompress.graph.plan import Plan, SetPlan, padded
+from jaxcompress.graph.values import DUAL
 from jaxcompress.layer import CompressInfo, compress_layer
 from jaxcompress.measure import plan_estimate
 from jaxcompress.methods import BestOf, Method
@@ -64,16 +65,28 @@ __all__ = ["best", "features", "run", "run_jit", "truncate"]
 
 
 def _program_features(plan: Plan, fmap: FeatureMap, s: SetPlan, position: int, leaves, widths,
-                      domain, dtype) -> tuple[LayerFeatures, np.ndarray]:
+                      domain, dtype, grads: bool = False) -> tuple[LayerFeatures, np.ndarray]:
     """The set's features from its activations computed by the network's own program
-    (:meth:`FeatureMap.of_values`, once per consumed tensor, stacked), and each row's tensor."""
+    (:meth:`FeatureMap.of_values`, once per consumed tensor, stacked), and each row's tensor.
+    With ``grads``, the activations' first derivatives by ``x`` beside them
+    (:func:`~jaxcompress.features.with_gradients`; not beside the contributions of rows read
+    only through a derivative: derivatives already)."""
     tensors = s.tensors()
     feats, ids = [], []
     for t in range(len(tensors)):
-        def values(x, t=t):
+        def part(x, dual, t=t):
             prog = plan.program(leaves, x)
             vals = evaluate(prog, leaves, x, s.value_ids())
-            return plan.consumed_slice(s, tensors[t], vals, widths, prog, leaves, x)
+            return plan.consumed_slice(s, tensors[t], vals, widths, prog, leaves, x, dual=dual)
+
+        kinds = {v == DUAL for v, _ in tensors[t][0]}
+
+        def values(x, part=part, kinds=kinds):
+            if not grads:
+                return part(x, None)
+            got = ([with_gradients(lambda y: part(y, False))(x)] if False in kinds else []) + (
+                [part(x, True)] if True in kinds else [])
+            return got[0] if len(got) == 1 else jnp.concatenate(got, axis=1)
         f = fmap.of_values(values, position, domain=domain, dtype=dtype)
         f = dataclasses.replace(f, layer=s.index)
         feats.append(f)
@@ -103,10 +116,11 @@ def _features(plan: Plan, fmap: FeatureMap, positions: Sequence[int], leaves, wi
         got = fmap(params, [i + 1 for i in positions], activation=plan.chain.activation,
                    domain=domain, placement=placement)
         return {i: (got[i + 1], None) for i in positions}
-    fmap = fmap.for_program(plan.derivative)
-    return {i: _program_features(plan, fmap, plan.sets[i], i + 1, leaves, widths, domain, dtype)
+    fmap, grads = fmap.for_program(plan.derivative)
+    return {i: _program_features(plan, fmap, plan.sets[i], i + 1, leaves, widths, domain, dtype,
+                                 grads)
             if not plan.sets[i].parts else
-            [_program_features(plan, fmap, part, i + 1, leaves, widths, domain, dtype)
+            [_program_features(plan, fmap, part, i + 1, leaves, widths, domain, dtype, grads)
              for part in plan.sets[i].parts]
             for i in positions}
 

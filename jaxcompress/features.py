@@ -543,12 +543,15 @@ class FeatureMap(abc.ABC):
         del skipped
         return self
 
-    def for_program(self, differentiates: bool) -> FeatureMap:
-        """The map as the driver evaluates it on a network whose ``fn`` does (or does not)
-        differentiate the network inside (:attr:`jaxcompress.Network.derivative`): by default
-        the map itself; the point maps resolve ``gradients=None`` to ``differentiates``."""
+    def for_program(self, differentiates: bool) -> tuple[FeatureMap, bool]:
+        """``(map, gradients)``: the map the driver evaluates on the activations a network's
+        program computes, and whether the driver puts their first derivatives beside them
+        (:func:`with_gradients`; not beside the contributions of rows read only through a
+        derivative, which are derivatives already), for a network whose ``fn`` does (or does
+        not) differentiate it (:attr:`jaxcompress.Network.derivative`). By default
+        ``(self, False)``; the point maps resolve ``gradients=None`` to ``differentiates``."""
         del differentiates
-        return self
+        return self, False
 
     def with_widths(self, widths: tuple[int, ...] | None) -> FeatureMap:
         """The map for a method that keeps ``widths`` neurons per hidden layer (``None``: the
@@ -950,7 +953,7 @@ class CollocationFeatures(_OrderedFeatureMap):
         x = domain.nodes(self.node_count(num_monomials(m, order), layer), self.nodes, dtype)
         return _point_features_of(values, x, layer, order, m, gradients=bool(self.gradients))
 
-    def for_program(self, differentiates: bool) -> CollocationFeatures:
+    def for_program(self, differentiates: bool) -> tuple[CollocationFeatures, bool]:
         return _resolve_gradients(self, differentiates)
 
     def check(self, sizes, dtype, domain, where: str) -> None:
@@ -981,10 +984,10 @@ class CollocationFeatures(_OrderedFeatureMap):
 
 
 def _resolve_gradients(fmap, differentiates: bool):
-    """``gradients=None`` resolved for a network whose ``fn`` does (not) differentiate it."""
-    if fmap.gradients is None:
-        return dataclasses.replace(fmap, gradients=bool(differentiates))
-    return fmap
+    """:meth:`FeatureMap.for_program` of a point map: ``gradients=None`` resolved for a
+    network whose ``fn`` does (not) differentiate it, and left to the driver."""
+    want = bool(differentiates) if fmap.gradients is None else bool(fmap.gradients)
+    return dataclasses.replace(fmap, gradients=False), want
 
 
 #: ``LayerInfo.order`` of data matching without an order (widths from ``widths=`` or ``rtol=``).
@@ -1132,7 +1135,7 @@ class DataFeatures(_OrderedFeatureMap):
         return _point_features_of(values, self._data(dtype), layer, order, m,
                                   self._num_features(m, order), gradients=bool(self.gradients))
 
-    def for_program(self, differentiates: bool) -> DataFeatures:
+    def for_program(self, differentiates: bool) -> tuple[DataFeatures, bool]:
         return _resolve_gradients(self, differentiates)
 
     def _num_features(self, m: int, order: int) -> int:

@@ -10,6 +10,7 @@ traces of a shape-polymorphic function at other shapes number their values alike
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import functools
 import importlib.util
@@ -21,6 +22,7 @@ import jax
 import numpy as np
 from jax._src import core as jax_core
 from jax._src import source_info_util
+from jax._src.api_util import flatten_axes
 from jax._src.interpreters import partial_eval as pe
 
 __all__ = ["Const", "Eqn", "Program", "evaluate", "flatten", "trace_program"]
@@ -242,15 +244,68 @@ def _dtype(v):
     return v.dtype if hasattr(v, "dtype") else jax.numpy.result_type(v)
 
 
+#: The parameter leaves (as traced) of the :func:`trace_program` under way in this context.
+_PARAMS: contextvars.ContextVar = contextvars.ContextVar("jaxcompress_params", default=None)
+_VMAP = jax.vmap
+
+
+def _members_vmap(fun: Callable, in_axes=0, out_axes=0, *args, **kwargs) -> Callable:
+    """``jax.vmap`` as :func:`trace_program` sees it: a ``vmap`` over parameter leaves along
+    their axis 0 (an ensemble of stacked members: ``vmap(f, in_axes=(0, None))(params, x)``)
+    runs the members one after the other, each on its slice of the stacked leaves, and stacks
+    their outputs. The program then computes member ``i``'s neurons from slice ``i`` of the
+    stacked kernels, as a scan's layer ``i`` (the trace keeps one width for the stack, each
+    member its own neurons). Every other ``vmap`` (over ``x``, with an axis name, ...) is
+    JAX's. The same function, so the user's ``fn`` runs the compressed stack with ``vmap``."""
+    batched = _VMAP(fun, in_axes, out_axes, *args, **kwargs)
+
+    @functools.wraps(fun)
+    def call(*xs):
+        params = _PARAMS.get()
+        if params is None or args or kwargs or not isinstance(out_axes, int):
+            return batched(*xs)
+        flat, tree = jax.tree_util.tree_flatten(xs)
+        try:
+            axes = flatten_axes("vmap in_axes", tree, tuple(in_axes) if isinstance(
+                in_axes, list) else (in_axes if isinstance(in_axes, tuple) else
+                                     (in_axes,) * len(xs)))
+        except (ValueError, TypeError):
+            return batched(*xs)
+        mapped = [(v, a) for v, a in zip(flat, axes, strict=True) if a is not None]
+        sizes = {np.shape(v)[a] for v, a in mapped}
+        if not any(id(v) in params and a == 0 for v, a in mapped) or len(sizes) != 1:
+            return batched(*xs)
+        outs = [fun(*jax.tree_util.tree_unflatten(tree, [
+            v if a is None else jax.lax.index_in_dim(v, i, a, keepdims=False)
+            for v, a in zip(flat, axes, strict=True)])) for i in range(sizes.pop())]
+        return jax.tree_util.tree_map(lambda *ys: jax.numpy.stack(ys, axis=out_axes), *outs)
+
+    return call
+
+
+def _traced(fn: Callable, treedef) -> Callable:
+    """``fn`` on flat leaves, with ``jax.vmap`` over its parameters unrolled
+    (:func:`_members_vmap`) while it traces."""
+    def run(ls, xx):
+        token = _PARAMS.set(frozenset(id(v) for v in ls))
+        jax.vmap = _members_vmap
+        try:
+            return fn(jax.tree_util.tree_unflatten(treedef, ls), xx)
+        finally:
+            jax.vmap = _VMAP
+            _PARAMS.reset(token)
+    return run
+
+
 def trace_program(fn: Callable, params: Any, x, analytic_call: Callable | None = None
                   ) -> Program:
     """The :class:`Program` of ``fn(params, x)`` (``params`` and ``x`` may be abstract; see
-    :func:`flatten` for ``analytic_call``)."""
+    :func:`flatten` for ``analytic_call``; a ``jax.vmap`` over stacked parameters runs its
+    members one by one: :func:`_members_vmap`)."""
     leaves, treedef = jax.tree_util.tree_flatten(params)
     specs = [jax.ShapeDtypeStruct(np.shape(v), _dtype(v)) for v in leaves]
     x_spec = jax.ShapeDtypeStruct(np.shape(x), x.dtype)
-    closed = jax.make_jaxpr(lambda ls, xx: fn(jax.tree_util.tree_unflatten(treedef, ls), xx))(
-        specs, x_spec)
+    closed = jax.make_jaxpr(_traced(fn, treedef))(specs, x_spec)
     n = len(leaves)
     eqns: list[Eqn] = []
     links: list = []

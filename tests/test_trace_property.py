@@ -9,11 +9,12 @@ across it), one or two output heads (a tuple), and the network called twice insi
 (``f(x) + f(-x)``, or ``f(x) - f(x0)`` at a fixed point: every group computed at two sites,
 each reader fitted to both) or differentiated inside it (``jax.grad`` of the summed outputs by
 ``x``: every group read through its cotangent too, the head only through the derivative; drawn
-for chains, with input skips, and one head). Every hidden neuron is written twice (its
-producer columns repeated), so each layer has rank ``r`` at width ``2 r``: compressed by
-collocation at widths ``r`` per set, the result must equal the teacher to rounding (float64),
-whatever the graph's readers, layouts, ties and stacks. A wrong row or column anywhere in the
-front end's bookkeeping breaks the equality.
+for chains, with input skips, and one head), or ``jax.vmap``-ed over two members' stacked
+parameters (an ensemble, summed: one width, each member its own neurons). Every hidden neuron
+is written twice (its producer columns repeated), so each layer has rank ``r`` at width
+``2 r``: compressed by collocation at widths ``r`` per set, the result must equal the teacher
+to rounding (float64), whatever the graph's readers, layouts, ties and stacks. A wrong row or
+column anywhere in the front end's bookkeeping breaks the equality.
 
 **Broken functions.** Drawn: Python control flow on values, a mean over the batch, dropout with
 a fixed key, an ``x`` of the wrong width. Each must end in a jaxcompress error that names the
@@ -57,9 +58,11 @@ def architectures(draw):
     residual = draw(st.booleans())                # a residual block before the heads
     heads = draw(st.integers(1, 2))
     # the network called twice, or differentiated inside fn
-    twice = draw(st.sampled_from(["", "even", "anchored", "grad"]))
+    twice = draw(st.sampled_from(["", "even", "anchored", "grad", "members"]))
     if twice == "grad":           # (under jax.grad: chains with input skips, one head)
         gate, scan, residual, heads = False, 0, False, 1
+    if twice == "members":        # (a vmapped ensemble: no scan inside the members)
+        scan = 0
     seed = draw(st.integers(0, 2**16))
     return {"d_in": d_in, "depth": depth, "r": r, "acts": acts, "skip": skip, "gate": gate,
             "scan": scan, "residual": residual, "heads": heads, "twice": twice, "seed": seed}
@@ -74,7 +77,17 @@ def _doubled(key, fan_in, r):
 
 
 def build(arch):
-    """``(fn, params)`` of the drawn architecture."""
+    """``(fn, params)`` of the drawn architecture (a vmapped ensemble: two members of it,
+    summed)."""
+    if arch.get("twice") == "members":
+        one = dict(arch, twice="")
+        fn, first = build(one)
+        _, second = build(dict(one, seed=one["seed"] + 1))
+
+        def members(p, x):
+            return jax.tree.map(lambda y: y.sum(0), jax.vmap(fn, in_axes=(0, None))(p, x))
+
+        return members, jax.tree.map(lambda *a: jnp.stack(a), first, second)
     d_in, r, depth = arch["d_in"], arch["r"], arch["depth"]
     keys = iter(jax.random.split(jax.random.PRNGKey(arch["seed"]), 2 * depth + 8))
     params = {"hidden": [], "heads": []}

@@ -191,3 +191,46 @@ def test_batchnorm_in_eval_mode_is_sliced_with_its_channels_linen():
     assert float(jnp.linalg.norm(small(pts) - y) / jnp.linalg.norm(y)) <= 5e-2
     assert small.module.features == (15,)
     assert small.params["batch_stats"]["BatchNorm_0"]["var"].shape == (15,)
+
+
+def _ensemble(key, members, sizes):
+    keys = jax.random.split(key, len(sizes))
+    return [{"kernel": jax.random.normal(k, (members, a, b)) / np.sqrt(a),
+             "bias": 0.1 * jax.random.normal(jax.random.fold_in(k, 1), (members, b))}
+            for k, a, b in zip(keys, sizes[:-1], sizes[1:], strict=False)]
+
+
+def ensemble_mean(p, x):
+    """A deep ensemble: ``jax.vmap`` over the members' stacked parameters, then the mean."""
+    return jax.vmap(mlp, in_axes=(0, None))(p, x).mean(0)
+
+
+def test_a_vmapped_ensemble_keeps_one_width_with_each_members_own_neurons():
+    """``jax.vmap`` over stacked parameters: the trace runs the members one by one (slice ``i``
+    of every stacked leaf), each member's layers are groups of their own, and the stack keeps
+    one width (each member selecting its own neurons, as a scan's layers do); the user's ``fn``
+    runs its ``vmap`` on the smaller stack."""
+    p = _ensemble(jax.random.PRNGKey(4), 4, [2, 24, 24, 1])
+    net = jc.trace(ensemble_mean, p, X)
+    assert len(net.compressible) == 8 and len(net.plan().sets) == 2
+    assert "a stack under scan or vmap" in str(net)
+    small, _ = jc.compress(net, jc.collocation(4), domain=BALL)
+    assert small.params[1]["kernel"].shape == (4, 15, 15)
+    assert small.params[2]["kernel"].shape == (4, 15, 1)
+    np.testing.assert_allclose(small(X0), ensemble_mean(small.params, X0))
+    assert _rel(ensemble_mean, p, small.params) <= 5e-2
+    members = [jax.tree.map(lambda a, i=i: a[i], p) for i in range(4)]
+    kept = {tuple(np.asarray(small.params[0]["bias"][i])) for i in range(4)}
+    assert len(kept) == 4, "each member keeps its own neurons"
+    assert all(m[0]["kernel"].shape == (2, 24) for m in members)
+
+
+def test_a_vmap_the_trace_does_not_unroll_says_how_to_write_it(params):
+    """``vmap`` over axis 1 of the stacked leaves is JAX's batched ``dot_general``: pinned,
+    with what the trace does unroll."""
+    p = [jax.tree.map(lambda a: jnp.moveaxis(a, 0, -1), layer)
+         for layer in _ensemble(jax.random.PRNGKey(4), 3, [2, 8, 1])]
+    fn = lambda p, x: jax.vmap(mlp, in_axes=(-1, None))(p, x).mean(0)   # noqa: E731
+    net = jc.trace(fn, p, X)
+    assert not net.compressible
+    assert "jc.trace runs a jax.vmap over stacked parameters member by member" in str(net)

@@ -36,6 +36,9 @@ class Analysis:
         #: the values where a cotangent leaves the network: ``c K^T`` of a first kernel, the
         #: derivative by the input ``x`` (linear in every reader's rows)
         self.exits: list[int] = []
+        #: ``(reason, line)`` of what a rule could not follow where no group was there to pin
+        #: (a batched ``dot_general`` on ``x``): shown under the table
+        self.notes: list[tuple[str, str]] = []
         self.vals: dict[int, Val] = {}
         self.groups: list[Group] = []
         self.unknown: list[tuple[str, str]] = []

@@ -360,6 +360,7 @@ def trace(fn: Callable[[Any, jax.Array], jax.Array], params: Any, x: jax.Array) 
     close_sets(a)
     merged = close_stacks(a, paths, [[a.val(o) for o in link] for link in prog.links])
     hidden, why = chain_of(a.groups, out_vals)
+    why += [f"{reason} ({line})" for reason, line in dict.fromkeys(a.notes)]
     layouts = tuple((leaf, ax, blocks) for (leaf, ax), blocks in merged.items())
     return Network(fn=fn, params=params, x=shape, paths=paths, groups=tuple(a.groups),
                    unknown=tuple(a.unknown), hidden=tuple(hidden), why_not=tuple(why),

@@ -423,15 +423,18 @@ class Plan:
             put_leaf(leaves, leaf, index, _put_rows(value, local, off, width, new))
 
     def consumed_slice(self, s: SetPlan, tensor, values: dict, widths, program=None,
-                       leaves=None, x=None) -> jax.Array:
+                       leaves=None, x=None, dual: bool | None = None) -> jax.Array:
         """The set's neurons in the consumed ``tensor`` (``(n, r, width)``; the values of its
         sites side by side along ``r``) from the program's ``values`` (by id; rows read only
         through a derivative: :meth:`contribution` of ``program`` on ``leaves`` and ``x``). A
         site computed
         on other rows than ``x``'s ``n`` (``f(x0)`` at fixed points: a constant of ``x``) is
-        one row, broadcast to all ``n``."""
+        one row, broadcast to all ``n``. ``dual``: only the sites read through a derivative
+        (``True``) or only the others (``False``)."""
         sites, block = tensor
-        r = next(r for r in s.readers if (r.values, r.block) == (sites, block))
+        if dual is not None:
+            sites = tuple(site for site in sites if (site[0] == DUAL) == dual)
+        r = next(r for r in s.readers if (r.values, r.block) == tensor)
         width = widths[s.members[0]]
         off = self.blocks(r.leaf, r.axis, widths)[block].start
         parts = []
@@ -478,9 +481,7 @@ class Plan:
                 base.shape)
             return jax.jvp(out, (base,), (tangent,))[1]
 
-        # already a derivative by x: its own derivatives are not features (with_gradients
-        # then sees zero rows)
-        got = jax.lax.stop_gradient(jax.vmap(along)(jnp.arange(width)))   # (width, n, d_out)
+        got = jax.vmap(along)(jnp.arange(width))          # (width, n, r)
         return jnp.moveaxis(got, 0, -1)
 
     def compact(self, s: SetPlan, leaves, widths: dict[int, int], width: int) -> list:

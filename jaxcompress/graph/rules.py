@@ -431,13 +431,18 @@ def _dot_general(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
                                                              for v in vals):
         return _latent(a, eqn, vals)
     if side is None or lb or rb or len(lc) != 1:
-        what = ("a batch dimension" if lb or rb else
+        what = ("a batch dimension (jc.trace runs a jax.vmap over stacked parameters member "
+                "by member when it maps their axis 0 and is called as jax.vmap; this one is "
+                "not: another axis, or jax.vmap bound to another name before tracing)"
+                if lb or rb else
                 "a constant matrix" if any(v.kind == "const" for v in vals) else
                 "a kernel computed from parameters that is not leaf * per-output scale (e.g. "
                 "v / ||v||, W + low-rank: no leaf is linear in its rows)"
                 if any(v.kind in ("other", "fixed") for v in vals) else
                 "operands other than (value, parameter kernel)")
         a.pin(vals, f"`dot_general` with {what}", eqn.line)
+        if not any(v.groups for v in vals):
+            a.notes.append((f"`dot_general` with {what}", eqn.line))
         return [OTHER]
     kern, data = vals[side], vals[1 - side]
     kc, dc = (lc[0], rc[0]) if side == 0 else (rc[0], lc[0])
@@ -558,6 +563,18 @@ def _concatenate(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
     return [Val("hidden", axis=dim, blocks=tuple(blocks))]
 
 
+def _stack(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
+    """``jnp.stack`` along a new axis (the members of a ``jax.vmap`` ensemble, the ``ys`` of a
+    scan): constants fold, parameters and values of ``x`` give a value of ``x``; hidden values
+    are pinned (their neurons would be read across the new axis)."""
+    if all(v.kind == "const" for v in vals):
+        return _const_eval(eqn, vals)
+    if any(v.kind == "hidden" for v in vals):
+        a.pin(vals, "stacked along a new axis by `stack` (e.g. the outputs of a jax.vmap's "
+                    "members, read as neurons of none)", eqn.line)
+    return [OTHER]
+
+
 def _pinning(reason: str) -> Rule:
     def rule(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
         a.pin(vals, reason.format(name=eqn.name), eqn.line)
@@ -582,6 +599,7 @@ _define(_view, "reshape", "broadcast_in_dim", "transpose", "squeeze", "expand_di
 _define(_same, "convert_element_type", "copy", "copy_p", entire=True)
 _define(_dot_general, "dot_general")
 _define(_concatenate, "concatenate")
+_define(_stack, "stack")
 
 
 def _reduction(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:

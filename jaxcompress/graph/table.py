@@ -28,7 +28,8 @@ def _leaf_text(net: Network, leaf: int, axis: int | None = None,
 
 
 def _status(net: Network, g: Group) -> str:
-    stack = (f" (one width with groups {', '.join(map(str, g.stacked))}: a stack under scan)"
+    stack = (f" (one width with groups {', '.join(map(str, g.stacked))}: a stack under scan "
+             "or vmap)"
              if g.stacked and len(g.stacked) > 1 else "")
     if not g.consumers and g.tied and g in net.compressible:
         return f"compressible (tied: groups {', '.join(map(str, g.tied))}){stack}"

@@ -57,6 +57,13 @@ Tied groups (issue 23, :data:`TIED_MODELS`), written from jaxpi's ``archs.py`` a
     ``trunk(y) . branch(u_j)`` on the antiderivative operator of 16 fixed input functions
     ``u_j(s) = c_j + sum_k a_jk cos(k pi s)`` (:func:`operator_family`), sensor values closed
     over; output ``(n, 16)``.
+
+A derivative of the network inside ``fn`` (:data:`DERIVATIVE_MODELS`):
+
+``hamiltonian``
+    a Hamiltonian network (Greydanus et al. 2019): a tanh MLP ``H_theta(q, p)`` (params
+    convention, one output) whose ``fn`` returns the vector field ``J grad H = (dH/dp, -dH/dq)``,
+    ``(n, 2)``, computed with ``jax.grad`` inside ``fn``; the pendulum's field.
 """
 
 from __future__ import annotations
@@ -76,12 +83,15 @@ MODELS = ("nnx_custom", "linen_compact", "eqx_mlp", "siren", "fourier_tanh", "fo
 #: The models of tied groups (issue 23): gates, weight factorisation, residual streams,
 #: DeepONet; in :func:`build` and ``benchmarks/zoo.py`` beside :data:`MODELS`.
 TIED_MODELS = ("modified_mlp", "pirate_net", "residual_mlp", "deeponet")
+#: Models whose ``fn`` differentiates the network (``jax.grad`` inside ``fn``); selected by
+#: name in ``benchmarks/zoo.py``, not in its default set.
+DERIVATIVE_MODELS = ("hamiltonian",)
 
 #: The task each model is trained on in ``benchmarks/zoo.py``.
 TASKS = {"nnx_custom": "pinn", "linen_compact": "sdf", "eqx_mlp": "sdf", "siren": "image",
          "fourier_tanh": "image", "fourier_relu": "image", "sdf_igr": "sdf", "pinn_tanh": "pinn",
          "modified_mlp": "pinn", "pirate_net": "pinn", "residual_mlp": "pinn",
-         "deeponet": "operator"}
+         "deeponet": "operator", "hamiltonian": "hamiltonian"}
 
 #: The antiderivative operator's input functions: ``u_j(s) = c_j + sum_k a_jk cos(k pi s)``.
 OPERATOR_FUNCTIONS = 16
@@ -90,9 +100,9 @@ OPERATOR_MODES = 4
 
 
 #: Input size per task.
-D_IN = {"image": 2, "sdf": 3, "pinn": 2, "operator": 1}
+D_IN = {"image": 2, "sdf": 3, "pinn": 2, "operator": 1, "hamiltonian": 2}
 #: Output size per task.
-D_OUT = {"image": 3, "sdf": 1, "pinn": 1, "operator": OPERATOR_FUNCTIONS}
+D_OUT = {"image": 3, "sdf": 1, "pinn": 1, "operator": OPERATOR_FUNCTIONS, "hamiltonian": 2}
 
 #: Hidden widths (and extra settings) of the small (test) and benchmark-size instances.
 SIZES: dict[str, dict[str, dict[str, Any]]] = {
@@ -115,6 +125,7 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
                      "bench": {"hidden": [128, 128, 128], "stream": 64}},
     "deeponet": {"small": {"hidden": [24, 24], "branch": 24},
                  "bench": {"hidden": [128, 128, 128], "branch": 128}},
+    "hamiltonian": {"small": {"hidden": [24, 24]}, "bench": {"hidden": [64, 64]}},
 }
 
 OMEGA_0 = 30.0
@@ -580,10 +591,27 @@ def deeponet(key, d_in, hidden, d_out, dtype=jnp.float32, *, branch: int):
     return deeponet_fn(sensors), params, None, widths
 
 
+def hamiltonian_fn(params, x):
+    """``J grad H = (dH/dp, -dH/dq)`` of the tanh MLP ``H(q, p)`` (:func:`pinn_fn`) at every row
+    ``x = (q, p)``: the gradient of the batch's summed energy is each row's own gradient."""
+    g = jax.grad(lambda x: pinn_fn(params, x)[:, 0].sum())(x)
+    return jnp.stack([g[:, 1], -g[:, 0]], axis=-1)
+
+
+def hamiltonian(key, d_in, hidden, d_out, dtype=jnp.float32):
+    """``d_out`` is the field's size (2 = ``d_in``); ``H`` itself has one output."""
+    if d_in != 2 or d_out != 2:
+        raise ValueError(f"hamiltonian: (q, p) -> (dq/dt, dp/dt) is 2 -> 2, got {d_in} -> "
+                         f"{d_out}")
+    return (hamiltonian_fn, _dense_layers(key, [d_in, *hidden, 1], dtype, _lecun), None,
+            _kernel_widths)
+
+
 _BUILDERS = {"nnx_custom": nnx_custom, "linen_compact": linen_compact, "eqx_mlp": eqx_mlp,
              "siren": siren, "fourier_tanh": fourier_tanh, "fourier_relu": fourier_relu,
              "sdf_igr": sdf_igr, "pinn_tanh": pinn_tanh, "modified_mlp": modified_mlp,
-             "pirate_net": pirate_net, "residual_mlp": residual_mlp, "deeponet": deeponet}
+             "pirate_net": pirate_net, "residual_mlp": residual_mlp, "deeponet": deeponet,
+             "hamiltonian": hamiltonian}
 
 
 def build(name: str, size: str = "small", *, seed: int = 0, hidden: Sequence[int] | None = None,
@@ -593,7 +621,8 @@ def build(name: str, size: str = "small", *, seed: int = 0, hidden: Sequence[int
     with the skip at the same layer), ``settings`` other size settings
     (:attr:`ZooModel.settings_of`: ``residual_mlp``'s ``stream``)."""
     if name not in _BUILDERS:
-        raise ValueError(f"build: name must be one of {MODELS + TIED_MODELS}, got {name!r}")
+        raise ValueError(f"build: name must be one of {MODELS + TIED_MODELS + DERIVATIVE_MODELS}"
+                         f", got {name!r}")
     if size not in ("small", "bench"):
         raise ValueError(f"build: size must be 'small' or 'bench', got {size!r}")
     cfg = dict(SIZES[name][size])

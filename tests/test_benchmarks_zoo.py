@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 from quick_runs import ROOT
 
+import jaxcompress as jc
+
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import zoo  # noqa: E402
@@ -116,13 +118,14 @@ def test_operator_target_is_the_antiderivative_of_each_input_function():
 #: One model of each task (sdf: linen and Equinox; image; pinn; the operator, whose target was
 #: the wrong shape) by default, each model built as it is trained (op by op, 0.1-1 s a model);
 #: every model with -m slow.
-SHAPE_DEFAULT = ("linen_compact", "eqx_mlp", "fourier_relu", "pinn_tanh", "deeponet")
+SHAPE_DEFAULT = ("linen_compact", "eqx_mlp", "fourier_relu", "pinn_tanh", "deeponet",
+                 "hamiltonian")
 
 
 @pytest.mark.usefixtures("user_broadcasting")
 @pytest.mark.parametrize("name", [
     pytest.param(n, marks=[] if n in SHAPE_DEFAULT else [pytest.mark.slow])
-    for n in Z.MODELS + Z.TIED_MODELS])
+    for n in Z.MODELS + Z.TIED_MODELS + Z.DERIVATIVE_MODELS])
 def test_every_task_target_has_the_model_output_shape(name):
     """The zoo trains under rank promotion (user code adds biases by broadcasting), where a
     target of the wrong shape broadcasts silently (the first DeepONet target did): each model's
@@ -140,3 +143,21 @@ def test_every_task_target_has_the_model_output_shape(name):
         out = jax.eval_shape(model.fn, model.params, x)
         assert out.shape == target.shape == (8, model.d_out)
     assert jax.eval_shape(task.loss(model.fn), model.params, batch).shape == ()
+
+
+@pytest.mark.usefixtures("user_broadcasting")
+def test_hamiltonian_model_differentiates_inside_fn_and_its_target_is_the_pendulum():
+    """The Hamiltonian network's ``fn`` is ``J grad H`` of its MLP (``jax.grad`` inside ``fn``):
+    traced, the network is differentiated and its two hidden groups compressible; the task's
+    target is ``J grad`` of the pendulum's ``H = p^2 / 2 + (1 - cos q)``."""
+    model = Z.build("hamiltonian", "small", dtype=jnp.float64)
+    x = jax.random.uniform(jax.random.PRNGKey(0), (5, 2), jnp.float64, -2, 2)
+    g = jax.vmap(jax.grad(lambda xi: jnp.sum(Z.pinn_fn(model.params, xi[None]))))(x)
+    np.testing.assert_allclose(model.fn(model.params, x), jnp.stack([g[:, 1], -g[:, 0]], -1),
+                               rtol=1e-12, atol=1e-12)
+    net = jc.trace(model.fn, model.params, jnp.zeros((4, 2), jnp.float64))
+    assert net.derivative
+    assert [grp.width for grp in net.compressible] == [24, 24]
+    gh = jax.vmap(jax.grad(lambda z: z[1] ** 2 / 2 + 1 - jnp.cos(z[0])))(x)
+    np.testing.assert_allclose(zoo.pendulum_field(x), jnp.stack([gh[:, 1], -gh[:, 0]], -1),
+                               rtol=1e-12)

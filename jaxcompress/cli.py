@@ -303,8 +303,11 @@ def _winner(info) -> str:
 
 
 def _permuted(params):
-    """The same network with every hidden layer's neurons in reversed order."""
-    out = [dict(layer) for layer in params]
+    """The same network with every hidden layer's neurons in reversed order (on the host:
+    no program per leaf shape to compile)."""
+    import numpy as np
+
+    out = [{name: np.asarray(v) for name, v in layer.items()} for layer in params]
     for i in range(len(params) - 1):
         out[i] = {"kernel": out[i]["kernel"][:, ::-1], "bias": out[i]["bias"][::-1]}
         out[i + 1] = {"kernel": out[i + 1]["kernel"][::-1], "bias": out[i + 1]["bias"]}

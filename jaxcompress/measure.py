@@ -26,13 +26,14 @@ compilation.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from jaxcompress._checks import check_key, check_positive_int, describe
+from jaxcompress._checks import check_key, check_positive_int, describe, is_concrete
 from jaxcompress.activations import get_activation
 from jaxcompress.domains import (
     ERROR_POINTS,
@@ -192,6 +193,43 @@ def _sup_error(params_a, params_b, domain, key, *, act, n_samples, local_search_
                       n_starts=n_starts, return_point=return_point)
 
 
+def _pad_chain(params: Params, widths: Sequence[int]) -> Params:
+    """The chain ``params`` with hidden layer ``l`` ``widths[l]`` wide: its neurons first, then
+    zero neurons (zero kernel columns and bias, zero rows of the next kernel), which add exactly
+    nothing: the same function at other shapes."""
+    concrete = all(is_concrete(v) for v in jax.tree_util.tree_leaves(params))
+    pad = np.pad if concrete else jnp.pad      # on the host: no program per shape to compile
+    out = []
+    for i, layer in enumerate(params):
+        k = layer["kernel"]
+        rows = (widths[i - 1] - k.shape[0]) if i > 0 else 0
+        cols = (widths[i] - k.shape[1]) if i < len(params) - 1 else 0
+        new = {"kernel": pad(k, ((0, rows), (0, cols)))}
+        if "bias" in layer:
+            new["bias"] = pad(layer["bias"], (0, cols))
+        out.append(new)
+    return out
+
+
+def _same_widths(params_a: Params, params_b: Params) -> tuple[Params, Params]:
+    """Two chains of one depth, the narrower padded with zero neurons to the wider's widths
+    (:func:`_pad_chain`), so that every compression of one teacher is measured by one compiled
+    program (ours: a width is a shape, and a search tries many); else as they are."""
+    def sizes(p):
+        return [layer["kernel"].shape for layer in p]
+
+    sa, sb = sizes(params_a), sizes(params_b)
+    if (len(sa) != len(sb) or any(len(s) != 2 for s in sa + sb)
+            or [set(layer) for layer in params_a] != [set(layer) for layer in params_b]):
+        return params_a, params_b
+    wa, wb = [s[1] for s in sa[:-1]], [s[1] for s in sb[:-1]]
+    if all(x <= y for x, y in zip(wb, wa, strict=True)) and wa != wb:
+        return params_a, _pad_chain(params_b, wa)
+    if all(y <= x for x, y in zip(wb, wa, strict=True)) and wa != wb:
+        return _pad_chain(params_a, wb), params_b
+    return params_a, params_b
+
+
 def _lists_sup_error(
     params_a: Params,
     params_b: Params,
@@ -251,6 +289,7 @@ def _lists_sup_error(
     local_search_steps = check_positive_int(local_search_steps, "sup_error",
                                             "local_search_steps", minimum=0)
     n_starts = check_positive_int(n_starts, "sup_error", "n_starts", minimum=0)
+    params_a, params_b = _same_widths(params_a, params_b)
     return _sup_error(params_a, params_b, domain, key, act=act, n_samples=int(n_samples),
                       local_search_steps=int(local_search_steps), n_starts=int(n_starts),
                       return_point=bool(return_point))

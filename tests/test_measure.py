@@ -52,3 +52,25 @@ def test_sup_error_is_finite_at_zero_error_in_float32():
                        key=jax.random.PRNGKey(2), n_samples=64, local_search_steps=5)
     assert err.dtype == jnp.float32
     assert float(err) == 0.0
+
+
+def test_every_compression_of_one_teacher_is_measured_by_one_program():
+    """A width is a shape: the narrower network is padded with zero neurons to the other's
+    widths (the same function), so a search's candidates share one compiled program."""
+    from jaxcompress import measure
+
+    teacher = jc.init_mlp(jax.random.PRNGKey(0), [2, 20, 20, 1], dtype=jnp.float64)
+    dom = jc.Ball(2, 1.0)
+    smalls = [jc.compress(teacher, jc.derivative_matching(k), activation="tanh",
+                          domain=dom)[0] for k in (2, 3)]
+    padded = measure._same_widths(teacher, smalls[0])[1]
+    assert jc.layer_sizes(padded) == [2, 20, 20, 1]
+    x = dom.sobol(64)
+    np.testing.assert_allclose(jc.apply(padded, x, activation="tanh"),
+                               jc.apply(smalls[0], x, activation="tanh"), rtol=0, atol=1e-15)
+    before = measure._sup_error._cache_size()
+    errs = [float(jc.sup_error(teacher, s, activation="tanh", domain=dom,
+                               key=jax.random.PRNGKey(1), n_samples=64, local_search_steps=3))
+            for s in smalls]
+    assert measure._sup_error._cache_size() - before <= 1
+    assert errs[1] < errs[0]

@@ -163,3 +163,26 @@ def test_a_cotangent_used_nonlinearly_pins_what_it_meets(params):
     assert "`mul` of a cotangent (a derivative taken inside fn) that is not linear in it" \
         in str(net)
     assert not net.compressible
+
+
+def test_a_gate_and_two_heads_under_grad(params):
+    """A gated first layer ``tanh(x W + b) * tanh(x G + c)`` and two output heads, summed
+    under ``jax.grad``: the gate's product is never computed (only ``ct * U`` and ``ct * h``),
+    so the rows that read it tie its two groups; the two heads' cotangents are one seed of
+    both kernels' rows."""
+    k = jax.random.split(jax.random.PRNGKey(5), 4)
+    p = {"w": jax.random.normal(k[0], (2, 16)), "g": jax.random.normal(k[1], (2, 16)),
+         "heads": [jax.random.normal(k[2], (16, 1)) / 4, jax.random.normal(k[3], (16, 2)) / 4]}
+
+    def fn(p, x):
+        def energy(x):
+            h = jnp.tanh(x @ p["w"]) * jnp.tanh(x @ p["g"] + 0.5)
+            return sum(jnp.sum(h @ w) for w in p["heads"])
+        return jax.grad(energy)(x)
+
+    net = jc.trace(fn, p, X)
+    assert [g.width for g in net.compressible] == [16, 16]
+    assert net.compressible[0].tied == (1, 2)
+    small, _ = jc.compress(net, jc.collocation(4), domain=BALL)
+    assert small.params["heads"][1].shape == (15, 2)
+    assert _rel(fn, p, small.params) <= 5e-2

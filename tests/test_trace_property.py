@@ -8,8 +8,8 @@ parameters, kept stacked: one width), a residual block ``h + tanh(h W_i) W_o`` (
 across it), one or two output heads (a tuple), and the network called twice inside ``fn``
 (``f(x) + f(-x)``, or ``f(x) - f(x0)`` at a fixed point: every group computed at two sites,
 each reader fitted to both) or differentiated inside it (``jax.grad`` of the summed outputs by
-``x``: every group read through its cotangent too, the head only through the derivative; drawn
-for chains, with input skips, and one head), or ``jax.vmap``-ed over two members' stacked
+``x``: every group read through its cotangent too, the heads only through the derivative; drawn
+without residual streams and scans), or ``jax.vmap``-ed over two members' stacked
 parameters (an ensemble, summed: one width, each member its own neurons). Every hidden neuron
 is written twice (its producer columns repeated), so each layer has rank ``r`` at width
 ``2 r``: compressed by collocation at widths ``r`` per set, the result must equal the teacher
@@ -59,8 +59,8 @@ def architectures(draw):
     heads = draw(st.integers(1, 2))
     # the network called twice, or differentiated inside fn
     twice = draw(st.sampled_from(["", "even", "anchored", "grad", "members"]))
-    if twice == "grad":           # (under jax.grad: chains with input skips, one head)
-        gate, scan, residual, heads = False, 0, False, 1
+    if twice == "grad":           # (under jax.grad: no residual stream, no scan)
+        scan, residual = 0, False
     if twice == "members":        # (a vmapped ensemble: no scan inside the members)
         scan = 0
     seed = draw(st.integers(0, 2**16))

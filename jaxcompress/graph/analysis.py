@@ -165,8 +165,14 @@ class Analysis:
         grp = self.groups[g]
         blocks = ((g, grp.width),)
         key = (leaf, leaf_axis, index)
-        if key in self.layouts and self.sets_of(self.layouts[key]) != self.sets_of(blocks):
-            self.conflicts.append((leaf, index, self.layouts[key], blocks, eqn.line))
+        old = self.layouts.get(key)
+        if (old is not None and len(old) == 1 and old[0][0] >= 0 and old[0][1] == grp.width
+                and self.find(old[0][0]) != self.find(g)):
+            # the rows read a product of the two groups (a gate h * U whose forward product
+            # jax.grad never computes: only its cotangents, ct * U and ct * h): one index set
+            self.tie(old[0][0], g)
+        elif old is not None and self.sets_of(old) != self.sets_of(blocks):
+            self.conflicts.append((leaf, index, old, blocks, eqn.line))
         self.layouts.setdefault(key, blocks)
         grp.consumers.append(Consumer(leaf, leaf_axis, 0, DUAL, -1, 0, eqn.line, index))
 

@@ -261,11 +261,17 @@ def _seeded(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
     if len(seeds) == 1 and not hidden and eqn.name in _SEED_SCALINGS and all(
             v.kind == "const" and _scalar(v.value) is not None for v in vals if v is not seed):
         return [seed] * len(eqn.outs)
+    if (eqn.name in ("add", "add_any", "sub") and len(seeds) == len(vals)
+            and len({(v.axis, v.shape) for v in seeds}) == 1):
+        # the cotangents of several heads' rows, summed: one seed of all their rows
+        rows = tuple(dict.fromkeys(r for v in seeds for r in v.rows))
+        return [dataclasses.replace(seed, rows=rows)] * len(eqn.outs)
     if (eqn.name == "mul" and len(seeds) == 1 and len(hidden) == 1 and not hidden[0].dual
             and hidden[0].single() is not None and hidden[0].axis == seed.axis
             and a.groups[hidden[0].single()].width == seed.shape[0]):
         h = hidden[0]
-        a.consume_dual(eqn, h.single(), seed.leaf, seed.laxis, seed.index)
+        for leaf, axis, index in seed.rows:
+            a.consume_dual(eqn, h.single(), leaf, axis, index)
         return [Val("hidden", axis=h.axis, blocks=h.blocks, dual=True)] * len(eqn.outs)
     a.pin(hidden, f"`{eqn.name}` with the cotangent of a kernel's rows (a derivative taken "
                   "inside fn) that is not its product with one group's activation", eqn.line)
@@ -457,8 +463,8 @@ def _dot_general(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
                                                    and contracted in a.produced):
         return _dual_dot(a, eqn, kern, data, dc, contracted, left, axis)
     if data.kind == "const" and left in a.seeds and left not in a.produced:
-        return [Val("seed", leaf=kern.leaf, laxis=free + lead, index=kern.index, axis=axis,
-                    shape=(int(a.shape_of(kern)[free]),))]
+        return [Val("seed", axis=axis, shape=(int(a.shape_of(kern)[free]),),
+                    rows=((kern.leaf, free + lead, kern.index),))]
     if data.kind == "seed":
         return [OTHER]
     if data.kind == "hidden":

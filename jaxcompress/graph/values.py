@@ -27,7 +27,9 @@ class Val:
     leaves), ``"seed"`` (``c K^T`` of a constant ``c`` and a kernel ``leaf`` whose axis
     ``laxis`` (of the whole leaf) is left free along the value's ``axis``: the start of a
     derivative taken inside ``fn``, ``jax.grad``'s cotangent of an output kernel's rows, until an
-    elementwise product with a group's activation says whose rows they are) or ``"other"``
+    elementwise product with a group's activation says whose rows they are; ``rows``: every
+    ``(leaf, axis, slice)`` of such kernels, several when the cotangents of several output heads
+    are summed) or ``"other"``
     (anything else: a fixed function of ``x``, or of pinned groups).
 
     A hidden value's ``blocks`` are ``((group, size), ...)`` along ``axis`` in order: group
@@ -60,6 +62,7 @@ class Val:
     lead: bool = False
     per: tuple[tuple[int, int | None], ...] = ()
     dual: bool = False
+    rows: tuple[tuple[int, int, int | None], ...] = ()
 
     @property
     def groups(self) -> list[int]:

@@ -28,7 +28,7 @@ import numpy as np
 import optax
 import optax.tree_utils as otu
 
-from jaxcompress._checks import check_info_matches, check_key
+from jaxcompress._checks import check_info_matches, check_key, is_concrete
 from jaxcompress.activations import get_activation
 from jaxcompress.domains import check_domain
 from jaxcompress.graph import Compressed
@@ -491,7 +491,12 @@ def polish_leaves(plan: Plan, leaves, teacher_plan: Plan, teacher_leaves, *, dom
                                  steps=steps, optimizer=optimizer, points=points, batch=None,
                                  key=None, progress=progress, dtype=dtype)
     if mask is not None:
-        best = [a * m for a, m in zip(*best, strict=True)]
+        pairs = list(zip(*best, strict=True))
+        if all(is_concrete(a) and is_concrete(m) for a, m in pairs):
+            # on the host: no program per leaf shape to compile (a search polishes many)
+            best = [jax.device_put(np.asarray(a) * np.asarray(m)) for a, m in pairs]
+        else:
+            best = [a * m for a, m in pairs]
     return best, history
 
 

@@ -11,6 +11,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from user_nets import flat as _flat
+from user_nets import mlp
+from user_nets import rel_l2 as _rel
 
 import jaxcompress as jc
 
@@ -18,13 +21,6 @@ pytestmark = pytest.mark.usefixtures("user_broadcasting")
 
 X = jnp.zeros((4, 2), jnp.float64)
 BALL = jc.Ball(2, 1.0)
-
-
-def mlp(p, x, act=jnp.tanh):
-    h = x
-    for layer in p[:-1]:
-        h = act(h @ layer["kernel"] + layer["bias"])
-    return h @ p[-1]["kernel"] + p[-1]["bias"]
 
 
 def energy(p, x):
@@ -66,16 +62,6 @@ SHAPES = {
 @pytest.fixture(scope="module")
 def params():
     return jc.init_mlp(jax.random.PRNGKey(0), [2, 24, 24, 1], dtype=jnp.float64)
-
-
-def _flat(tree):
-    return jnp.concatenate([jnp.ravel(a) for a in jax.tree_util.tree_leaves(tree)])
-
-
-def _rel(fn, teacher, small_params):
-    pts = jax.random.uniform(jax.random.PRNGKey(1), (512, 2), jnp.float64, -0.7, 0.7)
-    y, ys = _flat(fn(teacher, pts)), _flat(fn(small_params, pts))
-    return float(jnp.linalg.norm(y - ys) / jnp.linalg.norm(y))
 
 
 @pytest.mark.parametrize("name", list(SHAPES))

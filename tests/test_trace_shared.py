@@ -8,6 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from user_nets import mlp
+from user_nets import rel_l2 as _rel
 
 import jaxcompress as jc
 
@@ -18,27 +20,9 @@ BALL = jc.Ball(2, 1.0)
 X0 = jnp.array([[0.3, -0.2]])
 
 
-def mlp(p, x):
-    h = x
-    for layer in p[:-1]:
-        h = jnp.tanh(h @ layer["kernel"] + layer["bias"])
-    return h @ p[-1]["kernel"] + p[-1]["bias"]
-
-
 @pytest.fixture(scope="module")
 def params():
     return jc.init_mlp(jax.random.PRNGKey(0), [2, 24, 24, 1], dtype=jnp.float64)
-
-
-def _flat(tree):
-    return jnp.concatenate([jnp.ravel(a) for a in jax.tree_util.tree_leaves(tree)])
-
-
-def _rel(fn, teacher, small_params):
-    pts = jax.random.uniform(jax.random.PRNGKey(1), (512, 2), jnp.float64, -0.7, 0.7)
-    flat = _flat
-    y, ys = flat(fn(teacher, pts)), flat(fn(small_params, pts))
-    return float(jnp.linalg.norm(y - ys) / jnp.linalg.norm(y))
 
 
 SHAPES = {

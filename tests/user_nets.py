@@ -1,7 +1,29 @@
 """Networks written the way users write them, shared by the traced-network tests."""
 
 import jax
+import jax.numpy as jnp
 from flax import nnx
+
+
+def mlp(p, x, act=jnp.tanh):
+    """A params-list MLP written by hand: ``act`` on the hidden layers, the last linear."""
+    h = x
+    for layer in p[:-1]:
+        h = act(h @ layer["kernel"] + layer["bias"])
+    return h @ p[-1]["kernel"] + p[-1]["bias"]
+
+
+def flat(tree):
+    """Every array of a pytree (an output, a parameter tree) as one vector."""
+    return jnp.concatenate([jnp.ravel(a) for a in jax.tree_util.tree_leaves(tree)])
+
+
+def rel_l2(fn, teacher, small_params):
+    """Relative L2 distance of ``fn`` on ``small_params`` from ``fn`` on ``teacher`` at 512
+    uniform points of ``[-0.7, 0.7]^2`` (float64)."""
+    pts = jax.random.uniform(jax.random.PRNGKey(1), (512, 2), jnp.float64, -0.7, 0.7)
+    y, ys = flat(fn(teacher, pts)), flat(fn(small_params, pts))
+    return float(jnp.linalg.norm(y - ys) / jnp.linalg.norm(y))
 
 
 class GeluNet(nnx.Module):

@@ -65,12 +65,13 @@ __all__ = ["best", "features", "run", "run_jit", "truncate"]
 
 
 def _program_features(plan: Plan, fmap: FeatureMap, s: SetPlan, position: int, leaves, widths,
-                      domain, dtype, grads: bool = False) -> tuple[LayerFeatures, np.ndarray]:
+                      domain, dtype) -> tuple[LayerFeatures, np.ndarray]:
     """The set's features from its activations computed by the network's own program
     (:meth:`FeatureMap.of_values`, once per consumed tensor, stacked), and each row's tensor.
-    With ``grads``, the activations' first derivatives by ``x`` beside them
-    (:func:`~jaxcompress.features.with_gradients`; not beside the contributions of rows read
-    only through a derivative: derivatives already)."""
+    When the map asks for them (:meth:`FeatureMap.for_program`), the activations' first
+    derivatives by ``x`` beside them (:func:`~jaxcompress.features.with_gradients`; not beside
+    the contributions of rows read only through a derivative: derivatives already)."""
+    fmap, grads = fmap.for_program(plan.derivative)
     tensors = s.tensors()
     feats, ids = [], []
     for t in range(len(tensors)):
@@ -116,11 +117,9 @@ def _features(plan: Plan, fmap: FeatureMap, positions: Sequence[int], leaves, wi
         got = fmap(params, [i + 1 for i in positions], activation=plan.chain.activation,
                    domain=domain, placement=placement)
         return {i: (got[i + 1], None) for i in positions}
-    fmap, grads = fmap.for_program(plan.derivative)
-    return {i: _program_features(plan, fmap, plan.sets[i], i + 1, leaves, widths, domain, dtype,
-                                 grads)
+    return {i: _program_features(plan, fmap, plan.sets[i], i + 1, leaves, widths, domain, dtype)
             if not plan.sets[i].parts else
-            [_program_features(plan, fmap, part, i + 1, leaves, widths, domain, dtype, grads)
+            [_program_features(plan, fmap, part, i + 1, leaves, widths, domain, dtype)
              for part in plan.sets[i].parts]
             for i in positions}
 

@@ -11,8 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from user_nets import ensemble, mlp
 from user_nets import flat as _flat
-from user_nets import mlp
 from user_nets import rel_l2 as _rel
 
 import jaxcompress as jc
@@ -171,4 +171,20 @@ def test_a_gate_and_two_heads_under_grad(params):
     assert net.compressible[0].tied == (1, 2)
     small, _ = jc.compress(net, jc.collocation(4), domain=BALL)
     assert small.params["heads"][1].shape == (15, 2)
+    assert _rel(fn, p, small.params) <= 5e-2
+
+
+def test_an_ensemble_of_hamiltonian_networks():
+    """``jax.vmap`` over the members' stacked parameters of a field that differentiates each
+    member: the output rows read through ``jax.grad`` are slices of a stacked leaf, and the
+    stack's parts take their gradient features too."""
+    p = ensemble(jax.random.PRNGKey(4), 3, [2, 24, 24, 1])
+
+    def fn(p, x):
+        return jax.vmap(hamiltonian_field, in_axes=(0, None))(p, x).mean(0)
+
+    net = jc.trace(fn, p, X)
+    assert net.derivative and len(net.compressible) == 6
+    small, _ = jc.compress(net, jc.collocation(5), domain=BALL)
+    assert small.params[2]["kernel"].shape == (3, 21, 1)
     assert _rel(fn, p, small.params) <= 5e-2

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from user_nets import ensemble as _ensemble
 from user_nets import mlp
 from user_nets import rel_l2 as _rel
 
@@ -175,13 +176,6 @@ def test_batchnorm_in_eval_mode_is_sliced_with_its_channels_linen():
     assert float(jnp.linalg.norm(small(pts) - y) / jnp.linalg.norm(y)) <= 5e-2
     assert small.module.features == (15,)
     assert small.params["batch_stats"]["BatchNorm_0"]["var"].shape == (15,)
-
-
-def _ensemble(key, members, sizes):
-    keys = jax.random.split(key, len(sizes))
-    return [{"kernel": jax.random.normal(k, (members, a, b)) / np.sqrt(a),
-             "bias": 0.1 * jax.random.normal(jax.random.fold_in(k, 1), (members, b))}
-            for k, a, b in zip(keys, sizes[:-1], sizes[1:], strict=False)]
 
 
 def ensemble_mean(p, x):

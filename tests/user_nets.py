@@ -2,7 +2,17 @@
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
+
+
+def ensemble(key, members, sizes):
+    """The stacked dense layers of ``members`` networks of layer ``sizes``: kernels
+    ``(members, a, b)``, biases ``(members, b)`` (for ``jax.vmap`` over the members)."""
+    keys = jax.random.split(key, len(sizes))
+    return [{"kernel": jax.random.normal(k, (members, a, b)) / np.sqrt(a),
+             "bias": 0.1 * jax.random.normal(jax.random.fold_in(k, 1), (members, b))}
+            for k, a, b in zip(keys, sizes[:-1], sizes[1:], strict=False)]
 
 
 def mlp(p, x, act=jnp.tanh):

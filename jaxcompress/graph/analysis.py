@@ -155,7 +155,7 @@ class Analysis:
                                               eqn.line, index))
             offset += size
 
-    def consume_dual(self, eqn: Eqn, g: int, leaf: int, leaf_axis: int, axis: int,
+    def consume_dual(self, eqn: Eqn, g: int, leaf: int, leaf_axis: int,
                      index: int | None = None) -> None:
         """The kernel ``leaf``'s rows along ``leaf_axis`` read group ``g`` only through a
         derivative: ``jax.grad`` inside ``fn`` computes ``c K^T`` (the cotangent of the rows'

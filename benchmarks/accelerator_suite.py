@@ -27,18 +27,25 @@ time is recorded as such and the suite goes on:
     by validation MSE), then ``fig3_post_training.py --teachers paper`` on them.
 
 Output: ``<out>/accelerator_suite_<platform>[_quick].json`` (every step's status, time and
-numbers) and ``..._roofline.png``; the scripts it starts write their own results beside it.
+numbers; rewritten after each step, so a run cut short keeps what it finished) and
+``..._roofline.png``; the scripts it starts write their own results beside it. ``--deadline``
+bounds the whole run: each step's budget is clipped to the time left and the steps after it are
+recorded as skipped. JAX's preallocation of 75% of GPU memory is turned off (unless the caller
+set ``XLA_PYTHON_CLIENT_PREALLOCATE``): the scripts the suite starts need the memory its own
+process would otherwise hold.
 
 Run (from the repository root)::
 
     python benchmarks/accelerator_suite.py                 # on a GPU machine
     python benchmarks/accelerator_suite.py --quick         # on a CPU: every step, tiny sizes
     python benchmarks/accelerator_suite.py --steps correctness,roofline
+    python benchmarks/accelerator_suite.py --deadline 540  # inside a 10-minute lease
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -64,7 +71,12 @@ def parse(argv):
     p.add_argument("--steps", default=",".join(STEPS),
                    help=f"comma-separated steps to run, of {','.join(STEPS)}")
     p.add_argument("--out", type=Path, default=C.RESULTS, help="results folder")
+    p.add_argument("--deadline", type=float, default=None,
+                   help="seconds the whole run may take: step budgets are clipped to the time "
+                        "left, later steps skipped (default: the steps' own budgets)")
     args = p.parse_args(argv)
+    if args.deadline is not None and args.deadline <= 0:
+        p.error("--deadline must be positive")
     args.steps = [s.strip() for s in args.steps.split(",") if s.strip()]
     bad = [s for s in args.steps if s not in STEPS]
     if bad:
@@ -191,6 +203,8 @@ def roofline(jax, jnp, jc, quick: bool, dtype: str, machine: dict, budget: float
 def main(argv=None) -> int:
     start = time.perf_counter()
     args = parse(argv)
+    # before JAX starts: the child scripts need the GPU memory a preallocating parent would hold
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     dtype = "float32"
     C.configure("float64")  # float64 available; the roofline runs in float32
     import jax
@@ -208,8 +222,26 @@ def main(argv=None) -> int:
     scale = 0.25 if args.quick else 1.0
     budget = {s: BUDGET[s] * scale + (60 if args.quick else 0) for s in STEPS}
     report: dict = {}
+    stem = f"{NAME}_{platform}" + ("_quick" if args.quick else "")
+    json_path = args.out / f"{stem}.json"
+
+    def write(done: bool) -> None:
+        C.write_json(json_path, {"benchmark": NAME, "env": env, "device": env["device"],
+                                 "quick": args.quick, "precision": C.PRECISION_NOTE,
+                                 "budget_s": budget, "deadline_s": args.deadline,
+                                 "complete": done, "steps": report})
+
     for step in args.steps:
         t0 = time.perf_counter()
+        if args.deadline is not None:
+            left = args.deadline - (t0 - start)
+            if left < 10:
+                report[step] = {"status": f"skipped: the {args.deadline:.0f} s deadline",
+                                "seconds": 0.0}
+                print(f"## {step}: {report[step]['status']}", flush=True)
+                write(False)
+                continue
+            budget[step] = min(budget[step], left)
         print(f"## {step}", flush=True)
         try:
             if step == "correctness":
@@ -243,12 +275,10 @@ def main(argv=None) -> int:
             report[step] = {"status": f"error: {type(exc).__name__}: {exc}"}
         report[step]["seconds"] = round(time.perf_counter() - t0, 1)
         print(f"## {step}: {report[step]['status']} ({report[step]['seconds']} s)", flush=True)
+        write(False)
     C.finish(env, start)
-    result = {"benchmark": NAME, "env": env, "device": env["device"], "quick": args.quick,
-              "precision": C.PRECISION_NOTE, "budget_s": budget, "steps": report}
-    stem = f"{NAME}_{platform}" + ("_quick" if args.quick else "")
-    json_path = args.out / f"{stem}.json"
-    C.write_json(json_path, result)
+    write(True)
+    result = {"env": env, "steps": report}
     paths = [json_path]
     if "roofline" in report and "rows" in report["roofline"]:
         png = args.out / f"{stem}_roofline.png"

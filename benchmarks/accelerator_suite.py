@@ -8,13 +8,17 @@ time is recorded as such and the suite goes on:
 
 ``correctness``
     Before timing anything: compressions on the accelerator (float32 and float64) against the
-    same compressions on the host CPU in float64: the same widths and ranks, sup errors within
-    2x (plus the float32 rounding floor), and the derivative features within rounding.
+    same compressions on the host CPU in the same dtype: the same widths and ranks (float32
+    keeps fewer neurons than float64 where its rounding floor is reached, on every device), sup
+    errors within 2x the host's float64 compression (plus the float32 rounding floor), and the
+    derivative features within rounding of the host's float64 ones.
 ``features``
-    ``bench_features.py``: the three feature backends and the whole compress call, k = 2..10.
+    ``bench_features.py --jacfwd-cap 5``: the three feature backends and the whole compress
+    call, k = 2..10 (nested jacfwd, the slow reference, stops once one order took 5 s).
 ``fig4``
-    ``fig4_runtime.py --threads all``: compress wall-clock vs width and depth, each warm time as
-    a multiple of its roofline.
+    ``fig4_runtime.py --threads all --widths 1024,4096 --depths 1,8``: compress wall-clock vs
+    width and depth, each warm time as a multiple of its roofline (8 of the script's 26
+    networks: its checks take ~14 s a network on an H200).
 ``roofline``
     The Fig 2 network ``[2, 1024 x 4, 2]`` at k = 10 (targets: warm <= 10 ms, first call <= 5 s)
     and ``[2, w, w, 2]`` at k = 10 for w = 1024 ... the largest whose memory estimate fits
@@ -59,7 +63,7 @@ NAME = "accelerator_suite"
 HERE = Path(__file__).resolve().parent
 STEPS = ("correctness", "features", "fig4", "roofline", "fig1", "teachers")
 #: Seconds each step may take (full run; --quick divides by 4), adding up to ~10 min.
-BUDGET = {"correctness": 60, "features": 90, "fig4": 90, "roofline": 120, "fig1": 120,
+BUDGET = {"correctness": 60, "features": 90, "fig4": 120, "roofline": 120, "fig1": 120,
           "teachers": 180}
 TARGETS = {"fig2_warm_s": 0.010, "fig2_first_call_s": 5.0, "wide_over_roofline": 10.0}
 
@@ -111,15 +115,20 @@ def correctness(jax, jnp, np, jc, quick: bool) -> dict:
     for act in ("sigmoid",) if quick else ("sigmoid", "gelu"):
         teacher64 = jc.init_mlp(jax.random.PRNGKey(0), [2, width, width, width, 2])
         method, domain = jc.derivative_matching(order), jc.Ball(2, 1.0)
+        host = {}
         with jax.default_device(cpu):
             ref_params = jax.device_put(teacher64, cpu)
-            ref, ref_info = jc.compress(ref_params, method, activation=act, domain=domain)
+            for dtype in ("float64", "float32"):
+                host[dtype] = jc.compress(_cast(jnp, ref_params, dtype), method,
+                                          activation=act, domain=domain)
+            ref = host["float64"][0]
             ref_err = float(jc.sup_error(ref_params, ref, activation=act, domain=domain,
                                          key=jax.random.PRNGKey(1), n_samples=2048))
             ref_z = jc.features.derivative_features(ref_params, activation=act, order=order)
         for dtype in ("float64", "float32"):
-            t = [{k: jnp.asarray(v, dtype) for k, v in layer.items()} for layer in teacher64]
+            t = _cast(jnp, teacher64, dtype)
             small, info = jc.compress(t, method, activation=act, domain=domain)
+            host_small, host_info = host[dtype]
             err = float(jc.sup_error(teacher64, [{k: jnp.asarray(v, jnp.float64) for k, v in
                                                   layer.items()} for layer in small],
                                      activation=act, domain=domain, key=jax.random.PRNGKey(1),
@@ -129,16 +138,21 @@ def correctness(jax, jnp, np, jc, quick: bool) -> dict:
                         / float(np.max(np.abs(np.asarray(b)))) for a, b in zip(z, ref_z,
                                                                                 strict=True))
             floor = 1e-5 if dtype == "float32" else 1e-12
-            same_shape = jc.layer_sizes(small) == jc.layer_sizes(ref)
+            same_shape = jc.layer_sizes(small) == jc.layer_sizes(host_small)
             ranks = [int(li.rank) for li in info.layers]
-            ok = (same_shape and ranks == [int(li.rank) for li in ref_info.layers]
-                  and err <= 2 * ref_err + floor
+            host_ranks = [int(li.rank) for li in host_info.layers]
+            ok = (same_shape and ranks == host_ranks and err <= 2 * ref_err + floor
                   and zdiff <= (1e-4 if dtype == "float32" else 1e-10))
             out[f"{act}/{dtype}"] = {"sup_error": err, "cpu_float64_sup_error": ref_err,
-                                     "features_rel_diff": zdiff, "ranks": ranks, "ok": ok}
+                                     "features_rel_diff": zdiff, "ranks": ranks,
+                                     f"cpu_{dtype}_ranks": host_ranks, "ok": ok}
             if not ok:
                 failures.append(f"{act}/{dtype}")
     return {"cases": out, "failures": failures, "status": "ok" if not failures else "FAILED"}
+
+
+def _cast(jnp, params, dtype):
+    return [{k: jnp.asarray(v, dtype) for k, v in layer.items()} for layer in params]
 
 
 def roofline(jax, jnp, jc, quick: bool, dtype: str, machine: dict, budget: float) -> dict:
@@ -247,10 +261,15 @@ def main(argv=None) -> int:
             if step == "correctness":
                 report[step] = correctness(jax, jnp, np, jc, args.quick)
             elif step == "features":
-                report[step] = run_script(args, "bench_features.py", [], budget[step])
-            elif step == "fig4":
-                report[step] = run_script(args, "fig4_runtime.py", ["--threads", "all"],
+                # jacfwd stops once one order took 5 s (at k = 7 it took 30 s on an H200)
+                report[step] = run_script(args, "bench_features.py",
+                                          [] if args.quick else ["--jacfwd-cap", "5"],
                                           budget[step])
+            elif step == "fig4":
+                # 8 of the script's 26 networks: each takes ~14 s on an H200 (its checks)
+                report[step] = run_script(args, "fig4_runtime.py", ["--threads", "all"] + (
+                    [] if args.quick else ["--widths", "1024,4096", "--depths", "1,8"]),
+                    budget[step])
             elif step == "roofline":
                 machine = C.machine_throughput(dtype, n=512 if args.quick else 4096)
                 print(f"  measured matmul {machine['matmul_flops_per_s'] / 1e12:.3f} TFLOP/s, "

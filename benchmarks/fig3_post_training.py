@@ -117,8 +117,8 @@ def parse(argv):
     p.add_argument("--teachers", choices=("full", "long", "short", "paper"), default="full",
                    help="teacher configuration (benchmarks/teachers.py): full (default; test MSE "
                         "~1e-5), long (~1e-6), short (lightly trained, ~4e-4) or paper (full-batch "
-                        "Adam, 2,500 steps, best of 10 checkpoints; a GPU job); with --quick, "
-                        "paper uses the quick data")
+                        "Adam, 2,500 steps, best of 10 checkpoints; cached, trained on an H200); "
+                        "with --quick, paper uses the quick data")
     p.add_argument("--rtol", default="default",
                    help="rank threshold passed to jc.compress: default (the library's), "
                         "<n>eps (n x the dtype's eps) or a number")

@@ -44,6 +44,7 @@ RUNS = {
     # the suite's own steps; the scripts it starts are the ones above
     "accelerator_suite": ("accelerator_suite", ["--steps", "correctness,roofline"]),
     "input_dimension": ("input_dimension", []),
+    "compress_stages": ("compress_stages", ["--widths", "24", "--repeats", "1"]),
 }
 DTYPES = {"fig1_single_layer": "float32", "fig2_deep": "float32",
           "fig3_post_training": "float64", "fig4_runtime": "float64"}
@@ -238,6 +239,22 @@ def test_accelerator_suite_quick(runs):
     for row in steps["roofline"]["rows"]:
         assert row["warm_median_s"] > 0 and row["warm_over_roofline"] > 0.1  # a real bound
         assert row["cost"]["flops"] > 0 and row["error_estimate"] < 1e-2
+
+
+@pytest.mark.run("compress_stages")
+def test_compress_stages_quick(runs):
+    code, log, out = runs["compress_stages"]
+    assert code == 0, f"compress_stages exited {code}\n{log}"
+    result = json.loads((out / "compress_stages_cpu_float32_quick.json").read_text())
+    assert (out / "compress_stages_cpu_float32_quick.png").stat().st_size > 0
+    assert result["complete"] and not result["failures"]
+    assert [r["sizes"] for r in result["rows"]] == [[2, 24, 24, 2], [2, 32, 32, 32, 32, 2]]
+    for r in result["rows"]:
+        for stage in ("features", "select pivoted_qr", "select greedy_gs",
+                      "compress pivoted_qr", "compress greedy_gs"):
+            assert 0 < r[stage]["warm_s"] and 0 < r[stage]["first_s"]
+        assert r["select pivoted_qr"]["rank"] == r["select greedy_gs"]["rank"] > 0
+        assert r["compress pivoted_qr"]["widths"][1] <= 10  # D_3 = 10 for two inputs
 
 
 @pytest.mark.run("input_dimension")

@@ -23,6 +23,11 @@ time is recorded as such and the suite goes on:
     The Fig 2 network ``[2, 1024 x 4, 2]`` at k = 10 (targets: warm <= 10 ms, first call <= 5 s)
     and ``[2, w, w, 2]`` at k = 10 for w = 1024 ... the largest whose memory estimate fits
     (target at w = 16,384: within 10x of the roofline), float32 at highest matmul precision.
+``stages``
+    ``compress_stages.py --widths 16384,1024 --repeats 3`` in the suite's own process (its
+    budget is not enforced there): one compress call split into features, selection
+    (``pivoted_qr`` and ``greedy_gs``) and the whole call, for ``[2, w, w, 2]`` and the Fig 2
+    network.
 ``fig1``
     ``fig1_single_layer.py --dtype float64``.
 ``teachers``
@@ -61,10 +66,10 @@ import _common as C  # noqa: E402
 
 NAME = "accelerator_suite"
 HERE = Path(__file__).resolve().parent
-STEPS = ("correctness", "features", "fig4", "roofline", "fig1", "teachers")
+STEPS = ("correctness", "features", "fig4", "roofline", "stages", "fig1", "teachers")
 #: Seconds each step may take (full run; --quick divides by 4), adding up to ~10 min.
-BUDGET = {"correctness": 60, "features": 90, "fig4": 120, "roofline": 120, "fig1": 120,
-          "teachers": 180}
+BUDGET = {"correctness": 60, "features": 90, "fig4": 120, "roofline": 120, "stages": 170,
+          "fig1": 120, "teachers": 180}
 TARGETS = {"fig2_warm_s": 0.010, "fig2_first_call_s": 5.0, "wide_over_roofline": 10.0}
 
 
@@ -214,6 +219,16 @@ def roofline(jax, jnp, jc, quick: bool, dtype: str, machine: dict, budget: float
     return {"rows": rows, "targets": targets, "machine": machine, "status": "ok"}
 
 
+def stages(args) -> dict:
+    """``compress_stages.py`` in this process (its imports and JAX already warm)."""
+    import compress_stages
+
+    extra = ["--quick"] if args.quick else ["--widths", "16384,1024", "--repeats", "3"]
+    code = compress_stages.main([*extra, "--out", str(args.out)])
+    return {"command": "compress_stages.py " + " ".join(extra), "exit": code,
+            "status": "ok" if code == 0 else "FAILED"}
+
+
 def main(argv=None) -> int:
     start = time.perf_counter()
     args = parse(argv)
@@ -275,6 +290,8 @@ def main(argv=None) -> int:
                 print(f"  measured matmul {machine['matmul_flops_per_s'] / 1e12:.3f} TFLOP/s, "
                       f"copy {machine['copy_bytes_per_s'] / 1e9:.1f} GB/s ({dtype})", flush=True)
                 report[step] = roofline(jax, jnp, jc, args.quick, dtype, machine, budget[step])
+            elif step == "stages":
+                report[step] = stages(args)
             elif step == "fig1":
                 report[step] = run_script(args, "fig1_single_layer.py", ["--dtype", "float64"],
                                           budget[step])

@@ -45,7 +45,7 @@ import _common as C  # noqa: E402
 NAME = "compress_stages"
 ACTIVATION = "sigmoid"
 FULL = {"widths": [1024, 4096, 16384], "order": 10, "repeats": 5}
-QUICK = {"widths": [64, 128], "order": 3, "repeats": 2}
+QUICK = {"widths": [48], "order": 3, "repeats": 2}
 SELECTORS = ("pivoted_qr", "greedy_gs")
 STAGES = ("features", *(f"select {s}" for s in SELECTORS), *(f"compress {s}" for s in SELECTORS))
 

@@ -42,9 +42,8 @@ RUNS = {
         "--methods", *(FOUR_METHODS := ["derivative", "collocation+omp/fwd"]), "--no-fig2"]),
     "width_independence": ("width_independence", []),
     # the suite's own steps; the scripts it starts are the ones above
-    "accelerator_suite": ("accelerator_suite", ["--steps", "correctness,roofline"]),
+    "accelerator_suite": ("accelerator_suite", ["--steps", "correctness,roofline,stages"]),
     "input_dimension": ("input_dimension", []),
-    "compress_stages": ("compress_stages", ["--widths", "24", "--repeats", "1"]),
 }
 DTYPES = {"fig1_single_layer": "float32", "fig2_deep": "float32",
           "fig3_post_training": "float64", "fig4_runtime": "float64"}
@@ -234,22 +233,18 @@ def test_accelerator_suite_quick(runs):
     result = json.loads((out / "accelerator_suite_cpu_quick.json").read_text())
     assert (out / "accelerator_suite_cpu_quick_roofline.png").stat().st_size > 0
     steps = result["steps"]
-    assert set(steps) == {"correctness", "roofline"}
+    assert set(steps) == {"correctness", "roofline", "stages"} and result["complete"]
     assert steps["correctness"]["status"] == "ok" and not steps["correctness"]["failures"]
     for row in steps["roofline"]["rows"]:
         assert row["warm_median_s"] > 0 and row["warm_over_roofline"] > 0.1  # a real bound
         assert row["cost"]["flops"] > 0 and row["error_estimate"] < 1e-2
-
-
-@pytest.mark.run("compress_stages")
-def test_compress_stages_quick(runs):
-    code, log, out = runs["compress_stages"]
-    assert code == 0, f"compress_stages exited {code}\n{log}"
-    result = json.loads((out / "compress_stages_cpu_float32_quick.json").read_text())
+    # the stage breakdown (compress_stages.py, run inside the suite's process)
+    assert steps["stages"]["status"] == "ok"
+    stages = json.loads((out / "compress_stages_cpu_float32_quick.json").read_text())
     assert (out / "compress_stages_cpu_float32_quick.png").stat().st_size > 0
-    assert result["complete"] and not result["failures"]
-    assert [r["sizes"] for r in result["rows"]] == [[2, 24, 24, 2], [2, 32, 32, 32, 32, 2]]
-    for r in result["rows"]:
+    assert stages["complete"] and not stages["failures"]
+    assert [r["sizes"] for r in stages["rows"]] == [[2, 48, 48, 2], [2, 32, 32, 32, 32, 2]]
+    for r in stages["rows"]:
         for stage in ("features", "select pivoted_qr", "select greedy_gs",
                       "compress pivoted_qr", "compress greedy_gs"):
             assert 0 < r[stage]["warm_s"] and 0 < r[stage]["first_s"]

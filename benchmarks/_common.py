@@ -88,11 +88,17 @@ def parse_error_sweep(doc: str, argv, *, full: dict, quick: dict):
     return args, mode_config(args, full, quick, SUP_ERROR_OPTIONS)
 
 
-def configure(dtype: str, *, single_thread: bool = False) -> None:
+def configure(dtype: str, *, single_thread: bool = False, fast_compile: str = "off") -> None:
     """Set up JAX for ``dtype``; optionally restrict XLA (and BLAS) on CPU to one thread.
+
+    ``fast_compile``: the library's compile choice on a CPU (``JAXCOMPRESS_FAST_COMPILE``,
+    :mod:`jaxcompress.compiling`) unless the caller's environment sets it. ``off`` by default:
+    the benchmarks time warm runs of the optimised program (``compile_latency.py`` measures
+    what a user waits for, under the library's default ``auto``).
 
     Must run before the first JAX computation (``single_thread`` before ``import jax``).
     """
+    os.environ.setdefault("JAXCOMPRESS_FAST_COMPILE", fast_compile)
     if single_thread:
         flags = os.environ.get("XLA_FLAGS", "")
         os.environ["XLA_FLAGS"] = f"{flags} {SINGLE_THREAD_XLA_FLAGS}".strip()
@@ -420,18 +426,20 @@ def replot(path: Path, plot: Callable[[dict, Path], None]) -> int:
     return 0
 
 
-def begin(parse: Callable, argv, plot: Callable[[dict, Path], None]):
+def begin(parse: Callable, argv, plot: Callable[[dict, Path], None], *,
+          fast_compile: str = "off"):
     """The start of a benchmark's ``main``: note the start time and parse ``argv``; then either
     redraw the PNG of ``--replot`` (returns its exit status) or configure JAX for
     ``args.dtype`` and return ``(start, args, cfg, env)`` with the environment record.
 
     ``parse(argv)`` returns ``(args, cfg)``; the script must not have run a JAX computation yet.
+    ``fast_compile``: see :func:`configure`.
     """
     start = time.perf_counter()
     args, cfg = parse(argv)
     if args.replot is not None:
         return replot(args.replot, plot)
-    configure(args.dtype)
+    configure(args.dtype, fast_compile=fast_compile)
     return start, args, cfg, environment()
 
 

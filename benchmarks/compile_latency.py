@@ -526,7 +526,7 @@ def print_table(result) -> None:
 
 
 def main(argv=None) -> int:
-    begun = C.begin(parse, argv, plot)
+    begun = C.begin(parse, argv, plot, fast_compile="auto")  # what a user waits for
     if isinstance(begun, int):
         return begun
     start, args, cfg, env = begun

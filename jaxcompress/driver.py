@@ -43,6 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcompress.compiling import FastOnSmallCPU
 from jaxcompress.features import FeatureMap, LayerFeatures, with_gradients
 from jaxcompress.graph.plan import Plan, SetPlan, padded
 from jaxcompress.graph.values import DUAL
@@ -403,5 +404,6 @@ def _run_impl(leaves, method, domain, *, plan: Plan, placement: Placement | None
 
 
 #: :func:`run` (or the best of several methods of equal widths) in one ``jax.jit``: the method's
-#: and the domain's settings and the plan are static, their arrays traced.
-run_jit = jax.jit(_run_impl, static_argnames=("plan", "placement"))
+#: and the domain's settings and the plan are static, their arrays traced. On a CPU a small
+#: teacher's program compiles fast (:mod:`jaxcompress.compiling`).
+run_jit = FastOnSmallCPU(_run_impl, static_argnames=("plan", "placement"))

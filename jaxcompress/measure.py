@@ -35,6 +35,7 @@ import numpy as np
 
 from jaxcompress._checks import check_key, check_positive_int, describe, is_concrete
 from jaxcompress.activations import get_activation
+from jaxcompress.compiling import FastOnSmallCPU
 from jaxcompress.domains import (
     ERROR_POINTS,
     ERROR_SKIP,
@@ -182,7 +183,7 @@ def search_sup(err, domain, key, dtype, *, n_samples, local_search_steps, n_star
 
 
 @functools.partial(
-    jax.jit,
+    FastOnSmallCPU, limit="FAST_MAX_PARAMS_MEASURE",
     static_argnames=("act", "n_samples", "local_search_steps", "n_starts", "return_point"),
 )
 def _sup_error(params_a, params_b, domain, key, *, act, n_samples, local_search_steps,

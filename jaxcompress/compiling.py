@@ -1,0 +1,111 @@
+"""How the library's compression program is compiled on a CPU (ours, not the paper's).
+
+On the coordinate networks people compress, XLA's compilation of one compression takes seconds
+and its run milliseconds (``benchmarks/compile_latency.py``). XLA's CPU backend compiles the
+same program 3-4x faster at optimisation level 0 with its older elemental fusion emitter, and
+the program then runs 1.4-5x slower. Measured on the 2-core development CPU, float64, the
+compression program of ``[2, w, w, 1]`` tanh networks at k = 6 (compile / warm run, default ->
+fast)::
+
+    w = 64,   derivative matching   1.33 s / 0.9 ms  ->  0.32 s / 2.9 ms
+    w = 64,   collocation           1.81 s / 4.1 ms  ->  0.55 s / 19.6 ms
+    w = 512,  collocation           1.61 s / 97 ms   ->  0.45 s / 197 ms
+    w = 2048, collocation           1.57 s / 702 ms  ->  0.41 s / 993 ms
+
+with the same kept neurons and coefficients equal to rounding (2e-11 relative in float64). One
+call always comes out ahead; the slower run pays the saving back only after ~70 calls at
+w = 64, ~12 at w = 512, ~4 at w = 2048. So :data:`jaxcompress.driver.run_jit` compiles *fast*
+on a CPU when the teacher has at most :data:`FAST_MAX_PARAMS` parameters, and XLA's defaults
+otherwise, on every accelerator (a GPU's compile is another trade) and under an enclosing
+``jax.jit`` / ``vmap`` / ``grad`` (the enclosing program is compiled as its caller asked).
+
+The sup-error measurement of two chains (4,096 samples, 100 steps of projected ascent from 16
+starts) is called many times at one shape by the searches, and its run grows faster:
+0.98 s / 9.8 ms -> 0.35 s / 33.5 ms at w = 64, 0.99 s / 235 ms -> 0.30 s / 425 ms at w = 512.
+It compiles fast up to :data:`FAST_MAX_PARAMS_MEASURE` parameters (a few dozen calls at w = 64
+still come out ahead).
+
+``JAXCOMPRESS_FAST_COMPILE`` overrides the choice: ``auto`` (default), ``on`` (every CPU
+compile fast) or ``off`` (XLA's defaults everywhere). The user's own XLA flags are never
+changed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+from jax._src import core as jax_core  # trace_state_clean: is any trace active
+
+__all__ = ["FAST_MAX_PARAMS", "FAST_MAX_PARAMS_MEASURE", "FAST_OPTIONS", "FastOnSmallCPU",
+           "fast_compile_mode"]
+
+#: XLA options of the fast compile: optimisation level 0, the older elemental fusion emitter.
+FAST_OPTIONS: dict[str, Any] = {"xla_backend_optimization_level": 0,
+                                "xla_cpu_use_fusion_emitters": False}
+#: The largest teacher (parameters) whose compression compiles fast on a CPU under ``auto``.
+FAST_MAX_PARAMS = 300_000
+#: The largest first network (parameters) whose sup-error measurement compiles fast.
+FAST_MAX_PARAMS_MEASURE = 50_000
+#: The environment variable of the choice.
+ENV = "JAXCOMPRESS_FAST_COMPILE"
+_MODES = {"auto": "auto", "": "auto", "on": "on", "1": "on", "true": "on", "off": "off",
+          "0": "off", "false": "off"}
+
+
+def fast_compile_mode() -> str:
+    """``"auto"``, ``"on"`` or ``"off"``, from ``JAXCOMPRESS_FAST_COMPILE`` (read per call)."""
+    raw = os.environ.get(ENV, "auto").strip().lower()
+    if raw not in _MODES:
+        raise ValueError(f"{ENV} must be one of auto, on, off (or 1 / 0), got {raw!r}")
+    return _MODES[raw]
+
+
+def _float_size(tree) -> int:
+    return sum(int(np.prod(np.shape(x))) for x in jax.tree.leaves(tree)
+               if np.issubdtype(x.dtype if hasattr(x, "dtype") else np.result_type(x),
+                                np.inexact))
+
+
+class FastOnSmallCPU:
+    """``jax.jit(fun, **jit_kwargs)`` that compiles with :data:`FAST_OPTIONS` when the call runs
+    on a CPU, outside any trace, and its first argument (the teacher) has at most as many
+    floating-point entries as the module constant named ``limit`` (read per call; see the
+    module docstring).
+
+    ``full`` and ``fast`` are the two jitted functions; :meth:`lower` follows the same choice.
+    """
+
+    def __init__(self, fun: Callable, *, limit: str = "FAST_MAX_PARAMS", **jit_kwargs):
+        if not isinstance(globals().get(limit), int):
+            raise ValueError(f"FastOnSmallCPU: no size limit named {limit!r} in {__name__}")
+        self.full = jax.jit(fun, **jit_kwargs)
+        self.fast = jax.jit(fun, compiler_options=FAST_OPTIONS, **jit_kwargs)
+        self.limit = limit
+        self.__wrapped__ = fun
+        self.__doc__ = fun.__doc__
+
+    def choose(self, leaves) -> Any:
+        """The jitted function a call with these leaves uses."""
+        mode = fast_compile_mode()
+        if mode == "off" or jax.default_backend() != "cpu":
+            return self.full
+        if not jax_core.trace_state_clean():
+            # inside the caller's jit / vmap / grad (a traced argument or a closure alike): its
+            # compile, its options (JAX refuses compiler options on a nested jit)
+            return self.full
+        if mode == "on" or _float_size(leaves) <= globals()[self.limit]:
+            return self.fast
+        return self.full
+
+    def __call__(self, leaves, *args, **kwargs):
+        return self.choose(leaves)(leaves, *args, **kwargs)
+
+    def lower(self, leaves, *args, **kwargs):
+        return self.choose(leaves).lower(leaves, *args, **kwargs)
+
+    def _cache_size(self) -> int:
+        return self.full._cache_size() + self.fast._cache_size()

@@ -1,0 +1,90 @@
+"""The compression program compiles fast on a CPU for a small teacher (jaxcompress.compiling):
+the same network to rounding, the choice overridable, never inside an enclosing trace."""
+
+import jax
+import numpy as np
+import pytest
+
+import jaxcompress as jc
+from jaxcompress import compiling
+from jaxcompress.driver import run_jit
+
+SIZES = [2, 32, 32, 1]
+
+
+def _compress(params):
+    return jc.compress(params, jc.derivative_matching(3), activation="sigmoid",
+                       domain=jc.Ball(2, 1.0))
+
+
+def _grew(fn):
+    """Which of run_jit's two programs a call of ``fn`` compiled: ``(full, fast)`` increments."""
+    full, fast = run_jit.full._cache_size(), run_jit.fast._cache_size()
+    out = fn()
+    return out, (run_jit.full._cache_size() - full, run_jit.fast._cache_size() - fast)
+
+
+def test_a_small_teacher_compiles_fast_and_gives_the_same_network(monkeypatch):
+    # a shape no other test compiles: each call below must compile its own program
+    params = jc.init_mlp(jax.random.PRNGKey(31), [2, 23, 19, 1])
+    monkeypatch.setenv(compiling.ENV, "auto")
+    (fast, fast_info), grew = _grew(lambda: _compress(params))
+    assert grew == (0, 1)
+    monkeypatch.setenv(compiling.ENV, "off")
+    (full, full_info), grew = _grew(lambda: _compress(params))
+    assert grew == (1, 0)
+    assert jc.layer_sizes(fast) == jc.layer_sizes(full)
+    assert [int(li.rank) for li in fast_info.layers] == [int(li.rank) for li in full_info.layers]
+    for a, b in zip(fast, full, strict=True):
+        np.testing.assert_allclose(a["kernel"], b["kernel"], rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(fast_info.error_estimate, full_info.error_estimate, rtol=1e-6)
+
+
+def test_the_choice_follows_the_size_the_mode_and_the_trace(monkeypatch):
+    leaves = jax.tree.leaves(jc.init_mlp(jax.random.PRNGKey(0), SIZES))   # 1,185 parameters
+    monkeypatch.setenv(compiling.ENV, "auto")
+    assert run_jit.choose(leaves) is run_jit.fast
+    monkeypatch.setattr(compiling, "FAST_MAX_PARAMS", 1000)
+    assert run_jit.choose(leaves) is run_jit.full
+    monkeypatch.setenv(compiling.ENV, "on")
+    assert run_jit.choose(leaves) is run_jit.fast
+    monkeypatch.setenv(compiling.ENV, "off")
+    monkeypatch.setattr(compiling, "FAST_MAX_PARAMS", 10**9)
+    assert run_jit.choose(leaves) is run_jit.full
+    monkeypatch.setenv(compiling.ENV, "auto")
+    seen = []
+    jax.jit(lambda ls: seen.append(run_jit.choose(ls)) or 0.0)(leaves)
+    assert seen == [run_jit.full]     # inside the caller's jit: the caller's compile
+
+
+def test_compress_under_jit_is_the_caller_s_program(monkeypatch):
+    monkeypatch.setenv(compiling.ENV, "auto")
+    params = jc.init_mlp(jax.random.PRNGKey(32), SIZES)
+    eager, _ = _compress(params)
+    # the teacher traced, or a closure constant while only the radius is traced: JAX refuses
+    # compiler options on a nested jit, so both must take the caller's program
+    small = jax.jit(lambda p: _compress(p)[0])(params)
+    closed = jax.jit(lambda r: jc.compress(params, jc.derivative_matching(3),
+                                           activation="sigmoid", domain=jc.Ball(2, r))[0])(1.0)
+    for got in (small, closed):
+        for a, b in zip(got, eager, strict=True):
+            np.testing.assert_allclose(a["kernel"], b["kernel"], rtol=1e-8, atol=1e-12)
+
+
+def test_a_bad_mode_is_refused(monkeypatch):
+    monkeypatch.setenv(compiling.ENV, "sometimes")
+    with pytest.raises(ValueError, match="JAXCOMPRESS_FAST_COMPILE must be one of auto, on, off"):
+        _compress(jc.init_mlp(jax.random.PRNGKey(0), SIZES))
+
+
+def test_the_measurement_has_its_own_limit(monkeypatch):
+    from jaxcompress import measure
+
+    monkeypatch.setenv(compiling.ENV, "auto")
+    small = jc.init_mlp(jax.random.PRNGKey(0), SIZES)
+    assert measure._sup_error.choose(small) is measure._sup_error.fast
+    monkeypatch.setattr(compiling, "FAST_MAX_PARAMS_MEASURE", 1000)
+    assert measure._sup_error.choose(small) is measure._sup_error.full
+    assert run_jit.choose(jax.tree.leaves(small)) is run_jit.fast   # the compression's limit
+    with pytest.raises(ValueError, match="no size limit named 'NOPE'"):
+        compiling.FastOnSmallCPU(lambda x: x, limit="NOPE")

@@ -159,11 +159,20 @@ def _order_search(params, act: str, domain, eps: float, max_order: int, method: 
     and whether raising ``--max-order`` can help (the error still falling) or not (the error
     growing with k), as :func:`jaxcompress.tolerance.order_advice` words it.
     """
-    import jaxcompress as jc
+    from jaxcompress.activations import get_activation
+    from jaxcompress.compression import UniformOrders, compressed_like
+    from jaxcompress.graph import Network
     from jaxcompress.tolerance import order_advice, smallest_uniform_order
 
+    # every order of a bucket of four in one compiled program (masked candidates: the same
+    # networks to rounding, with dead neurons), the one chosen compressed at its own widths
+    net = Network.from_params(params, get_activation(act))
+    cands = UniformOrders(net, lambda k: _method(method, k), domain, max_order=max_order,
+                          where="compress")
+
     def compress_at(k):
-        return jc.compress(params, _method(method, k), activation=act, domain=domain)
+        small, info = cands(k)
+        return compressed_like(params, net, small, info, domain), info
 
     def describe(result):
         info = result[1]
@@ -178,7 +187,11 @@ def _order_search(params, act: str, domain, eps: float, max_order: int, method: 
         if "grows with k" in msg and method == "derivative":
             msg += "; try --method collocation (fits on Sobol points of the domain)"
         raise ValueError(msg)
-    return result[0], result[1], order, errs[-1]
+    if not cands.masked:
+        return result[0], result[1], order, errs[-1]
+    small, info = cands.exact(order)
+    small = compressed_like(params, net, small, info, domain)
+    return small, info, order, measure(small)
 
 
 def _compress_cmd(args: argparse.Namespace) -> int:

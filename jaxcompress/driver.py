@@ -52,12 +52,18 @@ from jaxcompress.measure import plan_estimate
 from jaxcompress.methods import BestOf, Method
 from jaxcompress.mlp import HIGHEST
 from jaxcompress.placement import Placement
-from jaxcompress.planning import resolve_widths, skipped_info, skipped_sets
+from jaxcompress.planning import (
+    masked_rows,
+    masked_runs,
+    resolve_widths,
+    skipped_info,
+    skipped_sets,
+)
 from jaxcompress.program import evaluate
 from jaxcompress.select import default_rtol, lstsq_coefficients
 from jaxcompress.taylor import num_monomials
 
-__all__ = ["best", "features", "run", "run_jit", "truncate"]
+__all__ = ["best", "features", "masked_jit", "masked_runs", "run", "run_jit", "truncate"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -160,14 +166,15 @@ def _dtype(leaves):
 
 
 def _step(plan: Plan, method: Method, s: SetPlan, feats, ids, leaves, widths, width: int,
-          target, placement, pad: int | None = None):
+          target, placement, pad: int | None = None, live=None):
     """One set: the per-layer step and the write-back; returns the leaves and the record
-    (``pad``: a stack's part, written kept-first and filled with zero neurons to ``pad``)."""
+    (``pad``: a stack's part, written kept-first and filled with zero neurons to ``pad``;
+    ``live``: a traced width, see :func:`~jaxcompress.layer.compress_layer`)."""
     out_kernel, places = plan.read_rows(s, leaves, widths)
     joint = s.joint(places)
     kept, new_kernel, info = compress_layer(feats, out_kernel, width, method.selector,
                                             target=None if joint else target,
-                                            placement=placement)
+                                            placement=placement, live=live)
     leaves = list(leaves)
     s.slice_producers(leaves, kept, pad)
     if not joint:
@@ -176,12 +183,12 @@ def _step(plan: Plan, method: Method, s: SetPlan, feats, ids, leaves, widths, wi
     rtol = (default_rtol(feats.z.dtype) if method.selector.rtol is None
             else method.selector.rtol)
     residual = _step_joint(plan, s, leaves, widths, kept, feats, ids, rtol, out_kernel, places,
-                           pad)
+                           pad, live)
     return leaves, dataclasses.replace(info, residual=residual)
 
 
 def _step_joint(plan: Plan, s: SetPlan, leaves: list, widths, kept, feats, ids, rtol,
-                out_kernel, places, pad: int | None):
+                out_kernel, places, pad: int | None, live=None):
     """A tied set's re-weighting (see :mod:`jaxcompress.graph`): each reader's rows re-weighted
     with its own tensor's ``C_t`` (least squares of the tensor's scaled features on its kept
     columns), in place; returns the matching residual
@@ -193,7 +200,7 @@ def _step_joint(plan: Plan, s: SetPlan, leaves: list, widths, kept, feats, ids, 
     coefs = []
     for t in range(len(tensors)):
         rows = np.nonzero(ids == t)[0]
-        coef, _ = lstsq_coefficients(zs[rows], kept, n, rtol, rhs=zs[rows])
+        coef, _ = lstsq_coefficients(zs[rows], kept, n, rtol, rhs=zs[rows], live=live)
         coefs.append((rows, coef))
     col, residual, spans, cols_of = 0, jnp.zeros((), z.dtype), [], []
     for r, pl in zip(s.readers, places, strict=True):
@@ -212,13 +219,19 @@ def _step_joint(plan: Plan, s: SetPlan, leaves: list, widths, kept, feats, ids, 
     return residual
 
 
-def _refit_target(plan: Plan, s: SetPlan, z, teacher, taken, original):
+def _refit_target(plan: Plan, s: SetPlan, z, teacher, taken, original, alive=None):
     """The forward re-fit's target ``Z K_teacher`` of a set with one consumed tensor (else
     ``None``): the teacher's readers, their columns where earlier sets kept them (a stream's set
-    comes first and slices the columns of every block's output kernel)."""
+    comes first and slices the columns of every block's output kernel); in a masked run the
+    columns of earlier sets' dead neurons zero (``alive``: producer -> mask), as if absent."""
     if len(s.tensors()) != 1:
         return None
-    teacher_kernel, _ = plan.read_rows(s, plan.taken(teacher, taken), original)
+    sliced = plan.taken(teacher, taken)
+    for (leaf, axis, _), mask in (alive or {}).items():
+        shape = [1] * sliced[leaf].ndim
+        shape[axis] = -1
+        sliced[leaf] = sliced[leaf] * jnp.reshape(mask, shape).astype(sliced[leaf].dtype)
+    teacher_kernel, _ = plan.read_rows(s, sliced, original)
     return jnp.matmul(z, teacher_kernel, precision=HIGHEST)
 
 
@@ -236,6 +249,12 @@ class _Loop:
     original: dict[int, int]
     current: dict[int, int]
     taken: dict[tuple[int, int, int | None], jax.Array]
+    #: traced per-set orders ``k <= K`` of a masked run (see :func:`run`), else ``None``
+    live: Any = None
+    #: a masked run in forward order with re-fitting: every set so far kept whole (traced)
+    whole: Any = True
+    #: a masked run: which kept neurons of each producer so far are alive (the others dead)
+    alive: dict = dataclasses.field(default_factory=dict)
 
     @property
     def forward(self) -> bool:
@@ -256,13 +275,44 @@ def _visit(loop: _Loop, i: int, s: SetPlan, part: SetPlan, ref, leaves, width: i
     else:
         feats, ids = _program_features(loop.plan, fmap, part, i + 1, leaves, loop.current,
                                        loop.domain, loop.dtype)
-    target = (_refit_target(loop.plan, part, ref[0].z, loop.teacher, loop.taken, loop.original)
-              if loop.forward and fmap.refit else None)
+    live = before = None
+    if loop.live is not None:   # order k <= K: rows of degree / nodes past k's masked
+        k, full = loop.live[i], loop.current[s.members[0]]
+        feats = masked_rows(fmap, feats, ids, k)
+        ref = None if ref is None else (masked_rows(fmap, *ref, k), ref[1])
+        d_k = jnp.asarray([num_monomials(feats.coord_dim, j) for j in range(feats.order + 1)],
+                          jnp.int32)[k]
+        live, before = jnp.minimum(d_k, full), leaves
+    target = (_refit_target(loop.plan, part, ref[0].z, loop.teacher, loop.taken, loop.original,
+                            loop.alive) if loop.forward and fmap.refit else None)
     leaves, info = _step(loop.plan, loop.method, part, feats, ids, leaves, loop.current, width,
-                         target, loop.placement, pad)
+                         target, loop.placement, pad, live)
+    if live is not None:
+        leaves, info, alive = _masked_skip(loop, fmap, before, leaves, info, d_k, full, width,
+                                           live)
+        loop.alive.update({(p.leaf, p.axis, p.index): alive for p in part.producers})
     kept = info.kept if pad is None else padded(info.kept, pad)
     loop.taken.update({(p.leaf, p.axis, p.index): kept for p in part.producers})
     return leaves, info
+
+
+def _masked_skip(loop: _Loop, fmap: FeatureMap, before, after, info, d_k, full: int,
+                 width: int, live):
+    """A masked set compiled at its full width keeps it whole (the teacher's leaves and
+    ``kept = arange``) when order ``k`` has ``D_k >= d`` features (and, in forward order with
+    re-fitting, every earlier set was kept whole): :func:`~jaxcompress.planning.skipped_sets`
+    with a traced order. Returns the leaves, the record and which kept neurons are alive."""
+    alive = jnp.arange(width, dtype=jnp.int32) < live
+    if width != full:
+        loop.whole = False
+        return after, info, alive
+    whole = d_k >= full
+    if loop.forward and fmap.refit:
+        whole = whole & loop.whole
+        loop.whole = whole
+    leaves = [jnp.where(whole, b, a) for b, a in zip(before, after, strict=True)]
+    kept = jnp.where(whole, jnp.arange(width, dtype=info.kept.dtype), info.kept)
+    return leaves, dataclasses.replace(info, kept=kept), alive | whole
 
 
 def _visit_stack(loop: _Loop, i: int, s: SetPlan, refs, leaves, width: int):
@@ -302,7 +352,8 @@ def _visit_stack(loop: _Loop, i: int, s: SetPlan, refs, leaves, width: int):
 def run(plan: Plan, method: Method, leaves: Sequence, domain,
         placement: Placement | None = None, *,
         teacher_features: dict[int, tuple[LayerFeatures, Any]] | None = None,
-        only: Sequence[int] | None = None, skip: bool = True) -> tuple[list, CompressInfo]:
+        only: Sequence[int] | None = None, skip: bool = True,
+        live: jax.Array | None = None) -> tuple[list, CompressInfo]:
     """One method on the network ``leaves`` (pure; traced inside :func:`run_jit`): the one
     layer loop of the library (see the module docstring).
 
@@ -316,10 +367,19 @@ def run(plan: Plan, method: Method, leaves: Sequence, domain,
       skip: apply the skip rule (a set that keeps all its neurons computes nothing); ``False``
         computes every set of ``only`` (the tolerance search's masked candidates, whose widths
         are an upper bound).
+      live: a *masked run* (ours): traced orders ``k_i <= K``, one per set, for a method at
+        order ``K`` that :func:`~jaxcompress.planning.masked_runs` accepts. Each set's features
+        of order ``K`` get the rows of order ``k_i`` only
+        (:func:`~jaxcompress.planning.masked_rows`), its first ``min(D_{k_i}, d)`` pivots are
+        re-weighted and the rest of its ``min(D_K, d)`` neurons are dead (zero rows in its
+        readers), and a set with ``D_{k_i} >= d`` is kept whole: the network ``run`` gives at
+        orders ``k_i``, to rounding, at the widths of ``K`` (one compiled program for every
+        order ``<= K``; the skip rule is applied by value).
     """
     dtype = _dtype(leaves)
     fmap, sizes = method.features, plan.sizes
     widths = resolve_widths(method, sizes, domain)
+    skip = skip and live is None
     skipped = skipped_sets(method, sizes, domain, widths) if skip else (False,) * len(widths)
     if only is not None:
         skipped = tuple(skip or i not in only for i, skip in enumerate(skipped))
@@ -330,7 +390,8 @@ def run(plan: Plan, method: Method, leaves: Sequence, domain,
                    for i, (s, skip) in enumerate(zip(plan.sets, skipped, strict=True))]
     teacher, leaves = list(leaves), list(leaves)
     original = dict(enumerate(plan.width_of))
-    loop = _Loop(plan, method, teacher, domain, dtype, placement, original, dict(original), {})
+    loop = _Loop(plan, method, teacher, domain, dtype, placement, original, dict(original), {},
+                 live)
     refs = {}
     if teacher_features is not None:
         refs = {i: teacher_features[i] for i in needed}
@@ -338,6 +399,8 @@ def run(plan: Plan, method: Method, leaves: Sequence, domain,
         refs = _features(plan, fmap, needed, teacher, original, domain, dtype, placement)
     for i in (needed if loop.forward else reversed(needed)):
         s = plan.sets[i]
+        if s.parts and live is not None:
+            raise ValueError("run: a masked run (live=) does not take a stack of layers")
         if s.parts:
             leaves, infos[i] = _visit_stack(loop, i, s, refs.get(i), leaves, widths[i])
         else:
@@ -388,11 +451,13 @@ def best(results: list[tuple[list, CompressInfo]], method: BestOf) -> tuple[list
     return leaves, info
 
 
-def run_any(plan: Plan, method, leaves, domain, placement: Placement | None = None):
+def run_any(plan: Plan, method, leaves, domain, placement: Placement | None = None, *,
+            live: jax.Array | None = None):
     """:func:`run` of a method, or the :func:`best` of a best-of's candidates (traceable)."""
     if isinstance(method, BestOf):
-        return best([run(plan, m, leaves, domain, placement) for m in method.methods], method)
-    return run(plan, method, leaves, domain, placement)
+        return best([run(plan, m, leaves, domain, placement, live=live)
+                     for m in method.methods], method)
+    return run(plan, method, leaves, domain, placement, live=live)
 
 
 def _run_impl(leaves, method, domain, *, plan: Plan, placement: Placement | None = None):
@@ -407,3 +472,12 @@ def _run_impl(leaves, method, domain, *, plan: Plan, placement: Placement | None
 #: and the domain's settings and the plan are static, their arrays traced. On a CPU a small
 #: teacher's program compiles fast (:mod:`jaxcompress.compiling`).
 run_jit = FastOnSmallCPU(_run_impl, static_argnames=("plan", "placement"))
+
+
+def _masked_impl(leaves, method, domain, orders, *, plan: Plan):
+    return run_any(plan, method, leaves, domain, live=jnp.asarray(orders, jnp.int32))
+
+
+#: :func:`run` masked (``live=orders``, traced): the method at order ``K`` computes the
+#: network at any orders ``<= K`` in one compiled program (the order searches' candidates).
+masked_jit = FastOnSmallCPU(_masked_impl, static_argnames=("plan",))

@@ -261,6 +261,7 @@ def compress_layer(
     *,
     target: jax.Array | None = None,
     placement: Placement | None = None,
+    live: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array, LayerInfo]:
     """Select ``width`` neurons of one hidden layer and re-weight the next: a pure function.
 
@@ -279,6 +280,11 @@ def compress_layer(
         :meth:`~jaxcompress.select.Selector.distributed_select`: for the QR, maxvol, OMP and
         weight-norm
         selectors the same neurons as on one device) and every array stays split by neurons.
+      live: a traced width ``<= width`` (ours): only the first ``live`` kept neurons are
+        re-weighted, the others get zero rows in the new kernel. With a prefix-stable selector
+        (:attr:`~jaxcompress.select.Selector.prefix_stable`) this is the network compressed to
+        ``live`` neurons, padded with dead ones: one compiled program for every width
+        ``<= width`` (the searches' masked candidates). One device only.
 
     Returns:
       ``(kept, new_out_kernel, info)``: the kept indices ``(width,)`` in pivot order, the new
@@ -291,30 +297,35 @@ def compress_layer(
                         "layer=1, order=k, num_features=Z.shape[0], coord_dim=d_in)")
     rtol = default_rtol(features.z.dtype) if selector.rtol is None else selector.rtol
     if placement is not None:
+        if live is not None:
+            raise ValueError("compress_layer: a traced width (live=) runs on one device")
         kept, new_kernel, rank, residual, max_coef, swaps = sharding.sharded_step(
             features, out_kernel, width, selector, placement, rtol=rtol, target=target)
     else:
         kept, new_kernel, rank, residual, max_coef, swaps = _select_and_reweight(
-            features, out_kernel, width, selector, rtol=rtol, target=target)
+            features, out_kernel, width, selector, rtol=rtol, target=target, live=live)
     return kept, new_kernel, LayerInfo.of(features, width, kept=kept, rank=rank,
                                           residual=residual, max_coef=max_coef, swaps=swaps)
 
 
 def _select_and_reweight(features: LayerFeatures, out_kernel, width: int, selector: Selector,
-                         *, rtol, target):
+                         *, rtol, target, live=None):
     """Algorithm 1 on one device: ``(kept, new kernel, rank, residual, max|C|, swaps)``."""
     z, scale = features.z, features.scale
     zs = z if scale is None else z * scale[:, None]
     ts = target if (target is None or scale is None) else target * scale[:, None]
     zr, tr = reduce_rows(zs, ts)
     sel = selector(zr, width, out_kernel=out_kernel, target=tr, layer=features.layer)
+    if live is not None:   # the first ``live`` pivots re-weighted, the rest dead
+        coef, _ = lstsq_coefficients(zr, sel.perm, width, rtol, live=live)
+        sel = sel._replace(coef=coef, rank=jnp.minimum(sel.rank, live).astype(jnp.int32))
     kept = sel.perm[:width]
     if target is None:
         new_kernel = jnp.matmul(sel.coef, out_kernel[sel.perm], precision=HIGHEST)
         before = jnp.matmul(z, out_kernel, precision=HIGHEST)
     else:
         new_kernel, _ = lstsq_coefficients(z[:, kept], jnp.arange(width, dtype=jnp.int32),
-                                           width, rtol, rhs=target)
+                                           width, rtol, rhs=target, live=live)
         before = target
     after = jnp.matmul(z[:, kept], new_kernel, precision=HIGHEST)
     # QR selectors: rows past the rank are zero; baselines (SVD least squares): all rows count

@@ -3,6 +3,8 @@ and the memory model.
 
 :func:`resolve_widths` gives every compressible set's width (the method's ``widths=``, or
 :math:`\\min(D_k, d)`); :func:`skipped_sets` which sets are kept whole with nothing computed;
+:func:`masked_runs` whether a method's lower orders can run inside its program (the driver's
+masked runs, :func:`masked_rows` their features);
 :func:`check_method` checks a method against a network's :class:`~jaxcompress.graph.plan.Plan`
 and a domain on the host, before anything is compiled (the feature map's own checks, widths,
 the selector, memory), and :func:`memory_estimate` / :func:`check_memory` bound the memory a
@@ -11,20 +13,22 @@ compression needs. The driver (:mod:`jaxcompress.driver`) and the searches read 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import jax.numpy as jnp
+import numpy as np
 
 from jaxcompress.domains import ERROR_POINTS
-from jaxcompress.features import FeatureMap
+from jaxcompress.features import FeatureMap, LayerFeatures
 from jaxcompress.graph.plan import Plan
 from jaxcompress.layer import LayerInfo
 from jaxcompress.methods import BestOf, Method
 from jaxcompress.mlp import param_count
-from jaxcompress.taylor import memory_limit
+from jaxcompress.taylor import memory_limit, monomials, num_monomials
 
-__all__ = ["COMPILE_BYTES", "check_memory", "check_method", "memory_estimate", "resolve_widths",
-           "skipped_info", "skipped_sets"]
+__all__ = ["COMPILE_BYTES", "check_memory", "check_method", "masked_rows", "masked_runs",
+           "memory_estimate", "resolve_widths", "skipped_info", "skipped_sets"]
 
 
 def resolve_widths(method: Method, sizes: Sequence[int], domain) -> tuple[int, ...]:
@@ -49,6 +53,46 @@ def skipped_sets(method: Method, sizes: Sequence[int], domain,
     if method.layer_order == "forward" and method.features.refit:
         whole = [w and all(whole[:i]) for i, w in enumerate(whole)]
     return tuple(whole)
+
+
+def masked_rows(fmap: FeatureMap, feats: LayerFeatures, ids, k) -> LayerFeatures:
+    """Features of order ``K`` (``feats.order``) as those of the traced order ``k <= K``: the
+    rows that order ``k`` does not have are zeroed (derivative features: the monomials of degree
+    ``> k``, which come after the lower ones; collocation: the nodes past ``N_k``, Sobol nodes
+    being prefixes of one sequence). Rows are monomial- (node-) major, a neuron's sites after
+    each other, in one block per consumed tensor (``ids``). Zero rows change neither a greedy
+    selector's pivots nor a least-squares fit, so a program compiled at ``K`` computes every
+    order ``<= K``."""
+    ids = np.zeros(feats.z.shape[0], int) if ids is None else np.asarray(ids)
+    if fmap.name == "taylor":
+        count = feats.num_features
+        level = monomials(feats.coord_dim, feats.order).sum(axis=1)       # degree of a row
+        bound = k
+    else:
+        count = fmap.oversample * feats.num_features                     # N_K nodes
+        level = np.arange(count)                                          # node of a row
+        bound = fmap.oversample * jnp.asarray(
+            [num_monomials(feats.coord_dim, j) for j in range(feats.order + 1)], jnp.int32)[k]
+    # each block (a consumed tensor: contiguous rows of one id) holds its sites side by side
+    rows = np.concatenate([np.repeat(level, int(np.sum(ids == t)) // count)
+                           for t in dict.fromkeys(ids.tolist())])
+    live = jnp.asarray(rows, jnp.int32) <= bound if fmap.name == "taylor" else (
+        jnp.asarray(rows, jnp.int32) < bound)
+    return dataclasses.replace(feats, z=jnp.where(live[:, None], feats.z, 0))
+
+
+def masked_runs(method) -> bool:
+    """Whether ``method`` (or every candidate of a best-of) can run masked (:func:`run`'s
+    ``live``): derivative features or collocation on Sobol nodes, values only, default widths,
+    a greedy selector (:attr:`~jaxcompress.select.Selector.greedy_prefix`)."""
+    methods = method.methods if isinstance(method, BestOf) else (method,)
+    for m in methods:
+        f = m.features
+        if not (m.selector.greedy_prefix and m.widths is None and (
+                f.name == "taylor" or (f.name == "collocation" and f.nodes == "sobol"
+                                       and not f.gradients))):
+            return False
+    return True
 
 
 def skipped_info(method: Method, sizes: Sequence[int], domain, position: int, index: int,

@@ -323,14 +323,17 @@ def _exhaustive(z: jax.Array, m: int) -> jax.Array:
 
 
 def lstsq_coefficients(
-    z: jax.Array, perm: jax.Array, m: int, rtol, *, rhs: jax.Array | None = None
+    z: jax.Array, perm: jax.Array, m: int, rtol, *, rhs: jax.Array | None = None,
+    live: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """Least-squares coefficients for a given column order: ``C = Z_K^+ Z[:, perm]``.
 
     ``K = perm[:m]``. The pseudo-inverse comes from the SVD of ``Z_K`` with singular values
     below ``rtol * s_max`` dropped, so rank-deficient picks (duplicated or dead neurons) give the
     minimum-norm solution instead of a blow-up. With ``rhs`` (``(D, t)``) it returns
-    ``Z_K^+ rhs`` instead.
+    ``Z_K^+ rhs`` instead. With ``live`` (a traced count ``<= m``) only ``perm[:live]`` are
+    used: the other columns of ``Z_K`` are zeroed, so their rows of ``C`` are zero (a width
+    chosen at run time inside a program compiled for ``m``).
 
     Returns:
       ``coef`` ``(m, n)`` (columns in the order of ``perm``; ``(m, t)`` with ``rhs``) and the
@@ -338,6 +341,8 @@ def lstsq_coefficients(
     """
     z_perm = z[:, perm]
     zk = z_perm[:, :m]
+    if live is not None:
+        zk = jnp.where(jnp.arange(m, dtype=jnp.int32) < live, zk, 0)
     if rhs is not None:
         z_perm = rhs
     u, s, vt = jnp.linalg.svd(zk, full_matrices=False)  # zk = u diag(s) vt, s descending
@@ -661,6 +666,12 @@ class Selector(abc.ABC):
     #: nothing (pivoted QR, greedy Gram-Schmidt). The tolerance search then evaluates every
     #: candidate order in one compiled program (lower orders as masked rows).
     prefix_stable: bool = False
+    #: Whether the first ``w`` of ``m >= w`` columns chosen are those chosen for ``w``, and rows
+    #: of zeros in ``z`` and the target alike change nothing, the next layer's kernel allowed
+    #: (the prefix-stable selectors and OMP's greedy fit of the target): the order searches'
+    #: candidates then run masked, every order of a bucket in one compiled program
+    #: (:func:`jaxcompress.driver.masked_runs`).
+    greedy_prefix: bool = False
 
     @property
     @abc.abstractmethod
@@ -758,6 +769,7 @@ class PivotedQR(Selector):
     name: ClassVar[str] = "pivoted_qr"
     device_independent: ClassVar[bool] = True
     prefix_stable: ClassVar[bool] = True
+    greedy_prefix: ClassVar[bool] = True
 
     def __post_init__(self):
         _check_rtol(self.rtol, "PivotedQR")
@@ -786,6 +798,7 @@ class GreedyGS(Selector):
     name: ClassVar[str] = "greedy_gs"
     device_independent: ClassVar[bool] = True
     prefix_stable: ClassVar[bool] = True
+    greedy_prefix: ClassVar[bool] = True
 
     def __post_init__(self):
         _check_rtol(self.rtol, "GreedyGS")
@@ -886,6 +899,7 @@ class OMP(Selector):
     rtol: float | None = None
     name: ClassVar[str] = "omp"
     device_independent: ClassVar[bool] = True
+    greedy_prefix: ClassVar[bool] = True
 
     def __post_init__(self):
         _check_rtol(self.rtol, "OMP")

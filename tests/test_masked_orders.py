@@ -1,0 +1,154 @@
+"""Masked runs: one program compiled at order ``K`` computes the network of every order
+``k <= K`` (feature rows past ``k`` zeroed, the first ``min(D_k, d)`` pivots re-weighted, the
+other neurons dead, a set with ``D_k >= d`` kept whole), so the order searches compile once per
+bucket of orders instead of once per order (issue 42)."""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from user_nets import mlp
+
+import jaxcompress as jc
+from jaxcompress.compression import UniformOrders, compress_network, compressed_like
+from jaxcompress.driver import masked_jit, masked_runs
+from jaxcompress.graph import Network
+
+BALL = jc.Ball(2, 1.0)
+X = jax.random.uniform(jax.random.PRNGKey(3), (256, 2), jnp.float64, -0.7, 0.7)
+
+FAMILIES = {
+    "derivative": jc.derivative_matching,
+    "collocation": jc.collocation,
+    "best_of": lambda k: jc.best_of(jc.derivative_matching(k), jc.collocation(k)),
+}
+
+
+@pytest.fixture(scope="module")
+def teacher():
+    # the first set (10 wide) is kept whole from k = 3 (D_3 = 10): the skip rule by value
+    params = jc.init_mlp(jax.random.PRNGKey(0), [2, 10, 30, 1], dtype=jnp.float64)
+    return params, Network.from_params(params, jc.activations.get_activation("tanh"))
+
+
+def _f(net, leaves, x):
+    plan = net.plan()
+    return jc.mlp.apply(plan.at_widths(plan.set_widths(leaves)).chain.lower(leaves), x,
+                        activation="tanh")
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_a_masked_run_is_the_network_of_its_order(teacher, family):
+    _, net = teacher
+    fam = FAMILIES[family]
+    plan = net.plan()
+    assert masked_runs(fam(6))
+    for k in (0, 3, 4, 6):
+        exact, info = compress_network(net, fam(k), BALL)
+        padded, pinfo = masked_jit(net.leaves, fam(6), BALL, jnp.full(2, k, jnp.int32),
+                                   plan=plan)
+        assert plan.set_widths(padded) == (10, 28)          # the widths of K = 6
+        np.testing.assert_allclose(_f(net, padded, X), _f(net, exact, X), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(float(pinfo.error_estimate), float(info.error_estimate),
+                                   rtol=1e-9)
+        # the dead neurons are the ones past the order's width: trim drops exactly them
+        trimmed, masks = plan.at_widths((10, 28)).trim(padded)
+        assert plan.set_widths(trimmed) == plan.set_widths(exact)
+        assert [int(m.sum()) for m in masks] == [min(10, (k + 1) * (k + 2) // 2),
+                                                 min(28, (k + 1) * (k + 2) // 2)]
+
+
+def test_uniform_orders_compile_once_per_bucket(teacher):
+    params, net = teacher
+    cands = UniformOrders(net, FAMILIES["best_of"], BALL, max_order=8)
+    assert cands.masked and [cands.bucket(k) for k in (0, 1, 4, 5, 8)] == [4, 4, 4, 8, 8]
+    before = masked_jit._cache_size()
+    for k in range(5):
+        small, info = cands(k)
+        assert [li.width_out for li in info.layers] == [min(10, (k + 1) * (k + 2) // 2),
+                                                        min(30, (k + 1) * (k + 2) // 2)]
+        assert all(li.order == k for li in info.layers) and f"order={k}" in info.method
+        exact, _ = cands.exact(k)
+        np.testing.assert_allclose(_f(net, small, X), _f(net, exact, X), rtol=0, atol=1e-12)
+    assert masked_jit._cache_size() == before + 1          # orders 0..4: one program
+
+
+@pytest.mark.usefixtures("user_broadcasting")
+def test_a_traced_network_called_twice_runs_masked():
+    params = jc.init_mlp(jax.random.PRNGKey(1), [2, 16, 16, 1], dtype=jnp.float64)
+
+    def fn(p, x):
+        return mlp(p, x) + mlp(p, -x)      # every group at two sites: stacked feature blocks
+
+    net = jc.trace(fn, params, jnp.zeros((4, 2), jnp.float64))
+    for family in ("derivative", "collocation"):
+        cands = UniformOrders(net, FAMILIES[family], BALL, max_order=4)
+        assert cands.masked
+        for k in (1, 2):
+            small, info = cands(k)
+            exact, exact_info = cands.exact(k)
+            a = fn(compressed_like(net, net, small, info, BALL).params, X)
+            b = fn(compressed_like(net, net, exact, exact_info, BALL).params, X)
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-11)
+
+
+def test_what_cannot_run_masked_compiles_per_order(teacher):
+    _, net = teacher
+    assert not masked_runs(jc.derivative_matching(3, selector="maxvol"))   # swaps: not greedy
+    assert not masked_runs(jc.collocation(3, widths=(4, 4)))
+    cands = UniformOrders(net, lambda k: jc.derivative_matching(k, selector="maxvol"), BALL,
+                          max_order=6)
+    assert not cands.masked
+    small, info = cands(2)
+    assert [li.width_out for li in info.layers] == [6, 6]
+    assert jax.tree_util.tree_structure(small) == jax.tree_util.tree_structure(
+        cands.exact(2)[0])
+
+
+def test_the_command_line_search_matches_its_order(tmp_path, teacher, capsys):
+    """``--eps`` finds its order through masked candidates and saves the network ``--order``
+    gives (the one chosen is compressed at its own widths)."""
+    from jaxcompress.cli import main
+
+    params, _ = teacher
+    path = tmp_path / "t.jcz"
+    jc.save(str(path), params, activation="tanh")
+    common = ["--radius", "1", "--samples", "512"]
+    assert main(["compress", str(path), "-o", str(tmp_path / "a.jcz"), "--eps", "1e-3",
+                 *common]) == 0
+    order = int(re.search(r", order (\d+),", capsys.readouterr().out).group(1))
+    assert main(["compress", str(path), "-o", str(tmp_path / "b.jcz"), "--order", str(order),
+                 *common]) == 0
+    a, b = jc.load(str(tmp_path / "a.jcz")), jc.load(str(tmp_path / "b.jcz"))
+    assert jc.layer_sizes(a.params) == jc.layer_sizes(b.params) != [2, 10, 30, 1]
+    for la, lb in zip(a.params, b.params, strict=True):
+        np.testing.assert_array_equal(la["kernel"], lb["kernel"])
+
+
+@pytest.mark.usefixtures("user_broadcasting")
+@pytest.mark.parametrize("name", ["residual_mlp", "modified_mlp"])
+def test_tied_sets_and_a_residual_stream_run_masked(name):
+    """A stream's set (several consumed tensors of different row counts) and gated tied sets:
+    each block masked by its own rows, and the re-fit target of a block's inner layer has no
+    column for the stream's dead neurons (else OMP would fit them)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import zoo_models as Z
+
+    model = Z.build(name, "small")
+    net = jc.trace(model.fn, model.params, jnp.zeros((4, model.d_in), jnp.float32))
+    ball = jc.Ball(model.d_in, 1.0)
+    x = ball.sobol(128, dtype=jnp.float32)
+    y = model.fn(model.params, x)
+    cands = UniformOrders(net, jc.collocation, ball, max_order=4)
+    assert cands.masked
+    for k in (1, 3):
+        small, info = cands(k)
+        exact, exact_info = cands.exact(k)
+        a = model.fn(compressed_like(net, net, small, info, ball).params, x)
+        b = model.fn(compressed_like(net, net, exact, exact_info, ball).params, x)
+        scale = float(jnp.max(jnp.abs(y))) + float(jnp.max(jnp.abs(b - y)))
+        np.testing.assert_allclose(a, b, rtol=0, atol=2e-5 * scale)

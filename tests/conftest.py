@@ -42,6 +42,8 @@ if _CACHE.strip().lower() not in ("", "off", "0", "none", "false"):
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
     os.environ.setdefault("JAXCOMPRESS_CACHE_DIR", _CACHE)   # the command line's own
+else:   # the command lines the tests run (in-process too) must not use the user's own cache
+    os.environ.setdefault("JAXCOMPRESS_CACHE_DIR", "off")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
@@ -64,23 +66,25 @@ def user_broadcasting():
         yield
 
 
-#: The files that take longest, longest first (CPU seconds in a full default run on two cores,
-#: children included, 2026-12-02, by today's names: test_docs 61, test_benchmarks_figures 39
-#: (its five benchmark processes), test_trace_graphs 29, test_sharding 23,
-#: test_verbs_on_every_network 23, test_searches 22, test_derivatives 21, test_trace_scan 20,
-#: test_methods 19, test_benchmarks_zoo 19, test_compress 18, test_activations 17, ... down to
-#: test_defaults 9), started first: with one worker per core and a file per work unit
-#: (``--dist loadfile --no-loadscope-reorder``), each worker takes the next file when it is
-#: done, so the long ones must not come last (a long file left to the end keeps one core busy
-#: while the other idles). The other files follow in their collection order.
-HEAVY_FILES = ("test_docs.py", "test_benchmarks_figures.py", "test_trace_graphs.py",
-               "test_sharding.py", "test_verbs_on_every_network.py", "test_searches.py",
-               "test_derivatives.py", "test_trace_scan.py", "test_methods.py",
-               "test_benchmarks_zoo.py", "test_compress.py", "test_activations.py",
-               "test_certify.py", "test_trace_module.py", "test_trace_tied.py",
-               "test_trace_residual.py", "test_features.py", "test_trace.py", "test_select.py",
-               "test_trace_property.py", "test_bad_inputs.py", "test_many_inputs.py",
-               "test_defaults.py")
+#: The files that take longest, longest first (CPU seconds of the test process and the processes
+#: it starts, in a default run on two cores from an empty compilation cache, 2026-12-05, from
+#: ``JAXCOMPRESS_TEST_PROFILE`` and ``tests/profile_report.py``: test_docs 90,
+#: test_benchmarks_figures 52 (its five benchmark processes), test_verify 51,
+#: test_trace_derivative 33, test_derivatives 32, test_masked_orders 31, test_searches 30, ...
+#: down to test_bad_inputs 9), started first: with one worker per core and a file per work unit
+#: (``--dist loadfile``), each worker takes the next file when it is done, so the long ones must
+#: not come last (a long file left to the end keeps one core busy while the other idles). The
+#: other files follow in their collection order.
+HEAVY_FILES = ("test_docs.py", "test_benchmarks_figures.py", "test_verify.py",
+               "test_trace_derivative.py", "test_derivatives.py", "test_masked_orders.py",
+               "test_searches.py", "test_trace_graphs.py", "test_sharding.py",
+               "test_verbs_on_every_network.py", "test_methods.py", "test_certify.py",
+               "test_benchmarks_zoo.py", "test_activations.py", "test_trace_scan.py",
+               "test_compress.py", "test_trace_property.py", "test_trace_module.py",
+               "test_trace_shared.py", "test_select.py", "test_benchmarks_compile.py",
+               "test_trace_tied.py", "test_trace_residual.py", "test_trace.py",
+               "test_many_inputs.py", "test_features.py", "test_networks.py", "test_taylor.py",
+               "test_defaults.py", "test_bad_inputs.py")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -88,3 +92,65 @@ def pytest_collection_modifyitems(config, items):
     order)."""
     rank = {name: i for i, name in enumerate(HEAVY_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+#: ``JAXCOMPRESS_TEST_PROFILE=folder``: each test process appends one JSON line per test to
+#: ``folder/<worker>.jsonl`` with its wall time and what JAX spent in it (``jax.monitoring``:
+#: XLA compile seconds and programs, trace + lower seconds, persistent-cache hits) — where the
+#: suite's time goes, summed by ``python tests/profile_report.py folder``. Off by default.
+_PROFILE = os.environ.get("JAXCOMPRESS_TEST_PROFILE")
+if _PROFILE:
+    import json
+    import resource
+    import time
+
+    import jax.monitoring
+
+    _COUNTS = {"compile_s": 0.0, "programs": 0, "trace_s": 0.0, "traces": 0, "cache_hits": 0}
+
+    #: function name -> [programs, compile seconds, traces, trace + lower seconds]
+    _NAMES: dict = {}
+
+    def _on_duration(event, secs, fun_name="?", **_):
+        name = _NAMES.setdefault(fun_name, [0, 0.0, 0, 0.0])
+        if event == "/jax/core/compile/backend_compile_duration":
+            _COUNTS["compile_s"] += secs
+            _COUNTS["programs"] += 1
+            name[0] += 1
+            name[1] += secs
+        elif event in ("/jax/core/compile/jaxpr_trace_duration",
+                       "/jax/core/compile/jaxpr_to_mlir_module_duration"):
+            _COUNTS["trace_s"] += secs
+            _COUNTS["traces"] += event.endswith("trace_duration")
+            name[2] += event.endswith("trace_duration")
+            name[3] += secs
+
+    def _on_event(event, **_):
+        if event == "/jax/compilation_cache/cache_hits":
+            _COUNTS["cache_hits"] += 1
+
+    jax.monitoring.register_event_duration_secs_listener(_on_duration)
+    jax.monitoring.register_event_listener(_on_event)
+
+    def _cpu():
+        """CPU seconds of this process and of the child processes it has waited for."""
+        me, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF,
+                                                    resource.RUSAGE_CHILDREN))
+        return {"cpu_s": me.ru_utime + me.ru_stime, "child_cpu_s": kids.ru_utime + kids.ru_stime}
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        before, start, cpu = dict(_COUNTS), time.perf_counter(), _cpu()
+        yield
+        row = {"test": item.nodeid, "wall_s": time.perf_counter() - start,
+               **{k: _COUNTS[k] - before[k] for k in _COUNTS},
+               **{k: v - c for (k, v), c in zip(_cpu().items(), cpu.values(), strict=True)}}
+        os.makedirs(_PROFILE, exist_ok=True)
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with open(os.path.join(_PROFILE, f"{worker}.jsonl"), "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+    def pytest_sessionfinish(session):
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with open(os.path.join(_PROFILE, f"{worker}.names.json"), "w") as f:
+            json.dump(_NAMES, f)

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress.activations import Activation, get_activation
+from jaxcompress.compiling import FastOnSmallCPU
 from jaxcompress.graph.analysis import (
     Analysis,
     chain_of,
@@ -393,10 +394,13 @@ def _check_rowwise(fn, params, shape: jax.ShapeDtypeStruct, prog) -> None:
     leaves = jax.tree_util.tree_leaves(params)
     if n < 2 or any(isinstance(v, jax.core.Tracer) for v in leaves):
         return
-    x0 = jnp.asarray(np.linspace(-0.6, 0.7, n * d).reshape(n, d), shape.dtype)
-    x1 = x0.at[0].set(0.3 - 1.5 * x0[0])
+    x0 = np.linspace(-0.6, 0.7, n * d).reshape(n, d)
+    x1 = x0.copy()
+    x1[0] = 0.3 - 1.5 * x0[0]
+    # one compiled program run twice (op by op, fn would compile a program per operation)
+    outputs = FastOnSmallCPU(lambda p, x: flat_output(fn(p, x), x), limit="FAST_MAX_PARAMS")
     try:
-        y0, y1 = (flat_output(fn(params, x), x) for x in (x0, x1))
+        y0, y1 = (outputs(params, jnp.asarray(x, shape.dtype)) for x in (x0, x1))
     except Exception:  # noqa: BLE001 - values the trace could not see: leave it to the others
         return
     y0, y1 = np.asarray(y0, np.float64), np.asarray(y1, np.float64)

@@ -62,6 +62,7 @@ from jax.experimental import jet as _jet
 
 from jaxcompress._checks import as_real_array, check_finite, is_concrete
 from jaxcompress.activations import Activation, _factorial, get_activation
+from jaxcompress.compiling import FastOnSmallCPU
 from jaxcompress.domains import NODE_KINDS
 from jaxcompress.mlp import (
     HIGHEST,
@@ -266,7 +267,7 @@ def derivative_features(
     return feats
 
 
-@functools.partial(jax.jit, static_argnames=("act", "order", "backend", "placement"))
+@functools.partial(FastOnSmallCPU, static_argnames=("act", "order", "backend", "placement"))
 def _features_jit(params, center, *, act, order, backend, placement=None):
     # One compiled program per (shapes, act, order, backend, placement): run op by op, the Taylor
     # pass compiles every primitive of a new shape separately (4-6x slower on first use).

@@ -437,8 +437,8 @@ def error_estimate(a, b, *, activation=None, domain, n_points: int = ERROR_POINT
     return jnp.where(domain_valid(domain), est, jnp.nan)
 
 
-@functools.partial(jax.jit, static_argnames=("plan", "n_samples", "local_search_steps",
-                                             "n_starts"))
+@functools.partial(FastOnSmallCPU, limit="FAST_MAX_PARAMS_MEASURE",
+                   static_argnames=("plan", "n_samples", "local_search_steps", "n_starts"))
 def _plan_sup_error(teacher, leaves, domain, key, *, plan: Plan, n_samples, local_search_steps,
                     n_starts):
     def err(x):

@@ -30,6 +30,7 @@ import optax.tree_utils as otu
 
 from jaxcompress._checks import check_info_matches, check_key, is_concrete
 from jaxcompress.activations import get_activation
+from jaxcompress.compiling import FastOnSmallCPU
 from jaxcompress.domains import check_domain
 from jaxcompress.graph import Compressed
 from jaxcompress.graph.plan import Plan, flat_output
@@ -268,7 +269,7 @@ def _uses_stored_value(state) -> bool:
         return False
 
 
-@functools.partial(jax.jit, static_argnames=("model", "optimizer", "n"))
+@functools.partial(FastOnSmallCPU, static_argnames=("model", "optimizer", "n"))
 def _start(student, teacher, points, domain, *, model, optimizer, n):
     """The points, the teacher's outputs there, the optimizer state, the first loss and error."""
     dtype = jnp.result_type(*jax.tree_util.tree_leaves(student))
@@ -283,7 +284,7 @@ def _start(student, teacher, points, domain, *, model, optimizer, n):
     return x, y, state, _loss(student, x, y, model), before
 
 
-@functools.partial(jax.jit, static_argnames=("model",))
+@functools.partial(FastOnSmallCPU, static_argnames=("model",))
 def _finish(teacher, student, domain, *, model):
     return model.estimate(teacher, student, domain)
 

@@ -51,6 +51,7 @@ import numpy as np
 import optax
 
 from jaxcompress._checks import check_key, check_positive_int, describe
+from jaxcompress.compiling import FastOnSmallCPU
 from jaxcompress.compression import compress_network, compressed_like
 from jaxcompress.domains import Domain, check_domain
 from jaxcompress.driver import run
@@ -177,7 +178,7 @@ class Candidate:
     order: int | None
 
 
-@functools.partial(jax.jit, static_argnames=("plan", "only"))
+@functools.partial(FastOnSmallCPU, static_argnames=("plan", "only"))
 def _shrink_step(leaves, method, domain, *, plan: Plan, only: tuple[int, ...]):
     """The one driver on a candidate (``plan`` at its widths), only the sets ``only``
     compressed."""

@@ -37,6 +37,7 @@ from jaxcompress.certificates.certificate import certify, certify_prepared
 from jaxcompress.certificates.chain import domain_geometry
 from jaxcompress.certificates.prepared import Prepared
 from jaxcompress.certificates.report import Certificate
+from jaxcompress.compiling import FastOnSmallCPU
 from jaxcompress.domains import Ball
 from jaxcompress.driver import features, run, truncate
 from jaxcompress.features import DerivativeFeatures
@@ -215,7 +216,7 @@ class _Candidates:
         return self.compress(dict(enumerate(orders)))
 
 
-@functools.partial(jax.jit, static_argnames=("plan",))
+@functools.partial(FastOnSmallCPU, static_argnames=("plan",))
 def _features_jit(leaves, domain, fmap, *, plan):
     return features(plan, fmap, leaves, domain)
 
@@ -242,7 +243,8 @@ def _first(f):
     return f[0] if isinstance(f, tuple) else f
 
 
-@functools.partial(jax.jit, static_argnames=("plan", "ids", "only", "order", "selector"))
+@functools.partial(FastOnSmallCPU,
+                   static_argnames=("plan", "ids", "only", "order", "selector"))
 def _masked_jit(leaves, ks, domain, feats, *, plan, ids, only, order, selector):
     """A candidate at traced per-set orders ``ks`` (see :meth:`_Candidates.padded`)."""
     sizes = plan.sizes
@@ -265,7 +267,7 @@ def _masked_jit(leaves, ks, domain, feats, *, plan, ids, only, order, selector):
     return plan.expand(small, info.layers)
 
 
-@functools.partial(jax.jit, static_argnames=("plan", "ids", "only", "padded"))
+@functools.partial(FastOnSmallCPU, static_argnames=("plan", "ids", "only", "padded"))
 def _candidate_jit(leaves, method, domain, feats, *, plan, ids, only, padded):
     """One candidate: the driver on the cached features truncated to the method's orders (at
     the teacher's shapes if ``padded``): one compilation per candidate."""

@@ -88,3 +88,31 @@ def test_the_measurement_has_its_own_limit(monkeypatch):
     assert run_jit.choose(jax.tree.leaves(small)) is run_jit.fast   # the compression's limit
     with pytest.raises(ValueError, match="no size limit named 'NOPE'"):
         compiling.FastOnSmallCPU(lambda x: x, limit="NOPE")
+
+
+def test_fast_first_switches_to_xla_defaults_after_its_budget(monkeypatch):
+    """FastFirst: the fast program while its calls after the first have run under the budget,
+    then XLA's defaults (the same values); off / on / inside a trace as FastOnSmallCPU."""
+    monkeypatch.setenv(compiling.ENV, "auto")
+    x = jax.numpy.linspace(0.0, 1.0, 64)
+    ref = np.asarray(np.tanh(np.linspace(0.0, 1.0, 64)) * 2.0)
+    f = compiling.FastFirst(lambda v: jax.numpy.tanh(v) * 2.0)
+    f.budget_s = 0.0
+    np.testing.assert_allclose(f(x), ref, rtol=1e-12)     # first call: compiles, not counted
+    assert (f.fast._cache_size(), f.full._cache_size(), f.spent) == (1, 0, 0.0)
+    np.testing.assert_allclose(f(x), ref, rtol=1e-12)     # counted: over a budget of 0
+    assert f.spent > 0.0 and f.full._cache_size() == 0
+    np.testing.assert_allclose(f(x), ref, rtol=1e-12)     # now XLA's defaults
+    assert f.full._cache_size() == 1
+    g = compiling.FastFirst(lambda v: v + 1.0)
+    monkeypatch.setenv(compiling.ENV, "off")
+    g(x)
+    assert (g.fast._cache_size(), g.full._cache_size()) == (0, 1)
+    monkeypatch.setenv(compiling.ENV, "on")
+    g.spent = 1e9
+    g(x)
+    assert g.fast._cache_size() == 1                      # "on": always fast
+    monkeypatch.setenv(compiling.ENV, "auto")
+    h = compiling.FastFirst(lambda v: v * 3.0)
+    jax.jit(lambda v: h(v))(x)
+    assert h.fast._cache_size() == 0                      # inside the caller's jit: its compile

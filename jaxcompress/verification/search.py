@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcompress.compiling import FastFirst
 from jaxcompress.verification import program as prog
 from jaxcompress.verification import rules
 from jaxcompress.verification import taylor as tm
@@ -191,7 +192,8 @@ def compiled(program: prog.Program, region: Region, order: int, batch: int) -> C
         x, fx, _ = jax.lax.fori_loop(0, ASCENT_STEPS, body, (x0, objective(x0), step0))
         return fx, x
 
-    out = Compiled(bound=jax.jit(bound), values=jax.jit(values), ascent=jax.jit(ascent),
+    # fast compiles first, XLA's defaults once a long search has run them for a while
+    out = Compiled(bound=FastFirst(bound), values=FastFirst(values), ascent=FastFirst(ascent),
                    batch=int(batch), texts=texts)
     _CACHE[key] = out
     _CACHE.move_to_end(key)

@@ -2,7 +2,7 @@
 
 On a coordinate network the arithmetic of a call takes milliseconds and compiling its programs
 seconds. This script measures, with JAX's own ``jax.monitoring`` duration events, how a user's
-wait splits into XLA compilation, tracing + lowering and the rest, for three things a user does:
+wait splits into XLA compilation, tracing + lowering and the rest, for four things a user does:
 
 * ``cli``: ``jaxcompress compress t.jcz -o s.jcz --eps 1e-6 --radius 1`` on a ``[2, 64, 64, 1]``
   tanh network written with ``jc.save`` (the command picks the smallest order within ``--eps``,
@@ -12,7 +12,11 @@ wait splits into XLA compilation, tracing + lowering and the rest, for three thi
   ``jc.trace_module``), a second call, then ``jc.collocation(5)``: what a new order costs;
 * ``search``: the "how small can it get?" search of ``docs/shrink.md`` (the field trained as
   there, ``jc.compress_to_tolerance(net, jc.Measured(metric=task_mse, polish=True), ...)``),
-  run twice.
+  run twice;
+* ``verify``: the proof of ``docs/verify.md`` (``jc.verify(teacher, small, domain=jc.Ball(2, 1.0))``
+  of a ``[2, 64, 64, 1]`` tanh teacher and its ``jc.collocation(4)`` compression), run twice: its
+  programs compile fast first and switch to XLA's defaults once they have run a while
+  (:class:`jaxcompress.compiling.FastFirst`).
 
 Each case runs in fresh Python processes (so no case finds another's programs compiled), each
 starting ``python -c`` with a listener registered through
@@ -37,7 +41,9 @@ the compile share, compile / wall. For the command line also the process's start
 Checked, every call (compilation is what is timed, so the check follows each call): the
 command exits 0 and writes a network narrower than the teacher, each call the same widths; the
 compression has a finite error estimate and the same widths twice; the search meets its budget
-(``res.metric_value <= eps``) with the same widths twice. The exit status is 1 if a check fails.
+(``res.metric_value <= eps``) with the same widths twice; the proof converges, its upper bound
+is at least the sampled error, and the bracket is the same twice. The exit status is 1 if a
+check fails.
 
 Output: ``<out>/compile_latency_<platform>_<dtype>[_quick].{json,png}``: per case and call the
 numbers above, the names of the programs compiled (``fun_name``) and the event names seen; the
@@ -81,13 +87,15 @@ CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
 CONFIG = {
     "full": {"cli": {"sizes": [2, 64, 64, 1], "eps": 1e-6},
              "compress": {"width": 128, "order": 6, "new_order": 5},
-             "search": {"width": 128, "train_steps": 3000, "eps_factor": 1.05, "polish": None}},
+             "search": {"width": 128, "train_steps": 3000, "eps_factor": 1.05, "polish": None},
+             "verify": {"sizes": [2, 64, 64, 1], "order": 4}},
     "quick": {"cli": {"sizes": [2, 16, 16, 1], "eps": 5e-2},
               "compress": {"width": 32, "order": 6, "new_order": 5},
               "search": {"width": 16, "train_steps": 10, "eps_factor": 3.0,
-                         "polish": {"steps": 20, "shrink_steps": 20, "points": 256}}},
+                         "polish": {"steps": 20, "shrink_steps": 20, "points": 256}},
+              "verify": {"sizes": [2, 16, 16, 1], "order": 2}},
 }
-CASE_NAMES = ("cli", "compress", "search")
+CASE_NAMES = ("cli", "compress", "search", "verify")
 #: The processes of a case (see the module docstring); quick runs "nocache" for the CLI only.
 PROCESSES = ("cold", "warm", "nocache")
 #: The bars of the plot: (label, process, call).
@@ -333,7 +341,37 @@ def _child_search(spec, rec):
     return calls, None
 
 
-CHILDREN = {"cli": _child_cli, "compress": _child_compress, "search": _child_search}
+def _child_verify(spec, rec):
+    import jax
+    import jax.numpy as jnp
+
+    import jaxcompress as jc
+
+    dtype = jnp.dtype(spec["dtype"])
+    ball = jc.Ball(2, 1.0)
+    teacher = jc.init_mlp(jax.random.PRNGKey(0), spec["sizes"], dtype=dtype)
+    small, _ = jc.compress(teacher, jc.collocation(spec["order"]), activation="tanh",
+                           domain=ball)
+    sampled = float(jc.sup_error(teacher, small, activation="tanh", domain=ball,
+                                 key=jax.random.PRNGKey(1)))
+    calls, brackets = [], []
+    for label in ("first", "second")[:spec["calls"]]:
+        res, row = rec.call(label, lambda: jc.verify(teacher, small, activation="tanh",
+                                                     domain=ball))
+        row["check"] = {"lower": float(res.lower), "upper": float(res.upper),
+                        "status": res.status, "boxes": int(res.boxes), "sampled": sampled}
+        calls.append(row)
+        brackets.append((float(res.lower), float(res.upper)))
+        if res.status != "converged" or not sampled <= res.upper:   # sampled <= sup <= upper
+            return calls, (f"{label}: status {res.status}, bracket [{res.lower:.6e}, "
+                           f"{res.upper:.6e}] against the sampled {sampled:.6e}")
+    if len(set(brackets)) > 1:
+        return calls, f"the two proofs gave different brackets: {brackets}"
+    return calls, None
+
+
+CHILDREN = {"cli": _child_cli, "compress": _child_compress, "search": _child_search,
+            "verify": _child_verify}
 
 
 def child(spec_json: str) -> int:
@@ -426,6 +464,8 @@ WHAT = {
                 "{order}), domain=jc.Ball(2, 1.0)); then jc.collocation({new_order})",
     "search": "jc.compress_to_tolerance(Field({width}) trained {train_steps} steps, "
               "jc.Measured(metric=task_mse, polish=...), eps={eps_factor} x teacher MSE)",
+    "verify": "jc.verify(teacher, small, domain=jc.Ball(2, 1.0)): a {sizes} tanh teacher, "
+              "small its jc.collocation({order})",
 }
 
 

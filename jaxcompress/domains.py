@@ -206,6 +206,9 @@ class Ball(Domain):
 
     def valid(self) -> jax.Array:
         """A finite radius ``> 0`` and a finite centre."""
+        if _on_host(self.radius, self.center):
+            return jnp.bool_(np.isfinite(self.radius) and self.radius > 0 and (
+                self.center is None or bool(np.all(np.isfinite(np.asarray(self.center))))))
         r = jnp.asarray(self.radius)
         ok = jnp.isfinite(r) & (r > 0)
         if self.center is not None:
@@ -241,7 +244,11 @@ class Ball(Domain):
         with JAX operations, so they may be traced.
         """
         pts = _unit_ball_points(self.dim, int(n), int(skip))
-        dtype = jnp.zeros(()).dtype if dtype is None else dtype
+        dtype = _float_dtype(dtype)
+        if _on_host(self.radius, self.center):   # NumPy: the same arithmetic, no program
+            c = np.zeros(self.dim, dtype) if self.center is None else np.asarray(self.center,
+                                                                                 dtype)
+            return jax.device_put(c[None] + np.asarray(self.radius, dtype) * pts.astype(dtype))
         return self._center(dtype)[None] + self.radius * jnp.asarray(pts, dtype)
 
     def nodes(self, n: int, kind: str = "sobol", dtype=None) -> jax.Array:
@@ -394,6 +401,18 @@ def _sample(domain, key: jax.Array, n: int, dtype) -> jax.Array:
     return domain._sample(key, n, jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype))
 
 
+def _on_host(*values) -> bool:
+    """Whether every value is readable on the host (a number, a NumPy or concrete JAX array, or
+    ``None``; not a tracer): then a domain's arithmetic runs in NumPy, not as a compiled
+    program per shape (JAX compiles one even for ``jnp.asarray`` of a NumPy array)."""
+    return not any(isinstance(v, jax.core.Tracer) for v in values)
+
+
+def _float_dtype(dtype) -> np.dtype:
+    """``dtype``, or JAX's default float (float64 with ``jax_enable_x64``), as JAX stores it."""
+    return np.dtype(jax.dtypes.canonicalize_dtype(np.float64 if dtype is None else dtype))
+
+
 def _is_concrete_array(x) -> bool:
     return isinstance(x, (np.ndarray, np.generic, jax.Array)) and not isinstance(
         x, jax.core.Tracer)
@@ -477,6 +496,10 @@ class Box(Domain):
 
     def valid(self) -> jax.Array:
         """Finite corners with ``lo < hi``."""
+        if _on_host(self.lo, self.hi):
+            lo, hi = (np.asarray(v) for v in (self.lo, self.hi))
+            return jnp.bool_(bool(np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))
+                                  and np.all(lo < hi)))
         lo, hi = (jnp.asarray(v) for v in (self.lo, self.hi))
         return jnp.all(jnp.isfinite(lo)) & jnp.all(jnp.isfinite(hi)) & jnp.all(lo < hi)
 
@@ -485,6 +508,10 @@ class Box(Domain):
         return jnp.asarray(self.half_width, dtype)
 
     def _from_unit(self, u: np.ndarray | jax.Array, dtype) -> jax.Array:
+        if isinstance(u, np.ndarray) and _on_host(self.lo, self.hi):   # no program
+            lo, hi = (np.asarray(v, _float_dtype(dtype)) for v in (self.lo, self.hi))
+            c, h = 0.5 * (lo + hi), 0.5 * (hi - lo)
+            return jax.device_put(c[None] + h[None] * u.astype(c.dtype))
         lo, hi = self._bounds(dtype)
         c, h = 0.5 * (lo + hi), 0.5 * (hi - lo)
         return c[None] + h[None] * jnp.asarray(u, dtype)
@@ -515,8 +542,8 @@ class Box(Domain):
 
         The unit nodes are computed on the host and cached; the box's corners may be traced.
         """
-        dtype = jnp.zeros(()).dtype if dtype is None else dtype
-        return self._from_unit(_unit_cube_nodes(self.dim, int(n), kind, int(skip)), dtype)
+        return self._from_unit(_unit_cube_nodes(self.dim, int(n), kind, int(skip)),
+                               _float_dtype(dtype))
 
     def project(self, x: jax.Array) -> jax.Array:
         """Euclidean projection onto the box: clip each coordinate."""

@@ -234,12 +234,19 @@ class _Lower:
         return improved
 
 
+def _to_device(x: np.ndarray) -> jax.Array:
+    """A NumPy array on the default device as it is (``jnp.asarray`` would compile a program
+    for each new shape)."""
+    return jax.device_put(x)
+
+
 class _Runner:
     """Calls of the compiled programs on fixed-size batches (padding with copies)."""
 
     def __init__(self, fns: Compiled, program: prog.Program, params):
         def arrays(cs):
-            return tuple(tuple(jnp.asarray(c) for c in group) for group in cs)
+            return tuple(tuple(_to_device(c) if isinstance(c, np.ndarray) else jnp.asarray(c)
+                               for c in group) for group in cs)
 
         self.fns, self.params = fns, params
         self.consts = arrays(program.consts)
@@ -256,7 +263,7 @@ class _Runner:
     def bound(self, c: np.ndarray, h: np.ndarray):
         m, b = len(c), self.fns.batch
         outs = self.fns.bound(self.consts, self.at_batch, self.params,
-                              jnp.asarray(self._pad(c, b)), jnp.asarray(self._pad(h, b)))
+                              _to_device(self._pad(c, b)), _to_device(self._pad(h, b)))
         return [np.asarray(v)[:m] for v in outs]
 
     def values(self, x: np.ndarray):
@@ -264,7 +271,7 @@ class _Runner:
         for i in range(0, len(x), POINT_BATCH):
             chunk = x[i:i + POINT_BATCH]
             v, p = self.fns.values(self.at_points, self.params,
-                                   jnp.asarray(self._pad(chunk, POINT_BATCH)))
+                                   _to_device(self._pad(chunk, POINT_BATCH)))
             vals.append(np.asarray(v)[: len(chunk)])
             pts.append(np.asarray(p)[: len(chunk)])
         return np.concatenate(vals), np.concatenate(pts)
@@ -285,8 +292,8 @@ class _Runner:
             return
         x0 = self._pad(np.stack([s[1] for s in starts]), ASCENT_STARTS)
         step = self._pad(np.array([s[2] for s in starts]), ASCENT_STARTS)
-        vals, ends = self.fns.ascent(self.at_starts, self.params, jnp.asarray(x0),
-                                     jnp.asarray(step))
+        vals, ends = self.fns.ascent(self.at_starts, self.params, _to_device(x0),
+                                     _to_device(step))
         lower.pool = []
         lower.offer(np.asarray(vals)[: len(starts)], np.asarray(ends)[: len(starts)],
                     step[: len(starts)] * 0.25)

@@ -204,10 +204,10 @@ class Ball(Domain):
         """The centre (the origin when unset) as ``dtype``."""
         return self._center(dtype)
 
-    def valid(self) -> jax.Array:
-        """A finite radius ``> 0`` and a finite centre."""
+    def valid(self) -> jax.Array | np.bool_:
+        """A finite radius ``> 0`` and a finite centre (a NumPy bool when they are concrete)."""
         if _on_host(self.radius, self.center):
-            return jnp.bool_(np.isfinite(self.radius) and self.radius > 0 and (
+            return np.bool_(np.isfinite(self.radius) and self.radius > 0 and (
                 self.center is None or bool(np.all(np.isfinite(np.asarray(self.center))))))
         r = jnp.asarray(self.radius)
         ok = jnp.isfinite(r) & (r > 0)
@@ -494,12 +494,12 @@ class Box(Domain):
         """The midpoint as ``dtype``."""
         return jnp.asarray(self.center, dtype)
 
-    def valid(self) -> jax.Array:
-        """Finite corners with ``lo < hi``."""
+    def valid(self) -> jax.Array | np.bool_:
+        """Finite corners with ``lo < hi`` (a NumPy bool when they are concrete)."""
         if _on_host(self.lo, self.hi):
             lo, hi = (np.asarray(v) for v in (self.lo, self.hi))
-            return jnp.bool_(bool(np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))
-                                  and np.all(lo < hi)))
+            return np.bool_(bool(np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))
+                                 and np.all(lo < hi)))
         lo, hi = (jnp.asarray(v) for v in (self.lo, self.hi))
         return jnp.all(jnp.isfinite(lo)) & jnp.all(jnp.isfinite(hi)) & jnp.all(lo < hi)
 

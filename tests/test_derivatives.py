@@ -9,6 +9,7 @@ the kept neurons and the numerical rank held fixed. Each case differentiates
 ``p +- h d`` has no derivative there to compare with: it is skipped, and the skip names it.
 """
 
+import draws
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,14 +25,14 @@ from jaxcompress.select import PivotedQR
 H = 1e-5
 RTOL = 1e-6
 ACT = "tanh"
-X = jax.random.uniform(jax.random.PRNGKey(7), (24, 2), jnp.float64, -0.8, 0.8)
-DATA = jax.random.uniform(jax.random.PRNGKey(8), (6, 2), jnp.float64, -1.0, 1.0)
+X = draws.uniform(jax.random.PRNGKey(7), (24, 2), jnp.float64, -0.8, 0.8)
+DATA = draws.uniform(jax.random.PRNGKey(8), (6, 2), jnp.float64, -1.0, 1.0)
 
 
 def _direction(params, seed=3):
     leaves, tree = jax.tree.flatten(params)
     keys = jax.random.split(jax.random.PRNGKey(seed), len(leaves))
-    return jax.tree.unflatten(tree, [jax.random.normal(k, a.shape, a.dtype)
+    return jax.tree.unflatten(tree, [draws.normal(k, a.shape, a.dtype)
                                      for k, a in zip(keys, leaves, strict=True)])
 
 
@@ -168,9 +169,9 @@ def test_a_traced_network(user_broadcasting):
 
     k = jax.random.split(jax.random.PRNGKey(4), 4)
     # (a zero b1 would make layer 1's features odd in x: rank 6 of 10, and any move changes it)
-    params = {"w1": jax.random.normal(k[0], (2, 14)) / 2, "b1": jax.random.normal(k[3], (14,)),
-              "w2": jax.random.normal(k[1], (16, 12)) / 4, "b2": jnp.full((12,), 0.1),
-              "w3": jax.random.normal(k[2], (12, 1)) / 3, "b3": jnp.zeros(1)}
+    params = {"w1": draws.normal(k[0], (2, 14)) / 2, "b1": draws.normal(k[3], (14,)),
+              "w2": draws.normal(k[1], (16, 12)) / 4, "b2": jnp.full((12,), 0.1),
+              "w3": draws.normal(k[2], (12, 1)) / 3, "b3": jnp.zeros(1)}
 
     compressor = jc.compressor(jc.trace(fn, params, X), jc.derivative_matching(3),
                                domain=jc.Ball(2, 1.0))
@@ -186,8 +187,8 @@ def test_pivoted_qr_coefficients_on_the_upstream_reproduction():
     """JAX's pivoted-QR JVP on a wide matrix (3 x 6) is wrong (``select.py`` says how); the
     coefficients of :class:`PivotedQR`, ``C = Z_K^+ Z``, must have the right derivative whether or
     not JAX has fixed its rule."""
-    z = jax.random.normal(jax.random.PRNGKey(3), (3, 6), jnp.float64)
-    dz = jax.random.normal(jax.random.PRNGKey(4), (3, 6), jnp.float64)
+    z = draws.normal(jax.random.PRNGKey(3), (3, 6), jnp.float64)
+    dz = draws.normal(jax.random.PRNGKey(4), (3, 6), jnp.float64)
 
     def coef(a):
         sel = PivotedQR()(a, 3)
@@ -204,7 +205,7 @@ def test_pivoted_qr_coefficients_on_the_upstream_reproduction():
 def test_pivoted_qr_derivative_of_a_rank_deficient_tall_matrix():
     # rank 2 < m = 3 kept columns (a duplicated column), rows > columns: the surplus kept
     # column gets zero coefficients and zero tangent; the rest is the least-squares derivative
-    base = jax.random.normal(jax.random.PRNGKey(5), (8, 2), jnp.float64)
+    base = draws.normal(jax.random.PRNGKey(5), (8, 2), jnp.float64)
     z = jnp.concatenate([base, base[:, :1], 0.5 * base[:, 1:] + base[:, :1]], axis=1)
 
     def coef(a):
@@ -212,7 +213,7 @@ def test_pivoted_qr_derivative_of_a_rank_deficient_tall_matrix():
         return sel.coef, (sel.perm, sel.rank)
 
     # a direction that keeps the rank (it moves z within its column space's structure)
-    mix = jax.random.normal(jax.random.PRNGKey(6), (2, 4), jnp.float64)
+    mix = draws.normal(jax.random.PRNGKey(6), (2, 4), jnp.float64)
     dz = base @ mix
     (c, (perm, rank)), (dc, _) = jax.jvp(coef, (z,), (dz,))
     (cp, (pp, rp)), (cm, (pm, rm)) = coef(z + H * dz), coef(z - H * dz)

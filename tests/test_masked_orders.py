@@ -5,6 +5,7 @@ bucket of orders instead of once per order (issue 42)."""
 
 import re
 
+import draws
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,7 +18,7 @@ from jaxcompress.driver import masked_jit, masked_runs
 from jaxcompress.graph import Network
 
 BALL = jc.Ball(2, 1.0)
-X = jax.random.uniform(jax.random.PRNGKey(3), (256, 2), jnp.float64, -0.7, 0.7)
+X = draws.uniform(jax.random.PRNGKey(3), (256, 2), jnp.float64, -0.7, 0.7)
 
 FAMILIES = {
     "derivative": jc.derivative_matching,

@@ -3,6 +3,7 @@ of a params list, a traced network or module, a compressed result, a loaded file
 family exposes the same attributes; pinned groups point at the user's own line; records print
 short."""
 
+import draws
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -99,9 +100,9 @@ def test_a_non_chain_network_counts_every_group_and_leaf():
         return h @ p["w3"] + p["s"] * p["b3"]
 
     k = jax.random.split(jax.random.PRNGKey(0), 3)
-    p = {"w1": jax.random.normal(k[0], (2, 14)), "b1": jnp.ones(14),
-         "w2": jax.random.normal(k[1], (16, 12)), "b2": jnp.ones(12),
-         "w3": jax.random.normal(k[2], (12, 1)), "b3": jnp.ones(1), "s": jnp.ones(())}
+    p = {"w1": draws.normal(k[0], (2, 14)), "b1": jnp.ones(14),
+         "w2": draws.normal(k[1], (16, 12)), "b2": jnp.ones(12),
+         "w3": draws.normal(k[2], (12, 1)), "b3": jnp.ones(1), "s": jnp.ones(())}
     with jax.numpy_rank_promotion("allow"):
         net = jc.trace(fn, p, jnp.zeros((4, 2)))
         small, _ = jc.compress(net, jc.collocation(2), domain=BALL)

@@ -8,6 +8,7 @@ The search's full measurement (the five Table 1 teachers, the zoo models) is
 import json
 import math
 
+import draws
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -34,10 +35,10 @@ def _skip(p, x):
 
 def _skip_params(width=12, seed=1):
     k = jax.random.split(jax.random.PRNGKey(seed), 3)
-    return [{"kernel": jax.random.normal(k[0], (2, width)), "bias": jnp.full((width,), 0.1)},
-            {"kernel": jax.random.normal(k[1], (width + 2, width)) / 4,
+    return [{"kernel": draws.normal(k[0], (2, width)), "bias": jnp.full((width,), 0.1)},
+            {"kernel": draws.normal(k[1], (width + 2, width)) / 4,
              "bias": jnp.full((width,), 0.1)},
-            {"kernel": jax.random.normal(k[2], (width, 1)) / 4, "bias": jnp.zeros(1)}]
+            {"kernel": draws.normal(k[2], (width, 1)) / 4, "bias": jnp.zeros(1)}]
 
 
 def test_a_padded_candidate_is_the_same_network_and_polishes_as_the_narrower_one():

@@ -2,6 +2,7 @@
 program; ``jc.compress(net, method)`` lowers a chain to the one driver and writes the result back
 into the user's own pytree."""
 
+import draws
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -30,8 +31,8 @@ def _measured(fn, teacher, small, domain=BALL):
 
 def _dense(key, shape):
     k1, k2 = jax.random.split(key)
-    w = jax.random.normal(k1, shape, jnp.float32) / float(np.sqrt(shape[0]))
-    return w, 0.1 * jax.random.normal(k2, (shape[1],), jnp.float32)
+    w = draws.normal(k1, shape, jnp.float32) / float(np.sqrt(shape[0]))
+    return w, 0.1 * draws.normal(k2, (shape[1],), jnp.float32)
 
 
 def test_one_driver_same_kept_neurons_and_weights():
@@ -124,8 +125,8 @@ def _siren_params(key, sizes):
     for i, (k, a, b) in enumerate(zip(keys, sizes[:-1], sizes[1:], strict=True)):
         bound = 1.0 / a if i == 0 else float(np.sqrt(6.0 / a)) / 30.0      # SIREN's initialisation
         k1, k2 = jax.random.split(k)
-        out.append((jax.random.uniform(k1, (a, b), jnp.float32, -bound, bound),
-                    jax.random.uniform(k2, (b,), jnp.float32, -bound, bound)))
+        out.append((draws.uniform(k1, (a, b), jnp.float32, -bound, bound),
+                    draws.uniform(k2, (b,), jnp.float32, -bound, bound)))
     return out
 
 

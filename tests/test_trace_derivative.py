@@ -7,6 +7,7 @@ and the features are the activations with their first derivatives (collocation, 
 and, for rows read only through the derivative, their contribution ``grad h_j`` to the output.
 The user's own ``fn`` runs on the smaller leaves."""
 
+import draws
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -99,7 +100,7 @@ def test_gradients_is_an_option_of_collocation_and_data_matching(params):
     plain = jc.collocation(3).features(params, [1], activation="tanh", domain=BALL)[1]
     assert feats.z.shape == (3 * plain.z.shape[0], 24)
     np.testing.assert_allclose(feats.z[::3], plain.z, rtol=1e-12)     # value, d/dx1, d/dx2
-    x = jax.random.uniform(jax.random.PRNGKey(2), (64, 2), jnp.float64, -1, 1)
+    x = draws.uniform(jax.random.PRNGKey(2), (64, 2), jnp.float64, -1, 1)
     small, _ = jc.compress(params, jc.data_matching(x, widths=[12, 12], gradients=True),
                            activation="tanh", domain=BALL)
     assert jc.layer_sizes(small) == [2, 12, 12, 1]
@@ -157,8 +158,8 @@ def test_a_gate_and_two_heads_under_grad(params):
     so the rows that read it tie its two groups; the two heads' cotangents are one seed of
     both kernels' rows."""
     k = jax.random.split(jax.random.PRNGKey(5), 4)
-    p = {"w": jax.random.normal(k[0], (2, 16)), "g": jax.random.normal(k[1], (2, 16)),
-         "heads": [jax.random.normal(k[2], (16, 1)) / 4, jax.random.normal(k[3], (16, 2)) / 4]}
+    p = {"w": draws.normal(k[0], (2, 16)), "g": draws.normal(k[1], (2, 16)),
+         "heads": [draws.normal(k[2], (16, 1)) / 4, draws.normal(k[3], (16, 2)) / 4]}
 
     def fn(p, x):
         def energy(x):

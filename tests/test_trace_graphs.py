@@ -4,6 +4,7 @@ consumer's rows re-weighted; the user's own function runs on the smaller leaves.
 
 import dataclasses
 
+import draws
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,8 +23,8 @@ pytestmark = pytest.mark.usefixtures("user_broadcasting")   # x @ w + b, as user
 
 def _dense(key, n_in, n_out, dtype=jnp.float32):
     k1, k2 = jax.random.split(key)
-    return (jax.random.normal(k1, (n_in, n_out), dtype) / float(np.sqrt(n_in)),
-            0.1 * jax.random.normal(k2, (n_out,), dtype))
+    return (draws.normal(k1, (n_in, n_out), dtype) / float(np.sqrt(n_in)),
+            0.1 * draws.normal(k2, (n_out,), dtype))
 
 
 def _layers(key, sizes, dtype=jnp.float32):
@@ -108,7 +109,7 @@ def test_igr_sdf_network():
         _check(_igr, params, small, info, ball)
 
 
-B = np.asarray(jax.random.normal(jax.random.PRNGKey(9), (2, 8)), np.float32)
+B = np.asarray(draws.normal(jax.random.PRNGKey(9), (2, 8)), np.float32)
 
 
 def _fourier(params, x, act=jnp.tanh):
@@ -166,7 +167,7 @@ def test_residual_stream_and_inner_layer_compressed():
     and W_o write it, W_i and the head read it), the block's inner layer its own set."""
     (w1, b1), (wi, bi) = _layers(jax.random.PRNGKey(7), [2, 12, 24])
     w3, b3 = _dense(jax.random.PRNGKey(11), 12, 1)
-    wo = 0.3 * jax.random.normal(jax.random.PRNGKey(8), (24, 12), jnp.float32)
+    wo = 0.3 * draws.normal(jax.random.PRNGKey(8), (24, 12), jnp.float32)
     params = [(w1, b1), (wi, bi), wo, (w3, b3)]
 
     def fn(p, x):
@@ -263,10 +264,10 @@ def test_an_error_in_the_users_fn_names_the_call_and_chains_the_original():
 
 def _two_heads_params(width=16):
     k = jax.random.split(jax.random.PRNGKey(0), 4)
-    return {"l1": {"w": jax.random.normal(k[0], (2, width)), "b": jnp.zeros(width)},
-            "l2": {"w": jax.random.normal(k[1], (width, width)) / 4, "b": jnp.zeros(width)},
-            "sigma": {"w": jax.random.normal(k[2], (width, 1)) / 4, "b": jnp.zeros(1)},
-            "rgb": {"w": jax.random.normal(k[3], (width, 3)) / 4, "b": jnp.zeros(3)}}
+    return {"l1": {"w": draws.normal(k[0], (2, width)), "b": jnp.zeros(width)},
+            "l2": {"w": draws.normal(k[1], (width, width)) / 4, "b": jnp.zeros(width)},
+            "sigma": {"w": draws.normal(k[2], (width, 1)) / 4, "b": jnp.zeros(1)},
+            "rgb": {"w": draws.normal(k[3], (width, 3)) / 4, "b": jnp.zeros(3)}}
 
 
 def _two_heads(p, x):

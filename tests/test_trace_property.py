@@ -26,6 +26,7 @@ larger one.
 
 from __future__ import annotations
 
+import draws
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -71,8 +72,8 @@ def architectures(draw):
 def _doubled(key, fan_in, r):
     """A kernel and bias of ``2 r`` neurons, neuron ``j + r`` a copy of neuron ``j``."""
     k1, k2 = jax.random.split(key)
-    w = jax.random.normal(k1, (fan_in, r)) / np.sqrt(fan_in)
-    b = 0.3 * jax.random.normal(k2, (r,))
+    w = draws.normal(k1, (fan_in, r)) / np.sqrt(fan_in)
+    b = 0.3 * draws.normal(k2, (r,))
     return {"w": jnp.concatenate([w, w], 1), "b": jnp.concatenate([b, b])}
 
 
@@ -105,7 +106,7 @@ def build(arch):
         params["block"] = {"inner": _doubled(next(keys), 2 * r, r),
                            "outer": _doubled(next(keys), 2 * r, r)}
     for h in range(arch["heads"]):
-        w = jax.random.normal(next(keys), (2 * r, h + 1)) / np.sqrt(2 * r)
+        w = draws.normal(next(keys), (2 * r, h + 1)) / np.sqrt(2 * r)
         params["heads"].append({"w": w, "b": jnp.full((h + 1,), 0.1)})
 
     def fn(p, x):
@@ -192,8 +193,8 @@ def _broken(kind, params):
 def _check_broken(kind, width, seed):
     note(f"{kind}, width {width}, seed {seed}")
     k1, k2 = jax.random.split(jax.random.PRNGKey(seed))
-    params = {"w1": jax.random.normal(k1, (2, width)), "b1": jnp.zeros(width),
-              "w2": jax.random.normal(k2, (width, 1))}
+    params = {"w1": draws.normal(k1, (2, width)), "b1": jnp.zeros(width),
+              "w2": draws.normal(k2, (width, 1))}
     fn, d_in = _broken(kind, params)
     with pytest.raises((ValueError, TypeError)) as err:
         net = jc.trace(fn, params, jnp.zeros((4, d_in)))

@@ -8,6 +8,7 @@ block, so the features stacked over every tensor that reads the stream have rank
 ``<= distinct``, and one kept set of ``distinct`` channels reproduces the network to rounding.
 """
 
+import draws
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,8 +27,8 @@ def _dense(key, a, b, *, scale=1.0, repeat=None):
     """A kernel ``(a, b)`` and bias; with ``repeat``, output ``j`` a copy of ``j mod repeat``."""
     k1, k2 = jax.random.split(key)
     cols = b if repeat is None else repeat
-    w = scale * jax.random.normal(k1, (a, cols), jnp.float64) / np.sqrt(a)
-    bias = 0.1 * jax.random.normal(k2, (cols,), jnp.float64)
+    w = scale * draws.normal(k1, (a, cols), jnp.float64) / np.sqrt(a)
+    bias = 0.1 * draws.normal(k2, (cols,), jnp.float64)
     idx = jnp.arange(b) % cols
     return {"kernel": w[:, idx], "bias": bias[idx]}
 
@@ -162,7 +163,7 @@ def test_blocks_that_do_not_line_up_pin_with_the_reason():
     """A Fourier embedding ``[cos(xB), sin(xB)]`` (one group twice) added to one layer's
     neurons (PirateNet's stream): neuron i of the sum is not one neuron of each; pinned,
     named. (jaxpi's PirateNet writes its stream this way.)"""
-    b = jax.random.normal(jax.random.PRNGKey(4), (2, 6), jnp.float64)
+    b = draws.normal(jax.random.PRNGKey(4), (2, 6), jnp.float64)
     params = {"b": b, "d": _dense(jax.random.PRNGKey(5), 12, 12),
               "out": _dense(jax.random.PRNGKey(6), 12, 1)}
 

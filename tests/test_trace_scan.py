@@ -8,6 +8,7 @@ stack is the teacher to float64 rounding. A second reference: the same network w
 Python loop over separate leaves compresses to the same network (the same error estimate).
 """
 
+import draws
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,8 +27,8 @@ def _dense(key, a, b, *, repeat=None, scale=1.0):
     """A kernel ``(a, b)`` and bias; with ``repeat``, neuron ``j`` a copy of ``j mod repeat``."""
     k1, k2 = jax.random.split(key)
     cols = b if repeat is None else repeat
-    w = scale * jax.random.normal(k1, (a, cols), jnp.float64) / np.sqrt(a)
-    bias = 0.1 * jax.random.normal(k2, (cols,), jnp.float64)
+    w = scale * draws.normal(k1, (a, cols), jnp.float64) / np.sqrt(a)
+    bias = 0.1 * draws.normal(k2, (cols,), jnp.float64)
     idx = jnp.arange(b) % cols
     return {"kernel": w[:, idx], "bias": bias[idx]}
 

@@ -4,6 +4,7 @@
 (their features stacked). A per-neuron activation parameter read twice (Snake) is one
 parameter. What still cannot be compressed says why."""
 
+import draws
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -63,11 +64,11 @@ def test_a_per_neuron_parameter_read_twice_is_sliced_once():
     """Snake, ``u + sin(a u)^2 / a`` with a learned ``a`` per neuron: ``a`` read twice is one
     per-neuron parameter of the group."""
     k = jax.random.split(jax.random.PRNGKey(3), 6)
-    p = {"l0": {"kernel": jax.random.normal(k[0], (2, 16)), "bias": 0.1 * jax.random.normal(
-        k[1], (16,)), "a": 1 + jax.random.uniform(k[2], (16,))},
-         "l1": {"kernel": jax.random.normal(k[3], (16, 16)) / 4, "bias": jnp.zeros(16),
-                "a": 1 + jax.random.uniform(k[4], (16,))},
-         "out": {"kernel": jax.random.normal(k[5], (16, 1)) / 4}}
+    p = {"l0": {"kernel": draws.normal(k[0], (2, 16)), "bias": 0.1 * draws.normal(
+        k[1], (16,)), "a": 1 + draws.uniform(k[2], (16,))},
+         "l1": {"kernel": draws.normal(k[3], (16, 16)) / 4, "bias": jnp.zeros(16),
+                "a": 1 + draws.uniform(k[4], (16,))},
+         "out": {"kernel": draws.normal(k[5], (16, 1)) / 4}}
 
     def snake(u, a):
         return u + jnp.sin(a * u) ** 2 / a
@@ -105,7 +106,7 @@ def test_a_site_that_does_not_depend_on_x_alone_pins(params):
 
 def _bn_stats(key, n):
     k1, k2 = jax.random.split(key)
-    return 0.1 * jax.random.normal(k1, (n,)), 0.5 + jax.random.uniform(k2, (n,))
+    return 0.1 * draws.normal(k1, (n,)), 0.5 + draws.uniform(k2, (n,))
 
 
 @pytest.fixture
@@ -140,7 +141,7 @@ def test_batchnorm_in_eval_mode_is_sliced_with_its_channels_nnx():
     (g,) = mnet.as_network().compressible
     assert len(g.scales) == 4               # mean, var, scale, bias of the BatchNorm
     small, _ = jc.compress(mnet, jc.collocation(4), domain=BALL)
-    pts = jax.random.uniform(jax.random.PRNGKey(1), (256, 2), jnp.float64, -0.7, 0.7)
+    pts = draws.uniform(jax.random.PRNGKey(1), (256, 2), jnp.float64, -0.7, 0.7)
     y = model(pts)
     assert float(jnp.linalg.norm(small(pts) - y) / jnp.linalg.norm(y)) <= 5e-2
     module = small.module
@@ -171,7 +172,7 @@ def test_batchnorm_in_eval_mode_is_sliced_with_its_channels_linen():
                  "batch_stats": {"BatchNorm_0": {"mean": mean, "var": var}}}
     small, _ = jc.compress(jc.trace_module(model, X, variables=variables), jc.collocation(4),
                            domain=BALL)
-    pts = jax.random.uniform(jax.random.PRNGKey(1), (256, 2), jnp.float64, -0.7, 0.7)
+    pts = draws.uniform(jax.random.PRNGKey(1), (256, 2), jnp.float64, -0.7, 0.7)
     y = model.apply(variables, pts)
     assert float(jnp.linalg.norm(small(pts) - y) / jnp.linalg.norm(y)) <= 5e-2
     assert small.module.features == (15,)

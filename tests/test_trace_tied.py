@@ -11,6 +11,7 @@ of rank ``<= distinct`` in every consumed tensor of every tied set, *jointly*, s
 import sys
 from pathlib import Path
 
+import draws
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -55,8 +56,8 @@ def _exact(fn, teacher, small, info, domain):
 
 def _dense(key, a, b):
     k1, k2 = jax.random.split(key)
-    return {"kernel": jax.random.normal(k1, (a, b), jnp.float32) / np.float32(np.sqrt(a)),
-            "bias": 0.1 * jax.random.normal(k2, (b,), jnp.float32)}
+    return {"kernel": draws.normal(k1, (a, b), jnp.float32) / np.float32(np.sqrt(a)),
+            "bias": 0.1 * draws.normal(k2, (b,), jnp.float32)}
 
 
 def _gated(p, x):
@@ -204,7 +205,7 @@ def test_weight_norm_is_pinned_with_the_reason():
     """v / ||v||: no leaf is linear in the kernel's rows, so the group it reads is pinned."""
     k = jax.random.split(jax.random.PRNGKey(3), 3)
     params = {"l1": _dense(k[0], 2, 12),
-              "l2": {"v": jax.random.normal(k[1], (12, 12), jnp.float32),
+              "l2": {"v": draws.normal(k[1], (12, 12), jnp.float32),
                      "g": jnp.ones((12,), jnp.float32)},
               "out": _dense(k[2], 12, 1)}
 

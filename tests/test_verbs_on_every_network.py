@@ -9,6 +9,7 @@ compress of a traced network, chain or not; nothing writes the activation regist
 import dataclasses
 from typing import ClassVar
 
+import draws
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -36,10 +37,10 @@ def _skip(p, x):
 
 def _skip_params(width=16, seed=1):
     k = jax.random.split(jax.random.PRNGKey(seed), 3)
-    return [{"kernel": jax.random.normal(k[0], (2, width)), "bias": jnp.full((width,), 0.1)},
-            {"kernel": jax.random.normal(k[1], (width + 2, width)) / 4,
+    return [{"kernel": draws.normal(k[0], (2, width)), "bias": jnp.full((width,), 0.1)},
+            {"kernel": draws.normal(k[1], (width + 2, width)) / 4,
              "bias": jnp.full((width,), 0.1)},
-            {"kernel": jax.random.normal(k[2], (width, 1)) / 4, "bias": jnp.zeros(1)}]
+            {"kernel": draws.normal(k[2], (width, 1)) / 4, "bias": jnp.zeros(1)}]
 
 
 def _tanh_mlp(p, x):

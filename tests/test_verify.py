@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+import draws
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -57,8 +58,8 @@ def init(key, sizes, scale=1.0):
                          strict=True):
         kw, kb = jax.random.split(k)
         lim = scale / math.sqrt(m)
-        params.append((jax.random.uniform(kw, (m, n), jnp.float64, -lim, lim),
-                       jax.random.uniform(kb, (n,), jnp.float64, -lim, lim)))
+        params.append((draws.uniform(kw, (m, n), jnp.float64, -lim, lim),
+                       draws.uniform(kb, (n,), jnp.float64, -lim, lim)))
     return params
 
 
@@ -78,8 +79,8 @@ def perturbed(params, key, eps):
     out = []
     for k, (w, b) in zip(jax.random.split(key, len(params)), params, strict=True):
         kw, kb = jax.random.split(k)
-        out.append((w * (1 + eps * jax.random.normal(kw, w.shape, jnp.float64)),
-                    b * (1 + eps * jax.random.normal(kb, b.shape, jnp.float64))))
+        out.append((w * (1 + eps * draws.normal(kw, w.shape, jnp.float64)),
+                    b * (1 + eps * draws.normal(kb, b.shape, jnp.float64))))
     return out
 
 
@@ -280,10 +281,10 @@ def test_user_registered_rule():
 
 def _random_model(key, mono, shape, center, spread, rad):
     k1, k2, k3 = jax.random.split(key, 3)
-    coef = spread * jax.random.normal(k1, (mono.size, *shape), jnp.float64)
+    coef = spread * draws.normal(k1, (mono.size, *shape), jnp.float64)
     coef = coef / (1.0 + jnp.asarray(mono.degree, jnp.float64).reshape((-1,) + (1,) * len(shape)))
-    coef = coef.at[0].set(center + jax.random.uniform(k2, shape, jnp.float64, -1, 1))
-    return TaylorModel(coef, rad * jax.random.uniform(k3, shape, jnp.float64))
+    coef = coef.at[0].set(center + draws.uniform(k2, shape, jnp.float64, -1, 1))
+    return TaylorModel(coef, rad * draws.uniform(k3, shape, jnp.float64))
 
 
 def _evaluate(model: TaylorModel, mono, t, rho):
@@ -347,12 +348,12 @@ def _check_all(fns: dict, nargs: int, seed: int, order: int = 2) -> None:
         return claimed, undefined, jnp.max(jnp.where(ok[None], excess, -jnp.inf), axis=0)
 
     key = jax.random.PRNGKey(seed)
-    t = jax.random.uniform(jax.random.fold_in(key, 99), (300, 2), jnp.float64, -1, 1)
+    t = draws.uniform(jax.random.fold_in(key, 99), (300, 2), jnp.float64, -1, 1)
     t = jnp.concatenate([t, jnp.array([[1.0, 1.0], [-1.0, 1.0], [1.0, -1.0], [-1.0, -1.0]])])
     for spread, rad in ((0.02, 1e-4), (0.3, 1e-2), (2.0, 0.5)):
         keys = jax.random.split(jax.random.fold_in(key, int(spread * 100)), 2 * nargs)
         ins = [_random_model(keys[i], mono, shape, 0.0, spread, rad) for i in range(nargs)]
-        rhos = [jax.random.uniform(keys[nargs + i], (len(t), *shape), jnp.float64, -1, 1)
+        rhos = [draws.uniform(keys[nargs + i], (len(t), *shape), jnp.float64, -1, 1)
                 for i in range(nargs)]
         claimed, undefined, worst = (np.asarray(v) for v in check(ins, rhos, t))
         for i, n in enumerate(names):
@@ -549,8 +550,8 @@ def test_certify_proves_what_the_paper_cannot(chain_pair):
         return jnp.concatenate([jnp.tanh(x @ p["w1"] + p["b1"][None]), x], axis=1) @ p["w2"]
 
     k = jax.random.split(jax.random.PRNGKey(5), 3)
-    q = {"w1": jax.random.normal(k[0], (2, 16)), "b1": 0.1 * jax.random.normal(k[1], (16,)),
-         "w2": jax.random.normal(k[2], (18, 1)) / 6}
+    q = {"w1": draws.normal(k[0], (2, 16)), "b1": 0.1 * draws.normal(k[1], (16,)),
+         "w2": draws.normal(k[2], (18, 1)) / 6}
     net = jc.trace(skip, q, jnp.zeros((4, 2)))
     skip_small, _ = jc.compress(net, jc.collocation(3), domain=Ball(2, 1.0))
     with pytest.raises(ValueError, match="(?s)not one.*pass compressed="):

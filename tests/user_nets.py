@@ -1,5 +1,6 @@
 """Networks written the way users write them, shared by the traced-network tests."""
 
+import draws
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,8 +11,8 @@ def ensemble(key, members, sizes):
     """The stacked dense layers of ``members`` networks of layer ``sizes``: kernels
     ``(members, a, b)``, biases ``(members, b)`` (for ``jax.vmap`` over the members)."""
     keys = jax.random.split(key, len(sizes))
-    return [{"kernel": jax.random.normal(k, (members, a, b)) / np.sqrt(a),
-             "bias": 0.1 * jax.random.normal(jax.random.fold_in(k, 1), (members, b))}
+    return [{"kernel": draws.normal(k, (members, a, b)) / np.sqrt(a),
+             "bias": 0.1 * draws.normal(jax.random.fold_in(k, 1), (members, b))}
             for k, a, b in zip(keys, sizes[:-1], sizes[1:], strict=False)]
 
 
@@ -31,7 +32,7 @@ def flat(tree):
 def rel_l2(fn, teacher, small_params):
     """Relative L2 distance of ``fn`` on ``small_params`` from ``fn`` on ``teacher`` at 512
     uniform points of ``[-0.7, 0.7]^2`` (float64)."""
-    pts = jax.random.uniform(jax.random.PRNGKey(1), (512, 2), jnp.float64, -0.7, 0.7)
+    pts = draws.uniform(jax.random.PRNGKey(1), (512, 2), jnp.float64, -0.7, 0.7)
     y, ys = flat(fn(teacher, pts)), flat(fn(small_params, pts))
     return float(jnp.linalg.norm(y - ys) / jnp.linalg.norm(y))
 

@@ -71,7 +71,31 @@ def _float_size(tree) -> int:
                                 np.inexact))
 
 
-class FastOnSmallCPU:
+def _fast_mode() -> str | None:
+    """``"on"`` or ``"auto"`` when this call may compile fast (a CPU, outside any trace, not
+    turned off), else ``None``: inside the caller's jit / vmap / grad (a traced argument or a
+    closure alike) the program is the caller's, with its options (JAX refuses compiler options
+    on a nested jit)."""
+    mode = fast_compile_mode()
+    if mode == "off" or jax.default_backend() != "cpu" or not jax_core.trace_state_clean():
+        return None
+    return mode
+
+
+class _Twin:
+    """``fun`` jitted twice: ``full`` (XLA's defaults) and ``fast`` (:data:`FAST_OPTIONS`)."""
+
+    def __init__(self, fun: Callable, **jit_kwargs):
+        self.full = jax.jit(fun, **jit_kwargs)
+        self.fast = jax.jit(fun, compiler_options=FAST_OPTIONS, **jit_kwargs)
+        self.__wrapped__ = fun
+        self.__doc__ = fun.__doc__
+
+    def _cache_size(self) -> int:
+        return self.full._cache_size() + self.fast._cache_size()
+
+
+class FastOnSmallCPU(_Twin):
     """``jax.jit(fun, **jit_kwargs)`` that compiles with :data:`FAST_OPTIONS` when the call runs
     on a CPU, outside any trace, and its first argument (the teacher) has at most as many
     floating-point entries as the module constant named ``limit`` (read per call; see the
@@ -83,22 +107,13 @@ class FastOnSmallCPU:
     def __init__(self, fun: Callable, *, limit: str = "FAST_MAX_PARAMS", **jit_kwargs):
         if not isinstance(globals().get(limit), int):
             raise ValueError(f"FastOnSmallCPU: no size limit named {limit!r} in {__name__}")
-        self.full = jax.jit(fun, **jit_kwargs)
-        self.fast = jax.jit(fun, compiler_options=FAST_OPTIONS, **jit_kwargs)
+        super().__init__(fun, **jit_kwargs)
         self.limit = limit
-        self.__wrapped__ = fun
-        self.__doc__ = fun.__doc__
 
     def choose(self, leaves) -> Any:
         """The jitted function a call with these leaves uses."""
-        mode = fast_compile_mode()
-        if mode == "off" or jax.default_backend() != "cpu":
-            return self.full
-        if not jax_core.trace_state_clean():
-            # inside the caller's jit / vmap / grad (a traced argument or a closure alike): its
-            # compile, its options (JAX refuses compiler options on a nested jit)
-            return self.full
-        if mode == "on" or _float_size(leaves) <= globals()[self.limit]:
+        mode = _fast_mode()
+        if mode == "on" or (mode == "auto" and _float_size(leaves) <= globals()[self.limit]):
             return self.fast
         return self.full
 
@@ -108,11 +123,8 @@ class FastOnSmallCPU:
     def lower(self, leaves, *args, **kwargs):
         return self.choose(leaves).lower(leaves, *args, **kwargs)
 
-    def _cache_size(self) -> int:
-        return self.full._cache_size() + self.fast._cache_size()
 
-
-class FastFirst:
+class FastFirst(_Twin):
     """``jax.jit(fun, **jit_kwargs)`` for a program called an unknown number of times (ours):
     on a CPU, outside any trace, its calls run the fast compile until they have spent
     :attr:`budget_s` seconds running (the calls after its first, which compiles), then XLA's
@@ -131,18 +143,13 @@ class FastFirst:
     budget_s: float = 1.0
 
     def __init__(self, fun: Callable, **jit_kwargs):
-        self.full = jax.jit(fun, **jit_kwargs)
-        self.fast = jax.jit(fun, compiler_options=FAST_OPTIONS, **jit_kwargs)
+        super().__init__(fun, **jit_kwargs)
         self.spent = 0.0
         self.calls = 0
-        self.__wrapped__ = fun
 
     def __call__(self, *args, **kwargs):
-        mode = fast_compile_mode()
-        if (mode == "off" or jax.default_backend() != "cpu"
-                or not jax_core.trace_state_clean()):
-            return self.full(*args, **kwargs)
-        if mode == "auto" and self.spent > self.budget_s:
+        mode = _fast_mode()
+        if mode is None or (mode == "auto" and self.spent > self.budget_s):
             return self.full(*args, **kwargs)
         t0 = time.perf_counter()
         out = jax.block_until_ready(self.fast(*args, **kwargs))
@@ -150,6 +157,3 @@ class FastFirst:
             self.spent += time.perf_counter() - t0
         self.calls += 1
         return out
-
-    def _cache_size(self) -> int:
-        return self.full._cache_size() + self.fast._cache_size()

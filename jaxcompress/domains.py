@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcompress._checks import check_finite
+from jaxcompress._checks import check_finite, is_concrete
 from jaxcompress._sobol import SOBOL_MAX_DIM, quasi_random
 
 __all__ = ["DOMAIN_TYPES", "NODE_KINDS", "Ball", "Box", "Domain", "Parameterization", "Points",
@@ -405,7 +405,7 @@ def _on_host(*values) -> bool:
     """Whether every value is readable on the host (a number, a NumPy or concrete JAX array, or
     ``None``; not a tracer): then a domain's arithmetic runs in NumPy, not as a compiled
     program per shape (JAX compiles one even for ``jnp.asarray`` of a NumPy array)."""
-    return not any(isinstance(v, jax.core.Tracer) for v in values)
+    return all(is_concrete(v) for v in values)
 
 
 def _float_dtype(dtype) -> np.dtype:

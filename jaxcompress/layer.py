@@ -281,8 +281,8 @@ def compress_layer(
         weight-norm
         selectors the same neurons as on one device) and every array stays split by neurons.
       live: a traced width ``<= width`` (ours): only the first ``live`` kept neurons are
-        re-weighted, the others get zero rows in the new kernel. With a prefix-stable selector
-        (:attr:`~jaxcompress.select.Selector.prefix_stable`) this is the network compressed to
+        re-weighted, the others get zero rows in the new kernel. With a greedy-prefix selector
+        (:attr:`~jaxcompress.select.Selector.greedy_prefix`) this is the network compressed to
         ``live`` neurons, padded with dead ones: one compiled program for every width
         ``<= width`` (the searches' masked candidates). One device only.
 

@@ -48,6 +48,7 @@ from jaxcompress.methods import collocation, derivative_matching
 from jaxcompress.mlp import Params, layer_sizes, param_count
 from jaxcompress.networks import as_network
 from jaxcompress.pareto import Frontier
+from jaxcompress.planning import masked_rows
 from jaxcompress.protocol import NetworkLike
 from jaxcompress.select import MaxVol, Selector, as_selector
 from jaxcompress.shrink import (
@@ -60,7 +61,7 @@ from jaxcompress.shrink import (
     reporter,
 )
 from jaxcompress.shrink import search as shrink_search
-from jaxcompress.taylor import monomials, num_monomials
+from jaxcompress.taylor import num_monomials
 from jaxcompress.verification import Verification, verify
 
 __all__ = ["Certified", "Measured", "MeasuredOrders", "ToleranceResult", "ToleranceStrategy",
@@ -251,13 +252,8 @@ def _masked_jit(leaves, ks, domain, feats, *, plan, ids, only, order, selector):
     cached = {}
     for i in only:
         def masked(f, ids_i, k=ks[i]):
-            deg = monomials(f.coord_dim, order).sum(axis=1)
-            per = np.repeat(deg, f.z.shape[0] // (f.num_features * (1 if ids_i is None else
-                                                                      len(set(ids_i)))))
-            rows = per if ids_i is None else np.tile(per, len(set(ids_i)))
-            live = jnp.asarray(rows, ks.dtype) <= k
-            return (dataclasses.replace(f, z=jnp.where(live[:, None], f.z, 0)),
-                    None if ids_i is None else np.asarray(ids_i))
+            ids_i = None if ids_i is None else np.asarray(ids_i)
+            return masked_rows(DerivativeFeatures(order), f, ids_i, k), ids_i
         cached[i] = _per_part(feats[i], ids[i], masked)
     widths = tuple(min(num_monomials(_first(f).coord_dim, order), d) for f, d in
                    zip((feats[i] for i in range(len(plan.sets))), sizes[1:-1], strict=True))

@@ -400,7 +400,7 @@ def _check_rowwise(fn, params, shape: jax.ShapeDtypeStruct, prog) -> None:
     # one compiled program run twice (op by op, fn would compile a program per operation)
     outputs = FastOnSmallCPU(lambda p, x: flat_output(fn(p, x), x), limit="FAST_MAX_PARAMS")
     try:
-        y0, y1 = (outputs(params, jnp.asarray(x, shape.dtype)) for x in (x0, x1))
+        y0, y1 = (outputs(params, jax.device_put(x.astype(shape.dtype))) for x in (x0, x1))
     except Exception:  # noqa: BLE001 - values the trace could not see: leave it to the others
         return
     y0, y1 = np.asarray(y0, np.float64), np.asarray(y1, np.float64)

@@ -102,28 +102,46 @@ _PROFILE = os.environ.get("JAXCOMPRESS_TEST_PROFILE")
 if _PROFILE:
     import json
     import resource
+    import sys
     import time
 
     import jax.monitoring
 
     _COUNTS = {"compile_s": 0.0, "programs": 0, "trace_s": 0.0, "traces": 0, "cache_hits": 0}
 
-    #: function name -> [programs, compile seconds, traces, trace + lower seconds]
+    #: function name -> [programs, compile seconds, traces, trace + lower seconds]; the same
+    #: per call site (``lib:`` the innermost frame in jaxcompress/, ``test:`` in tests/)
     _NAMES: dict = {}
+    _HERE = os.path.dirname(os.path.abspath(__file__))
+    _LIB = os.path.join(os.path.dirname(_HERE), "jaxcompress")
+
+    def _sites():
+        """The innermost library and test frames of the current call (who asked for it)."""
+        found = {}
+        frame = sys._getframe(2)
+        while frame is not None and len(found) < 2:
+            path = frame.f_code.co_filename
+            for kind, root in (("lib", _LIB), ("test", _HERE)):
+                if kind not in found and path.startswith(root) and not path.endswith(
+                        ("compiling.py", "conftest.py")):
+                    found[kind] = (f"{kind}:{os.path.relpath(path, os.path.dirname(root))}:"
+                                   f"{frame.f_lineno} {frame.f_code.co_name}")
+            frame = frame.f_back
+        return list(found.values())
 
     def _on_duration(event, secs, fun_name="?", **_):
-        name = _NAMES.setdefault(fun_name, [0, 0.0, 0, 0.0])
-        if event == "/jax/core/compile/backend_compile_duration":
-            _COUNTS["compile_s"] += secs
-            _COUNTS["programs"] += 1
-            name[0] += 1
-            name[1] += secs
-        elif event in ("/jax/core/compile/jaxpr_trace_duration",
-                       "/jax/core/compile/jaxpr_to_mlir_module_duration"):
-            _COUNTS["trace_s"] += secs
-            _COUNTS["traces"] += event.endswith("trace_duration")
-            name[2] += event.endswith("trace_duration")
-            name[3] += secs
+        compiled = event == "/jax/core/compile/backend_compile_duration"
+        traced = event in ("/jax/core/compile/jaxpr_trace_duration",
+                           "/jax/core/compile/jaxpr_to_mlir_module_duration")
+        if not (compiled or traced):
+            return
+        add = ([1, secs, 0, 0.0] if compiled
+               else [0, 0.0, int(event.endswith("trace_duration")), secs])
+        for key in (fun_name, *_sites()):
+            _NAMES[key] = [a + b for a, b in zip(_NAMES.get(key, (0, 0.0, 0, 0.0)), add,
+                                                   strict=True)]
+        for key, value in zip(("programs", "compile_s", "traces", "trace_s"), add, strict=True):
+            _COUNTS[key] += value
 
     def _on_event(event, **_):
         if event == "/jax/compilation_cache/cache_hits":

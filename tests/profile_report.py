@@ -4,9 +4,9 @@ Reads the per-test lines a run with ``JAXCOMPRESS_TEST_PROFILE=FOLDER`` wrote (`
 and prints the totals (wall seconds summed over the workers, CPU seconds of the test processes
 and of the processes they started, XLA compile seconds and programs, trace + lower seconds,
 persistent-cache hits), then the N files and tests (default 25) that take longest, the files by
-CPU seconds (the order of ``conftest.HEAVY_FILES``) and the N jitted functions that cost most
-to trace and compile. The processes a test starts (benchmarks, command lines) count in its
-wall and child CPU seconds only.
+CPU seconds (the order of ``conftest.HEAVY_FILES``), and the N jitted functions, library call
+sites and test call sites that cost most to trace and compile. The processes a test starts
+(benchmarks, command lines) count in its wall and child CPU seconds only.
 """
 
 import json
@@ -42,10 +42,16 @@ def main(folder: str, top: int = 25) -> None:
     for p in Path(folder).glob("*.names.json"):
         for name, counts in json.loads(p.read_text()).items():
             names[name] = [a + b for a, b in zip(names[name], counts, strict=True)]
-    print(f"\nfunctions by compile + trace seconds\n{'progs':>6} {'compile':>8} {'traces':>6} "
-          f"{'trace':>6}  name")
-    for name, (n, c, t, ts) in sorted(names.items(), key=lambda kv: -kv[1][1] - kv[1][3])[:top]:
-        print(f"{n:6d} {c:8.1f} {t:6d} {ts:6.1f}  {name}")
+    groups = {"jitted functions": lambda n: not n.startswith(("lib:", "test:")),
+              "library call sites (innermost jaxcompress/ frame)": lambda n: n.startswith("lib:"),
+              "test call sites (innermost tests/ frame)": lambda n: n.startswith("test:")}
+    for title, keep in groups.items():
+        print(f"\n{title} by compile + trace seconds\n{'progs':>6} {'compile':>8} "
+              f"{'traces':>6} {'trace':>6}  name")
+        rows = sorted(((k, v) for k, v in names.items() if keep(k)),
+                      key=lambda kv: -kv[1][1] - kv[1][3])
+        for name, (n, c, t, ts) in rows[:top]:
+            print(f"{n:6d} {c:8.1f} {t:6d} {ts:6.1f}  {name}")
 
 
 if __name__ == "__main__":

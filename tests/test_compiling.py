@@ -149,3 +149,29 @@ def test_host_numbers_compile_nothing_and_trace_checks_in_one_program(user_broad
     params = jc.init_mlp(jax.random.PRNGKey(5), [2, 13, 3])
     net, names = _programs_compiled(lambda: jc.trace(fn, params, np.zeros((5, 2))))
     assert len(names) == 1, names
+
+
+def test_the_profile_report_sums_tests_and_call_sites(tmp_path, capsys):
+    """``tests/profile_report.py`` adds up the workers' lines and keeps the jitted functions,
+    the library's call sites and the tests' call sites in their own tables."""
+    import json
+
+    import profile_report
+
+    row = {"wall_s": 1.0, "cpu_s": 2.0, "child_cpu_s": 0.5, "compile_s": 0.25, "programs": 3,
+           "trace_s": 0.5, "cache_hits": 1}
+    for worker in ("gw0", "gw1"):
+        (tmp_path / f"{worker}.jsonl").write_text(
+            json.dumps({"test": "tests/test_x.py::test_a", **row}) + "\n")
+        (tmp_path / f"{worker}.names.json").write_text(json.dumps({
+            "jit(_run_impl)": [2, 0.5, 1, 0.25],
+            "lib:jaxcompress/compression.py:208 compress_network": [2, 0.5, 1, 0.25],
+            "test:tests/test_x.py:5 test_a": [3, 0.75, 2, 0.5]}))
+    profile_report.main(str(tmp_path), 5)
+    out = capsys.readouterr().out
+    assert out.startswith("2 tests: wall_s 2, cpu_s 4, child_cpu_s 1, compile_s 0, programs 6")
+    tables = out.split("by compile + trace seconds")
+    assert len(tables) == 4
+    assert "jit(_run_impl)" in tables[1] and "lib:" not in tables[1] and "test:" not in tables[1]
+    assert "     4      1.0      2    0.5  lib:jaxcompress/compression.py:208" in tables[2]
+    assert "     6      1.5      4    1.0  test:tests/test_x.py:5 test_a" in tables[3]

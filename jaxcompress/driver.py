@@ -255,6 +255,8 @@ class _Loop:
     whole: Any = True
     #: a masked run: which kept neurons of each producer so far are alive (the others dead)
     alive: dict = dataclasses.field(default_factory=dict)
+    #: traced ``(w, n)`` of a masked shrink step (see :func:`run`), else ``None``
+    narrow: Any = None
 
     @property
     def forward(self) -> bool:
@@ -283,11 +285,15 @@ def _visit(loop: _Loop, i: int, s: SetPlan, part: SetPlan, ref, leaves, width: i
         d_k = jnp.asarray([num_monomials(feats.coord_dim, j) for j in range(feats.order + 1)],
                           jnp.int32)[k]
         live, before = jnp.minimum(d_k, full), leaves
+    if loop.narrow is not None:   # the padding's columns dead, the first n pivots re-weighted
+        columns = jnp.arange(feats.z.shape[1], dtype=jnp.int32) < loop.narrow[0]
+        feats = dataclasses.replace(feats, z=jnp.where(columns[None, :], feats.z, 0))
+        live = loop.narrow[1]
     target = (_refit_target(loop.plan, part, ref[0].z, loop.teacher, loop.taken, loop.original,
                             loop.alive) if loop.forward and fmap.refit else None)
     leaves, info = _step(loop.plan, loop.method, part, feats, ids, leaves, loop.current, width,
                          target, loop.placement, pad, live)
-    if live is not None:
+    if loop.live is not None:
         leaves, info, alive = _masked_skip(loop, fmap, before, leaves, info, d_k, full, width,
                                            live)
         loop.alive.update({(p.leaf, p.axis, p.index): alive for p in part.producers})
@@ -353,7 +359,8 @@ def run(plan: Plan, method: Method, leaves: Sequence, domain,
         placement: Placement | None = None, *,
         teacher_features: dict[int, tuple[LayerFeatures, Any]] | None = None,
         only: Sequence[int] | None = None, skip: bool = True,
-        live: jax.Array | None = None) -> tuple[list, CompressInfo]:
+        live: jax.Array | None = None, narrow: jax.Array | None = None
+        ) -> tuple[list, CompressInfo]:
     """One method on the network ``leaves`` (pure; traced inside :func:`run_jit`): the one
     layer loop of the library (see the module docstring).
 
@@ -375,11 +382,18 @@ def run(plan: Plan, method: Method, leaves: Sequence, domain,
         readers), and a set with ``D_{k_i} >= d`` is kept whole: the network ``run`` gives at
         orders ``k_i``, to rounding, at the widths of ``K`` (one compiled program for every
         order ``<= K``; the skip rule is applied by value).
+      narrow: a *masked shrink step* (ours): traced ``(w, n)``, ``n <= w``, for the one set of
+        ``only``, at its padded width ``W`` (the method's, static): its first ``w`` neurons are
+        the network's and the others dead padding (their features zeroed, so a greedy selector
+        never picks them ahead of a live one); its first ``n`` pivots are re-weighted and the
+        rest dead (zero rows in its readers). That is the set narrowed from ``w`` to ``n``
+        neurons, to rounding, at the width ``W``: one compiled program for every ``w`` and
+        ``n`` (the width search's candidates; a greedy-prefix selector, no stack).
     """
     dtype = _dtype(leaves)
     fmap, sizes = method.features, plan.sizes
     widths = resolve_widths(method, sizes, domain)
-    skip = skip and live is None
+    skip = skip and live is None and narrow is None
     skipped = skipped_sets(method, sizes, domain, widths) if skip else (False,) * len(widths)
     if only is not None:
         skipped = tuple(skip or i not in only for i, skip in enumerate(skipped))
@@ -391,7 +405,7 @@ def run(plan: Plan, method: Method, leaves: Sequence, domain,
     teacher, leaves = list(leaves), list(leaves)
     original = dict(enumerate(plan.width_of))
     loop = _Loop(plan, method, teacher, domain, dtype, placement, original, dict(original), {},
-                 live)
+                 live, narrow=narrow)
     refs = {}
     if teacher_features is not None:
         refs = {i: teacher_features[i] for i in needed}
@@ -399,8 +413,8 @@ def run(plan: Plan, method: Method, leaves: Sequence, domain,
         refs = _features(plan, fmap, needed, teacher, original, domain, dtype, placement)
     for i in (needed if loop.forward else reversed(needed)):
         s = plan.sets[i]
-        if s.parts and live is not None:
-            raise ValueError("run: a masked run (live=) does not take a stack of layers")
+        if s.parts and (live is not None or narrow is not None):
+            raise ValueError("run: a masked run (live=, narrow=) does not take a stack of layers")
         if s.parts:
             leaves, infos[i] = _visit_stack(loop, i, s, refs.get(i), leaves, widths[i])
         else:

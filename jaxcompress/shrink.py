@@ -61,7 +61,7 @@ from jaxcompress.layer import CompressInfo
 from jaxcompress.measure import error_points, network_sup_error, plan_estimate
 from jaxcompress.methods import BestOf, Method, collocation, derivative_matching
 from jaxcompress.mlp import leaf_count
-from jaxcompress.networks import as_network
+from jaxcompress.networks import as_network, network_placement
 from jaxcompress.pareto import Frontier, FrontierRow
 from jaxcompress.polishing import DEFAULT_POINTS, DEFAULT_STEPS, polish_leaves
 
@@ -185,6 +185,25 @@ def _shrink_step(leaves, method, domain, *, plan: Plan, only: tuple[int, ...]):
     return run(plan, method, leaves, domain, only=only)
 
 
+@functools.partial(FastOnSmallCPU, static_argnames=("plan", "only"))
+def _narrow_step(leaves, method, domain, narrow, *, plan: Plan, only: tuple[int, ...]):
+    """:func:`_shrink_step` masked (``run``'s ``narrow``): a candidate padded to the
+    search's widths, the set ``only`` narrowed from ``narrow[0]`` to ``narrow[1]`` neurons
+    (traced), so every step of the width search on one set runs one program."""
+    return run(plan, method, leaves, domain, only=only, skip=False, narrow=narrow)
+
+
+def _narrows(method, plan: Plan, placed: bool) -> bool:
+    """Whether the width search's steps of ``method`` can run masked (:func:`_narrow_step`):
+    one method at its default widths with a greedy-prefix selector, derivative or
+    collocation features (their rows do not depend on the widths below ``D_k``), on one
+    device, no stack."""
+    return (isinstance(method, Method) and method.widths is None and not placed
+            and method.selector.greedy_prefix
+            and method.features.name in ("taylor", "collocation")
+            and not any(s.parts for s in plan.sets))
+
+
 class Bench:
     """One teacher, its domain and a metric: compress, polish and measure candidates.
 
@@ -279,17 +298,32 @@ class Bench:
         return Candidate(leaves, tuple(int(m.sum()) for m in masks),
                          dataclasses.replace(info, layers=layers), method, order)
 
-    def shrink(self, cand: Candidate, s: int, by: int = 1) -> Candidate:
+    def shrink(self, cand: Candidate, s: int, by: int = 1, space: _Space | None = None
+               ) -> Candidate:
         """``cand`` with set ``s`` ``by`` neurons narrower: ``cand`` compressed by its own
-        method, only that set (kept neurons and record composed with ``cand``'s)."""
+        method, only that set (kept neurons and record composed with ``cand``'s). With
+        ``space`` (widths at least ``cand``'s) and a method that allows it
+        (:func:`_narrows`), padded to its widths and masked: one program for every step."""
         widths = list(cand.widths)
         widths[s] -= by
-        method = cand.method.with_widths(widths)
-        small, step = _shrink_step(cand.leaves, method, self.domain,
-                                   plan=self.plan.at_widths(cand.widths), only=(s,))
         layers = list(cand.info.layers)
-        layers[s] = dataclasses.replace(
-            step.layers[s], kept=np.asarray(layers[s].kept)[np.asarray(step.layers[s].kept)])
+        if space is None or not _narrows(cand.method, self.plan,
+                                         network_placement(self.net) is not None):
+            small, step = _shrink_step(cand.leaves, cand.method.with_widths(widths), self.domain,
+                                       plan=self.plan.at_widths(cand.widths), only=(s,))
+            kept = np.asarray(layers[s].kept)[np.asarray(step.layers[s].kept)]
+        else:
+            padded, _ = space.pad(cand.leaves)
+            small, step = _narrow_step(padded, cand.method, self.domain,
+                                       jnp.asarray([cand.widths[s], widths[s]], jnp.int32),
+                                       plan=space.plan, only=(s,))
+            # the other sets' padding is trimmed below: their records padded alike
+            layers = [dataclasses.replace(li, kept=np.concatenate(
+                [np.asarray(li.kept), np.full(w - len(li.kept), -1, np.asarray(li.kept).dtype)]))
+                for li, w in zip(layers, space.widths, strict=True)]
+            # pivots past the live neurons pick padding (-1), which the trim drops
+            kept = np.asarray(layers[s].kept)[np.asarray(step.layers[s].kept)]
+        layers[s] = dataclasses.replace(step.layers[s], kept=kept)
         info = dataclasses.replace(cand.info, layers=tuple(layers))
         return self._trimmed(small, info, cand.method, cand.order)
 
@@ -478,7 +512,7 @@ def _try(bench: Bench, cand: Candidate, s: int, by: int, eps, polish, space, row
     """``cand`` with ``by`` neurons fewer in set ``s``, polished if asked and measured:
     ``(trial, within eps, error)``; its row recorded and reported."""
     t0 = time.perf_counter()
-    trial = bench.shrink(cand, s, by)
+    trial = bench.shrink(cand, s, by, space)
     padded, _ = space.pad(trial.leaves)
     before = bench.measure(padded)
     after = before

@@ -153,3 +153,50 @@ def test_tied_sets_and_a_residual_stream_run_masked(name):
         b = model.fn(compressed_like(net, net, exact, exact_info, ball).params, x)
         scale = float(jnp.max(jnp.abs(y))) + float(jnp.max(jnp.abs(b - y)))
         np.testing.assert_allclose(a, b, rtol=0, atol=2e-5 * scale)
+
+
+def _skip_net(p, x):
+    """Not a chain: the input re-enters the middle layer."""
+    h = jax.nn.sigmoid(x @ p[0]["kernel"] + p[0]["bias"])
+    h = jax.nn.sigmoid(jnp.concatenate([h, x], -1) @ p[1]["kernel"] + p[1]["bias"])
+    return h @ p[2]["kernel"] + p[2]["bias"]
+
+
+@pytest.mark.usefixtures("user_broadcasting")
+@pytest.mark.parametrize("case", ["chain/derivative", "skip/collocation/forward"])
+def test_a_masked_shrink_step_is_the_shrink_step_in_one_program(case):
+    """The width search narrows a set of its candidate padded to the search's widths: one
+    program for every set width and step size, the same network (widths, kept neurons,
+    function) as the step at the candidate's own widths. Sigmoid: the padding's features are
+    not zero (sigmoid(0) = 1/2), and with biases of -3 larger than the network's own: they
+    must be masked, not merely dead."""
+    from jaxcompress.networks import as_network
+    from jaxcompress.shrink import Bench, _bucket, _narrow_step, _Space
+
+    if case == "chain/derivative":
+        params = [dict(layer, bias=layer["bias"] - 3.0) for layer in
+                  jc.init_mlp(jax.random.PRNGKey(2), [2, 12, 12, 1], dtype=jnp.float64)]
+        net, method = as_network(params, activation="sigmoid"), jc.derivative_matching(3)
+    else:
+        k = jax.random.split(jax.random.PRNGKey(1), 3)
+        params = [{"kernel": draws.normal(k[0], (2, 12)), "bias": jnp.full((12,), -3.0)},
+                  {"kernel": draws.normal(k[1], (14, 12)) / 4, "bias": jnp.full((12,), -3.0)},
+                  {"kernel": draws.normal(k[2], (12, 1)) / 4, "bias": jnp.zeros(1)}]
+        net = jc.trace(_skip_net, params, jnp.zeros((4, 2)))
+        method = jc.collocation(3, layer_order="forward")
+    bench = Bench(params, net, BALL, "sup", key=jax.random.PRNGKey(0), emit=lambda line: None)
+    cand = bench.compress(method, 3, "test")
+    assert cand.widths == (10, 10)
+    space = _Space(bench.plan, _bucket(cand.widths, bench.widths))
+    assert space.widths == (12, 12)
+    before = _narrow_step._cache_size()
+    for s, by in ((0, 1), (0, 4), (1, 3), (1, 9)):
+        exact, masked = bench.shrink(cand, s, by), bench.shrink(cand, s, by, space)
+        assert masked.widths == exact.widths and exact.widths[s] <= cand.widths[s] - by
+        for a, b in zip(masked.info.layers, exact.info.layers, strict=True):
+            np.testing.assert_array_equal(a.kept, b.kept)
+            assert a.width_out == b.width_out and int(a.rank) == int(b.rank)
+        np.testing.assert_allclose(bench.function(masked.leaves)(X),
+                                   bench.function(exact.leaves)(X), rtol=0, atol=1e-10)
+        cand = exact if s == 0 and by == 1 else cand   # the next steps from a narrower one
+    assert _narrow_step._cache_size() == before + 2       # one program per set

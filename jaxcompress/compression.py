@@ -261,8 +261,9 @@ class UniformOrders:
             return self.exact(k)
         method, domain = self._checked(self.bucket(k))
         own, _ = self._checked(k)
+        # the orders from the host (jnp.full would compile a program of its own)
         small, info = masked_jit(self.net.leaves, method, domain,
-                                 jnp.full(len(self.plan.sets), k, jnp.int32), plan=self.plan)
+                                 np.full(len(self.plan.sets), k, np.int32), plan=self.plan)
         sizes = list(self.plan.sizes)
         first = own.methods[0] if isinstance(own, BestOf) else own
         d_ks = first.features.num_features(sizes, domain)

@@ -52,7 +52,7 @@ import optax
 
 from jaxcompress._checks import check_key, check_positive_int, describe
 from jaxcompress.compiling import FastOnSmallCPU
-from jaxcompress.compression import compress_network, compressed_like
+from jaxcompress.compression import UniformOrders, compress_network, compressed_like
 from jaxcompress.domains import Domain, check_domain
 from jaxcompress.driver import run
 from jaxcompress.graph import Network
@@ -131,6 +131,11 @@ def as_polish(polish, where: str) -> PolishSettings | None:
 @functools.partial(jax.jit, static_argnames=("plan",))
 def _apply(leaves, x, *, plan: Plan):
     return plan.apply(leaves, x)
+
+
+@functools.partial(FastOnSmallCPU, static_argnames=("plan",))
+def _estimate(teacher, leaves, domain, *, plan: Plan):
+    return plan_estimate(plan, teacher, leaves, domain, None)
 
 
 @functools.partial(jax.jit, static_argnames=("plan", "n"))
@@ -216,7 +221,10 @@ class Bench:
                  local_search_steps: int = 100, teacher_value: float | None = None):
         self.obj, self.net, self.domain = obj, net, domain
         self.teacher_value = teacher_value
-        self.plan, self.teacher = net.plan(), list(net.leaves)
+        # strongly typed, as the candidates are: one program of the metric serves both
+        self.plan = net.plan()
+        self.teacher = [jax.device_put(np.asarray(v)) if getattr(v, "weak_type", False) else v
+                        for v in net.leaves]
         self.metric, self.name = metric, metric_name(metric)
         self.key, self.emit = key, emit
         self.n_samples, self.local_search_steps = n_samples, local_search_steps
@@ -261,8 +269,9 @@ class Bench:
 
     def estimate(self, leaves) -> jax.Array:
         """``max |F - F~|`` on the error estimate's fixed Sobol points
-        (:func:`jaxcompress.measure.error_points`), as the driver records it."""
-        return plan_estimate(self.plan, self.teacher, list(leaves), self.domain, None)
+        (:func:`jaxcompress.measure.error_points`), as the driver records it (one program:
+        eagerly, a traced network's program would compile each of its operations)."""
+        return _estimate(self.teacher, list(leaves), self.domain, plan=self.plan)
 
     def rel_l2(self, leaves) -> float:
         return float(_rel_l2(self.teacher, list(leaves), self.domain, plan=self.plan,
@@ -283,9 +292,15 @@ class Bench:
 
     # -- compressing --------------------------------------------------------------------------
 
-    def compress(self, method: Method, order: int | None, where: str) -> Candidate:
-        """The teacher compressed by ``method``, its rank-deficient neurons dropped."""
-        small, info = compress_network(self.net, method, self.domain, where=where)
+    def compress(self, method: Method, order: int | None, where: str,
+                 orders: UniformOrders | None = None) -> Candidate:
+        """The teacher compressed by ``method``, its rank-deficient neurons dropped; with
+        ``orders`` (``method`` its family's at ``order``), by their program of the order's
+        bucket when they run masked (:class:`~jaxcompress.compression.UniformOrders`)."""
+        if orders is not None and orders.masked:
+            small, info = orders(order)
+        else:
+            small, info = compress_network(self.net, method, self.domain, where=where)
         return self._trimmed(small, info, method, order)
 
     def _trimmed(self, leaves, info: CompressInfo, method: Method, order) -> Candidate:
@@ -386,12 +401,19 @@ class _Space:
                                             zip(self.widths, widths, strict=True)])
 
 
+#: The narrowest padded width of a candidate (:func:`_bucket`): the low orders' candidates
+#: (``D_k <= 15`` with two inputs: ``k <= 4``) share one program for each measurement and
+#: polishing loop; padding to 16 neurons costs a coordinate network microseconds per call.
+MIN_BUCKET = 16
+
+
 def _bucket(widths: Sequence[int], full: Sequence[int]) -> tuple[int, ...]:
     """The padded widths a candidate is polished and measured at: each width rounded up to a
-    power of two (at most the teacher's), so that candidates of nearby widths, and the width
-    search with the order it starts from, share one compilation."""
-    return tuple(min(f, 1 << max(0, w - 1).bit_length()) for w, f in zip(widths, full,
-                                                                          strict=True))
+    power of two, at least :data:`MIN_BUCKET` (at most the teacher's), so that candidates of
+    nearby widths, and the width search with the order it starts from, share one
+    compilation."""
+    return tuple(min(f, max(MIN_BUCKET, 1 << max(0, w - 1).bit_length()))
+                 for w, f in zip(widths, full, strict=True))
 
 
 def _saving(plan: Plan, cand: Candidate, s: int) -> int:
@@ -445,14 +467,17 @@ def search(bench: Bench, family, eps: float, *, max_order: int, polish: PolishSe
 def _orders(bench: Bench, family, eps, max_order, polish, rows, emit, fail):
     """Phase 1: the smallest order whose candidate (polished if asked) meets ``eps``."""
     errors = []
+    where = "compress_to_tolerance"
+    orders = UniformOrders(bench.net, family, bench.domain, max_order=max_order, where=where)
     for k in range(max_order + 1):
         t0 = time.perf_counter()
         method = family(k)
-        cand = bench.compress(method, k, "compress_to_tolerance")
-        before = bench.measure(cand.leaves)
+        cand = bench.compress(method, k, where, orders)
+        # measured padded: the orders of one bucket share the metric's program
+        space = _Space(bench.plan, _bucket(cand.widths, bench.widths))
+        before = bench.measure(space.pad(cand.leaves)[0])
         error = before
         if polish is not None:
-            space = _Space(bench.plan, _bucket(cand.widths, bench.widths))
             polished = bench.polish(cand.leaves, polish, polish.steps, space=space)
             error = bench.measure(polished)
             cand = dataclasses.replace(cand, leaves=space.unpad(polished, cand.widths))

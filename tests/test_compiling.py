@@ -4,6 +4,7 @@ the same network to rounding, the choice overridable, never inside an enclosing 
 import jax
 import numpy as np
 import pytest
+from programs import programs_compiled
 
 import jaxcompress as jc
 from jaxcompress import compiling
@@ -118,27 +119,12 @@ def test_fast_first_switches_to_xla_defaults_after_its_budget(monkeypatch):
     assert h.fast._cache_size() == 0                      # inside the caller's jit: its compile
 
 
-def _programs_compiled(fn):
-    """``fn()`` and the names of the programs XLA compiled meanwhile (jax.monitoring)."""
-    names = []
-
-    def listen(event, secs, fun_name="?", **_):
-        if event == "/jax/core/compile/backend_compile_duration":
-            names.append(fun_name)
-
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    try:
-        return fn(), names
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
-
-
 def test_host_numbers_compile_nothing_and_trace_checks_in_one_program(user_broadcasting):
     """A concrete domain's points and validity come from NumPy (no program per shape), and
     jc.trace runs fn for its batch check as one program, not one per operation."""
     ball = jc.Ball(3, 0.7, center=[0.1, 0.0, -0.2])
     box = jc.Box([-1.0, 0.0], [0.5, 2.0])
-    _, names = _programs_compiled(lambda: (ball.sobol(37), ball.valid(), box.nodes(29),
+    _, names = programs_compiled(lambda: (ball.sobol(37), ball.valid(), box.nodes(29),
                                            box.valid()))
     assert names == []
 
@@ -147,7 +133,7 @@ def test_host_numbers_compile_nothing_and_trace_checks_in_one_program(user_broad
         return jax.numpy.sin(h) @ p[1]["kernel"] * 0.5 + p[1]["bias"]
 
     params = jc.init_mlp(jax.random.PRNGKey(5), [2, 13, 3])
-    net, names = _programs_compiled(lambda: jc.trace(fn, params, np.zeros((5, 2))))
+    net, names = programs_compiled(lambda: jc.trace(fn, params, np.zeros((5, 2))))
     assert len(names) == 1, names
 
 

@@ -5,6 +5,7 @@ The search's full measurement (the five Table 1 teachers, the zoo models) is
 ``benchmarks/frontier.py``; here small networks, few polishing steps.
 """
 
+import collections
 import json
 import math
 
@@ -13,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from programs import programs_compiled
 
 import jaxcompress as jc
 from jaxcompress import cli
@@ -123,9 +125,16 @@ def test_search_by_a_task_metric_with_polishing_on_a_traced_network():
     teacher_mse = task_mse(lambda x: _skip(net.params, x))
     eps = 1.5 * teacher_mse
     lines = []
-    res = jc.compress_to_tolerance(net, jc.Measured(metric=task_mse, polish=FAST,
-                                                    method=jc.collocation, max_order=6),
-                                   domain=BALL, eps=eps, progress=lines.append)
+    res, names = programs_compiled(lambda: jc.compress_to_tolerance(
+        net, jc.Measured(metric=task_mse, polish=FAST, method=jc.collocation, max_order=6),
+        domain=BALL, eps=eps, progress=lines.append))
+    # programs by what they do, not one per candidate (issue 42): every candidate is padded to
+    # 16 neurons per set (the teacher's width, shrink.MIN_BUCKET), the orders run masked in
+    # buckets of four, a width step narrows one set masked
+    count = collections.Counter(names)
+    assert count["jit(_run_impl)"] == count["jit(_shrink_step)"] == 0, count
+    assert count["jit(_masked_impl)"] <= 2 and count["jit(_narrow_step)"] <= 2, count
+    assert count["jit(_apply)"] <= 1 and count["jit(_run_chunk)"] <= 1, count
     assert res.metric == "task_mse" and res.metric_value <= eps
     assert task_mse(res.compressed) == pytest.approx(res.metric_value, rel=1e-6)
     assert isinstance(res.compressed, jc.Compressed)

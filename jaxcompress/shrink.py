@@ -27,11 +27,18 @@ that still does *their* job. This module measures candidates the way the user as
    so a width falls from 28 to 3 in a handful of steps; a set that failed by one neuron is
    tried after the others; the search stops when no set can lose one neuron.
 
-Every polished candidate is padded to its widths rounded up to powers of two (those the width
-search starts from, for the whole width search; :meth:`jaxcompress.graph.plan.Plan.place`: its
-missing neurons zero in their producers and in the rows that read them) and polished with a mask
-that keeps the padding at zero, so the whole width search, and the order it starts from, compile one
-polishing loop and one measurement (with ``shrink_steps == steps``, the defaults).
+Programs by what they do, not one per candidate (issue 42): every candidate is measured and
+polished padded to its widths rounded up to powers of two, at least :data:`MIN_BUCKET` (those
+the width search starts from, for the whole width search;
+:meth:`jaxcompress.graph.plan.Plan.place`: its missing neurons zero in their producers and in
+the rows that read them), polished with a mask that keeps the padding at zero; the orders run
+masked, one program per bucket of orders
+(:class:`~jaxcompress.compression.UniformOrders`); a step of the width search narrows one set
+of the padded candidate in one masked program per set (the driver's ``run(..., narrow=)``).
+So the low orders and the whole width search compile one polishing loop (with
+``shrink_steps == steps``, the defaults), one measurement and one narrowing program per set.
+The masked candidates equal the exact ones to rounding; a polished search, whose decisions
+compare measurements with ``eps``, can take another path from such differences.
 """
 
 from __future__ import annotations

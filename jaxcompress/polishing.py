@@ -501,6 +501,15 @@ def polish_leaves(plan: Plan, leaves, teacher_plan: Plan, teacher_leaves, *, dom
     return best, history
 
 
+def _joined(parts, traced: bool, stack: bool = False):
+    """The chunks' losses in one array (``stack``: scalars into a vector); on the host when
+    they are concrete, so no program is compiled for it."""
+    if traced:
+        return jnp.stack(parts) if stack else jnp.concatenate(parts)
+    host = [np.asarray(p) for p in parts]
+    return jax.device_put(np.stack(host) if stack else np.concatenate(host))
+
+
 def _cast_floats(tree, dtype):
     """``tree`` with its floating-point array leaves cast to ``dtype``."""
     return jax.tree_util.tree_map(
@@ -564,7 +573,9 @@ def _polish_run(student, teacher, model, domain, n, *, info, steps, optimizer, p
     x, y, state, loss0, before = _start(student, teacher, given, domain, model=model,
                                         optimizer=opt, n=n)
     length = -(-steps // CHUNKS)
-    carry = (student, state, student, loss0, jnp.zeros((), jnp.asarray(0).dtype))
+    # from the host: jnp.zeros would compile a program of its own
+    carry = (student, state, student, loss0,
+             jax.device_put(np.zeros((), jax.dtypes.canonicalize_dtype(np.int64))))
     chunk_loss, losses = [loss0], []
     for c in range(-(-steps // length)):
         carry, step_losses, full = _run_chunk(
@@ -585,7 +596,7 @@ def _polish_run(student, teacher, model, domain, n, *, info, steps, optimizer, p
         jax.block_until_ready(best)
         seconds = time.perf_counter() - t0
     history = PolishHistory(
-        loss=jnp.concatenate(losses)[:steps], chunk_loss=jnp.stack(chunk_loss),
+        loss=_joined(losses, traced)[:steps], chunk_loss=_joined(chunk_loss, traced, stack=True),
         best_step=best_step, error_before=before, error_after=after, info=info, steps=int(steps),
         n_points=int(n), batch=None if batch is None else int(batch),
         optimizer="user" if user_opt else "default", seconds=seconds,

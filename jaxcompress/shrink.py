@@ -337,7 +337,7 @@ class Bench:
         else:
             padded, _ = space.pad(cand.leaves)
             small, step = _narrow_step(padded, cand.method, self.domain,
-                                       jnp.asarray([cand.widths[s], widths[s]], jnp.int32),
+                                       np.asarray([cand.widths[s], widths[s]], np.int32),
                                        plan=space.plan, only=(s,))
             # the other sets' padding is trimmed below: their records padded alike
             layers = [dataclasses.replace(li, kept=np.concatenate(

@@ -45,8 +45,9 @@ def match_activation(group: Group, dtype) -> tuple[str | None, str]:
     Equal means: within ``64 eps (1 + |sigma|)`` at every point of :data:`MATCH_GRID` (so
     ``jax.nn.gelu``'s tanh form is not taken for the exact GELU: they differ by 5e-4);
     "structurally" is added when the registered function traces to the same primitives.
-    Returns ``(None, "")`` when none matches. Computed eagerly even inside an outer ``jax.jit``
-    (the program's constants are known at trace time).
+    The registered ones that trace to the group's primitives are compared first, then the
+    others in registration order. Returns ``(None, "")`` when none matches. Computed eagerly
+    even inside an outer ``jax.jit`` (the program's constants are known at trace time).
     """
     prims = sorted(p.name for p, _, _ in group.program[: group.consumed_node or 0]
                    if p.name not in ("copy", "copy_p"))
@@ -60,12 +61,16 @@ def _match_fn(sigma: Callable, prims: Sequence[str] | None, dtype) -> tuple[str 
         if mine.shape != u.shape or not np.all(np.isfinite(mine)):
             return None, ""
         tol = 64 * float(jnp.finfo(dtype).eps)
-        for name in registered_activations():
-            act = get_activation(name)
-            ref = np.asarray(act.fn(u), np.float64)
+        names = registered_activations()
+        # the ones with the same primitives first (tracing is cheap; evaluating one compiles a
+        # program per primitive): a tanh is compared with tanh, not with sigmoid before it
+        same = {n for n in names
+                if prims is not None and _primitive_names(get_activation(n).fn, u) == list(prims)}
+        for name in sorted(names, key=lambda n: n not in same):
+            ref = np.asarray(get_activation(name).fn(u), np.float64)
             if ref.shape == mine.shape and np.all(np.abs(mine - ref) <= tol * (1 + np.abs(ref))):
-                same = prims is not None and _primitive_names(act.fn, u) == list(prims)
-                return name, "numerically and structurally" if same else "numerically"
+                return name, ("numerically and structurally" if name in same
+                              else "numerically")
     return None, ""
 
 

@@ -51,6 +51,17 @@ def _legacy_key_shape(impl: str) -> tuple[int, ...]:
     return tuple(jax.eval_shape(jax.random.PRNGKey, 0).shape)
 
 
+def seed_key(seed: int = 0) -> jax.Array:
+    """``jax.random.PRNGKey(seed)``, built on the host where its bits are known: the default
+    threefry key of a seed ``0 <= seed < 2**31`` is ``[0, seed]`` (``uint32``). ``PRNGKey``
+    compiles two small programs of its own, which a command line or a first call waits for;
+    another implementation or seed is left to ``PRNGKey``."""
+    if (str(jax.config.jax_default_prng_impl) == "threefry2x32"
+            and isinstance(seed, (int, np.integer)) and 0 <= seed < 2**31):
+        return jax.device_put(np.asarray([0, seed], np.uint32))
+    return jax.random.PRNGKey(seed)
+
+
 def check_key(key: Any, where: str, name: str = "key") -> None:
     """Refuse anything but one PRNG key: ``jax.random.key(s)`` or ``jax.random.PRNGKey(s)``.
 

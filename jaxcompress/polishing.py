@@ -28,7 +28,7 @@ import numpy as np
 import optax
 import optax.tree_utils as otu
 
-from jaxcompress._checks import check_info_matches, check_key, is_concrete
+from jaxcompress._checks import check_info_matches, check_key, is_concrete, seed_key
 from jaxcompress.activations import get_activation
 from jaxcompress.compiling import FastOnSmallCPU
 from jaxcompress.domains import check_domain
@@ -568,7 +568,7 @@ def _polish_run(student, teacher, model, domain, n, *, info, steps, optimizer, p
     t0 = time.perf_counter()
     user_opt = optimizer is not None
     opt = _with_extra_args(default_optimizer(batch, steps) if optimizer is None else optimizer)
-    key = jax.random.PRNGKey(0) if key is None else key
+    key = seed_key(0) if key is None else key
     given = None if points is None or isinstance(points, (int, np.integer)) else points
     x, y, state, loss0, before = _start(student, teacher, given, domain, model=model,
                                         optimizer=opt, n=n)

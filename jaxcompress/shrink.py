@@ -57,7 +57,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxcompress._checks import check_key, check_positive_int, describe
+from jaxcompress._checks import check_key, check_positive_int, describe, seed_key
 from jaxcompress.compiling import FastOnSmallCPU
 from jaxcompress.compression import UniformOrders, compress_network, compressed_like
 from jaxcompress.domains import Domain, check_domain
@@ -660,7 +660,7 @@ def frontier(
     net = as_network(net, activation=activation, where=where)
     _check_domain(domain, net, where)
     if key is None:
-        key = jax.random.PRNGKey(0)
+        key = seed_key(0)
     else:
         check_key(key, where)
     if batch is not None:

@@ -30,7 +30,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcompress._checks import check_compute_dtype, check_key, check_positive_int, finite_number
+from jaxcompress._checks import (
+    check_compute_dtype,
+    check_key,
+    check_positive_int,
+    finite_number,
+    seed_key,
+)
 from jaxcompress.activations import Activation
 from jaxcompress.certificates.bounds import has_bound_rule
 from jaxcompress.certificates.certificate import certify, certify_prepared
@@ -304,7 +310,7 @@ class ToleranceStrategy(abc.ABC):
 
     @property
     def measurement_key(self) -> jax.Array:
-        return jax.random.PRNGKey(0) if self.key is None else self.key
+        return seed_key(0) if self.key is None else self.key
 
     @abc.abstractmethod
     def search(self, problem: _Problem) -> ToleranceResult:

@@ -461,6 +461,21 @@ def test_cli_before_row_is_the_rounding_floor_and_help_shows_defaults(tmp_path, 
     assert "(default: 1.0)" in out and "(default: 8192)" in out
 
 
+def test_seed_key_is_prngkey_built_on_the_host(monkeypatch) -> None:
+    from jaxcompress._checks import seed_key
+
+    refs = {seed: jax.random.PRNGKey(seed) for seed in (0, 1, 7, 12345, 2**31 - 1, 2**31)}
+    prngkey = jax.random.PRNGKey
+    asked = []
+    monkeypatch.setattr(jax.random, "PRNGKey", lambda s: asked.append(s) or prngkey(s))
+    for seed, ref in refs.items():
+        key = seed_key(seed)
+        assert key.dtype == ref.dtype and key.shape == ref.shape
+        np.testing.assert_array_equal(np.asarray(key), np.asarray(ref))
+        np.testing.assert_array_equal(jax.random.normal(key, (3,)), jax.random.normal(ref, (3,)))
+    assert asked == [2**31]   # the others never compile PRNGKey's programs; past them, its own
+
+
 def test_memory_estimate_names_the_parts_and_divides_over_devices(monkeypatch) -> None:
     from jaxcompress import taylor
     from jaxcompress.planning import memory_estimate

@@ -325,8 +325,7 @@ def trace_module(model: Any, x: jax.Array, *, variables: Any = None) -> ModuleNe
             if key == tuple(sorted(_shapes(params).items())):
                 return functools.partial(model.apply, p)
             if key not in at_shapes:
-                with jax.ensure_compile_time_eval():   # its init's shapes, not fn's program
-                    at_shapes[key] = _linen_rebuild(model, params, p, shape, one, where)
+                at_shapes[key] = _linen_rebuild(model, params, p, shape, one, where)
             return functools.partial(at_shapes[key].apply, p)
     else:
         import equinox as eqx
@@ -403,9 +402,11 @@ def _with_values(module: nn.Module, values: dict[tuple[str, int | None], int]) -
 def _linen_rebuild(module: nn.Module, old_vars, new_vars, x: jax.ShapeDtypeStruct,
                    per_example: bool, where: str) -> nn.Module:
     example = jax.ShapeDtypeStruct(x.shape[1:], x.dtype) if per_example else x
+    key = jax.eval_shape(jax.random.PRNGKey, 0)   # abstract: init's shapes only, no values
 
     def shapes_of(m):
-        return _shapes(jax.eval_shape(m.init, jax.random.PRNGKey(0), example))
+        return _shapes(jax.eval_shape(m.init, jax.ShapeDtypeStruct(key.shape, key.dtype),
+                                      example))
 
     old, new = _shapes(old_vars), _shapes(new_vars)
     base = shapes_of(module)

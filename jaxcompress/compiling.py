@@ -41,6 +41,8 @@ import jax
 import numpy as np
 from jax._src import core as jax_core  # trace_state_clean: is any trace active
 
+from jaxcompress import _stored
+
 __all__ = ["FAST_MAX_PARAMS", "FAST_MAX_PARAMS_MEASURE", "FAST_OPTIONS", "FastFirst",
            "FastOnSmallCPU", "fast_compile_mode"]
 
@@ -86,6 +88,7 @@ class _Twin:
     """``fun`` jitted twice: ``full`` (XLA's defaults) and ``fast`` (:data:`FAST_OPTIONS`)."""
 
     def __init__(self, fun: Callable, **jit_kwargs):
+        self.jit_kwargs = jit_kwargs
         self.full = jax.jit(fun, **jit_kwargs)
         self.fast = jax.jit(fun, compiler_options=FAST_OPTIONS, **jit_kwargs)
         self.__wrapped__ = fun
@@ -118,7 +121,17 @@ class FastOnSmallCPU(_Twin):
         return self.full
 
     def __call__(self, leaves, *args, **kwargs):
-        return self.choose(leaves)(leaves, *args, **kwargs)
+        chosen = self.choose(leaves)
+        store = _stored.active()
+        if (store is not None and set(self.jit_kwargs) <= {"static_argnames"}
+                and jax_core.trace_state_clean()):
+            names = self.jit_kwargs.get("static_argnames", ())
+            out = store.call(self.__wrapped__, (names,) if isinstance(names, str) else names,
+                             FAST_OPTIONS if chosen is self.fast else None,
+                             (leaves, *args), kwargs)
+            if out is not NotImplemented:
+                return out
+        return chosen(leaves, *args, **kwargs)
 
     def lower(self, leaves, *args, **kwargs):
         return self.choose(leaves).lower(leaves, *args, **kwargs)

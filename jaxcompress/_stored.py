@@ -281,10 +281,16 @@ class ProgramStore:
                                    "exported": bytes(exported.serialize())})
         except Exception:   # noqa: BLE001 -- an output structure pickle cannot write
             return loaded
-        self.path.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=self.path, delete=False, suffix=".tmp") as f:
-            f.write(record)
-        os.replace(f.name, self._file(key))
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=self.path, delete=False, suffix=".tmp") as f:
+                f.write(record)
+            os.replace(f.name, self._file(key))
+        except OSError as e:   # a read-only or full folder: this process still uses it
+            self.refusals.append(f"not written: {e}")
+            with contextlib.suppress(OSError, NameError):
+                os.unlink(f.name)
+            return loaded
         self.counts["stored"] += 1
         self._evict()
         return loaded

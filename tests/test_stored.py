@@ -166,3 +166,18 @@ def test_a_full_folder_drops_its_least_recently_used_files(tmp_path, fresh, monk
     with _stored.keep_programs(tmp_path) as store:   # the new ones were kept
         _same(_run(jc.init_mlp(jax.random.PRNGKey(3), SIZES)), first)
     assert store.counts["read"] == 2
+
+
+def test_a_folder_that_cannot_be_written_still_serves_the_process(tmp_path, fresh,
+                                                                   monkeypatch):
+    def refuse(*_):
+        raise OSError("read-only file system")
+
+    monkeypatch.setattr(_stored.os, "replace", refuse)
+    params = jc.init_mlp(jax.random.PRNGKey(3), SIZES)
+    with _stored.keep_programs(tmp_path) as store:
+        first, second = _run(params), _run(params)
+    assert store.counts == {"stored": 0, "read": 0, "reused": 2, "refused": 0}
+    assert any("read-only" in why for why in store.refusals)
+    assert not list(tmp_path.glob("*"))   # no temporary file left behind
+    _same(first, second)

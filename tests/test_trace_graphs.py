@@ -23,8 +23,10 @@ pytestmark = pytest.mark.usefixtures("user_broadcasting")   # x @ w + b, as user
 
 def _dense(key, n_in, n_out, dtype=jnp.float32):
     k1, k2 = jax.random.split(key)
-    return (draws.normal(k1, (n_in, n_out), dtype) / float(np.sqrt(n_in)),
-            0.1 * draws.normal(k2, (n_out,), dtype))
+    # the arithmetic on the host: run on the device it compiled a program per shape
+    w = np.asarray(draws.normal(k1, (n_in, n_out), dtype)) / np.asarray(np.sqrt(n_in), dtype)
+    return (jax.device_put(w),
+            jax.device_put(np.asarray(0.1, dtype) * np.asarray(draws.normal(k2, (n_out,), dtype))))
 
 
 def _layers(key, sizes, dtype=jnp.float32):

@@ -27,10 +27,11 @@ def _dense(key, a, b, *, scale=1.0, repeat=None):
     """A kernel ``(a, b)`` and bias; with ``repeat``, output ``j`` a copy of ``j mod repeat``."""
     k1, k2 = jax.random.split(key)
     cols = b if repeat is None else repeat
-    w = scale * draws.normal(k1, (a, cols), jnp.float64) / np.sqrt(a)
-    bias = 0.1 * draws.normal(k2, (cols,), jnp.float64)
-    idx = jnp.arange(b) % cols
-    return {"kernel": w[:, idx], "bias": bias[idx]}
+    # the arithmetic on the host: run on the device it compiled a program per shape
+    w = scale * np.asarray(draws.normal(k1, (a, cols), jnp.float64)) / np.sqrt(a)
+    bias = 0.1 * np.asarray(draws.normal(k2, (cols,), jnp.float64))
+    idx = np.arange(b) % cols
+    return {"kernel": jax.device_put(w[:, idx]), "bias": jax.device_put(bias[idx])}
 
 
 def _params(seed, *, stream, inner, blocks, distinct=None, inner_distinct=None):

@@ -79,8 +79,9 @@ def perturbed(params, key, eps):
     out = []
     for k, (w, b) in zip(jax.random.split(key, len(params)), params, strict=True):
         kw, kb = jax.random.split(k)
-        out.append((w * (1 + eps * draws.normal(kw, w.shape, jnp.float64)),
-                    b * (1 + eps * draws.normal(kb, b.shape, jnp.float64))))
+        # on the host (the same IEEE products): on the device, a program per shape
+        out.append(tuple(jax.device_put(np.asarray(a) * (1 + eps * np.asarray(
+            draws.normal(kk, a.shape, jnp.float64)))) for a, kk in ((w, kw), (b, kb))))
     return out
 
 

@@ -57,6 +57,9 @@ _SETTINGS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_numpy_dtype_
 MAX_FILES = 2000
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
+#: the abstract value of an argument (``jax.typeof`` where this JAX has it)
+_typeof = getattr(jax, "typeof", None) or jax.core.get_aval
+
 _STORE: ProgramStore | None = None
 #: one store per folder and process: a second block on the same folder reuses the programs the
 #: first one read or exported (and jitted), as a second call of a jitted function would
@@ -167,7 +170,7 @@ def _environment() -> str:
     import jaxlib
 
     device = jax.devices()[0]
-    settings = ",".join(f"{name}={getattr(jax.config, name)!r}" for name in _SETTINGS)
+    settings = ",".join(f"{name}={getattr(jax.config, name, None)!r}" for name in _SETTINGS)
     return (f"{_FORMAT}|{source_digest()}|jax {jax.__version__}|jaxlib {jaxlib.__version__}|"
             f"{device.platform}:{getattr(device, 'device_kind', '')}|{settings}")
 
@@ -178,7 +181,7 @@ def _aval(x) -> str:
             raise _Refused("an argument on several devices")
     elif not isinstance(x, (np.ndarray, np.generic, bool, int, float, complex)):
         raise _Refused(f"an argument of type {type(x).__qualname__}")
-    a = jax.typeof(x)
+    a = _typeof(x)
     if jax.dtypes.issubdtype(a.dtype, jax.dtypes.extended):
         raise _Refused(f"an argument of dtype {a.dtype}")
     return f"{a.dtype}{list(a.shape)}{'w' if a.weak_type else ''}"
@@ -220,6 +223,10 @@ class ProgramStore:
         except _Refused as why:
             self.counts["refused"] += 1
             self.refusals.append(str(why))
+            return NotImplemented
+        except Exception as e:   # noqa: BLE001 -- a bad call raises in the ordinary path
+            self.counts["refused"] += 1
+            self.refusals.append(f"no key: {type(e).__name__}: {e}")
             return NotImplemented
         key = hashlib.sha256(key_text.encode()).hexdigest()
         loaded = self.loaded.get(key)
@@ -267,8 +274,8 @@ class ProgramStore:
             out_leaves, box["out_tree"] = jax.tree.flatten(fun(*call.args, **call.kwargs))
             return out_leaves
 
-        avals = [jax.ShapeDtypeStruct(np.shape(x), jax.typeof(x).dtype,
-                                      weak_type=jax.typeof(x).weak_type) for x in flat]
+        avals = [jax.ShapeDtypeStruct(np.shape(x), _typeof(x).dtype, weak_type=_typeof(x).weak_type)
+                 for x in flat]
         # the file is read back by this jax and jaxlib only (they are in the key): the custom
         # calls' stability across versions, which jax.export checks, does not matter here
         exported = jax.export.export(

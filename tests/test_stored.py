@@ -181,3 +181,18 @@ def test_a_folder_that_cannot_be_written_still_serves_the_process(tmp_path, fres
     assert any("read-only" in why for why in store.refusals)
     assert not list(tmp_path.glob("*"))   # no temporary file left behind
     _same(first, second)
+
+
+def _twice(x, *, n):
+    return n * x
+
+
+def test_a_call_without_a_key_raises_as_the_jitted_function_does(tmp_path, fresh):
+    f = compiling.FastOnSmallCPU(_twice, static_argnames=("n",))
+    with _stored.keep_programs(tmp_path) as store:
+        with pytest.raises(TypeError, match="unexpected keyword|got an unexpected"):
+            f(jnp.ones(3), m=2)
+        np.testing.assert_array_equal(f(jnp.ones(3), n=2), 2 * np.ones(3))   # runs as always
+    assert store.counts["refused"] == 2 and store.counts["stored"] == 0
+    assert store.refusals[0].startswith("no key: TypeError")
+    assert "from module" in store.refusals[1]   # a test module's function is not pinned

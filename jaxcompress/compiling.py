@@ -105,6 +105,9 @@ class FastOnSmallCPU(_Twin):
     module docstring).
 
     ``full`` and ``fast`` are the two jitted functions; :meth:`lower` follows the same choice.
+    Inside a ``jaxcompress._stored.keep_programs`` block (the command line's), a call outside
+    any trace runs the program that block's folder keeps for it, lowered by an earlier process
+    (the same bits; see that module), when its key can be made.
     """
 
     def __init__(self, fun: Callable, *, limit: str = "FAST_MAX_PARAMS", **jit_kwargs):

@@ -203,6 +203,7 @@ class ProgramStore:
         #: folder), ``reused`` (already in this process) and ``refused`` (with why, per key)
         self.counts = {"stored": 0, "read": 0, "reused": 0, "refused": 0}
         self.refusals: list[str] = []
+        self.failed: set[str] = set()   # keys whose export failed: not tried again
 
     def call(self, fun, static_argnames, compiler_options, args, kwargs):
         """``jax.jit(fun, static_argnames=..., compiler_options=...)(*args, **kwargs)``
@@ -229,6 +230,9 @@ class ProgramStore:
             self.refusals.append(f"no key: {type(e).__name__}: {e}")
             return NotImplemented
         key = hashlib.sha256(key_text.encode()).hexdigest()
+        if key in self.failed:
+            self.counts["refused"] += 1
+            return NotImplemented
         loaded = self.loaded.get(key)
         if loaded is not None:
             self.counts["reused"] += 1
@@ -239,6 +243,7 @@ class ProgramStore:
                     loaded = self._export(key, key_text, fun, sig, static, tree, flat,
                                           compiler_options)
                 except Exception as e:   # noqa: BLE001 -- run as always (and raise there)
+                    self.failed.add(key)
                     self.counts["refused"] += 1
                     self.refusals.append(f"export failed: {type(e).__name__}: {e}")
                     return NotImplemented

@@ -196,3 +196,21 @@ def test_a_call_without_a_key_raises_as_the_jitted_function_does(tmp_path, fresh
     assert store.counts["refused"] == 2 and store.counts["stored"] == 0
     assert store.refusals[0].startswith("no key: TypeError")
     assert "from module" in store.refusals[1]   # a test module's function is not pinned
+
+
+def test_a_program_that_cannot_be_exported_is_tried_once(tmp_path, fresh, monkeypatch):
+    tried = []
+
+    def broken(*a, **k):
+        tried.append(1)
+        raise ValueError("not exportable")
+
+    monkeypatch.setattr(_stored.jax.export, "export", broken)
+    params = jc.init_mlp(jax.random.PRNGKey(3), SIZES)
+    reference = _run(params)
+    with _stored.keep_programs(tmp_path) as store:
+        first, second = _run(params), _run(params)
+    assert len(tried) == 2 and store.counts["refused"] == 4   # two programs, each tried once
+    assert all(why.startswith("export failed: ValueError") for why in store.refusals)
+    _same(first, reference)
+    _same(second, reference)

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from programs import TRACED, named_events
 
 import jaxcompress as jc
 from jaxcompress import _stored, cli, compiling
@@ -41,17 +42,7 @@ def _same(a, b):
 
 def _traces(fn):
     """``fn()`` and the names of the functions JAX traced meanwhile."""
-    names = []
-
-    def listen(event, secs, fun_name="?", **_):
-        if event == "/jax/core/compile/jaxpr_trace_duration":
-            names.append(fun_name)
-
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    try:
-        return fn(), names
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
+    return named_events(fn, TRACED)
 
 
 def test_a_later_process_reads_the_programs_and_gets_the_same_bits(tmp_path, fresh):

@@ -17,7 +17,7 @@ import pytest
 from programs import programs_compiled
 
 import jaxcompress as jc
-from jaxcompress import cli
+from jaxcompress import cli, polishing
 from jaxcompress.polishing import polish_leaves
 from jaxcompress.shrink import _Space
 
@@ -79,6 +79,34 @@ def test_a_padded_candidate_is_the_same_network_and_polishes_as_the_narrower_one
     assert moved > 1e-3
     for a, b in zip(space.unpad(masked, (5, 4)), direct, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-9)
+
+
+def test_a_masked_polish_keeps_the_mask_out_of_the_optimizer(monkeypatch):
+    """The mask is an argument of the loss beside the optimised leaves: the loop carries the
+    leaves, and L-BFGS's state (100 steps of history) is the leaves' only. Carried as leaves,
+    the mask doubled that state, the loop's program and its run (methods.md)."""
+    net = jc.trace(_skip, _skip_params(), X)
+    small, _ = jc.compress(net, jc.collocation(widths=(5, 4), order=2), domain=BALL)
+    plan = net.plan()
+    padded, mask = _Space(plan, (9, 7)).pad(jax.tree_util.tree_leaves(small.params))
+    carries, real = [], polishing._run_chunk
+
+    def spy(carry, *args, **kwargs):
+        carries.append(carry)
+        return real(carry, *args, **kwargs)
+
+    monkeypatch.setattr(polishing, "_run_chunk", spy)
+    polish_leaves(plan, padded, plan, net.leaves, domain=BALL, mask=mask, steps=6, points=64)
+    params, state, best = carries[0][:3]
+    shapes = [np.shape(v) for v in padded]
+    assert [np.shape(v) for v in params] == shapes == [np.shape(v) for v in best]
+
+    def size(tree):
+        return sum(math.prod(np.shape(v)) for v in jax.tree_util.tree_leaves(tree))
+
+    lbfgs = polishing.default_optimizer(None, 6)
+    assert size(state) == size(jax.eval_shape(lbfgs.init, list(padded)))
+    assert size(state) < size(jax.eval_shape(lbfgs.init, (list(padded), list(mask))))
 
 
 def test_frontier_of_a_params_list(tmp_path):

@@ -319,6 +319,34 @@ def test_calls_are_inlined():
     assert "tanh (matches numerically and structurally)" in str(net)
 
 
+def test_an_activation_traced_to_a_registered_program_is_matched_without_evaluating(
+        monkeypatch):
+    """jnp.tanh traces to the program the registered tanh traces to: matched by identity,
+    without evaluating either on the grid (which compiles a program per primitive); a tanh
+    written otherwise (sinh / cosh) is compared on the grid, once per process."""
+    from jaxcompress.graph import match
+
+    def traced(act):
+        def fn(params, x):
+            (w1, b1), (w2, b2) = params
+            return act(x @ w1 + b1) @ w2 + b2
+        (group,) = jc.trace(fn, _mlp_params(jax.random.PRNGKey(3), [2, 6, 1]), X).compressible
+        return group
+
+    evaluated = []
+    real = match._match_fn
+    monkeypatch.setattr(match, "_match_fn", lambda *a: evaluated.append(a) or real(*a))
+    tanh, ratio = traced(jnp.tanh), traced(lambda u: jnp.sinh(u) / jnp.cosh(u))
+    monkeypatch.setattr(match, "_MATCHED", {})
+    evaluated.clear()
+    assert match.match_activation(tanh, jnp.float32) == ("tanh", "numerically and structurally")
+    assert evaluated == []
+    assert match.match_activation(ratio, jnp.float32) == ("tanh", "numerically")
+    assert len(evaluated) == 1
+    assert match.match_activation(ratio, jnp.float32) == ("tanh", "numerically")
+    assert len(evaluated) == 1
+
+
 def test_a_users_own_primitive_pins_until_it_has_a_rule():
     """register_rule: a primitive without a rule pins what it touches (named, with its line);
     registered as elementwise (the registry's own helper), its group compresses, and the flags

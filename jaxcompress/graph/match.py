@@ -43,6 +43,54 @@ def _primitive_names(fn: Callable, dtype) -> tuple[str, ...]:
     return tuple(sorted(e.name for e in flat if e.name not in ("copy", "copy_p")))
 
 
+def _canonical(eqns, out) -> tuple | None:
+    """An elementwise program as a hashable value: per equation its primitive, parameters (by
+    ``repr``) and operands (``("n", i)``: node ``i``, node 0 the input ``u``; ``("c", values)``:
+    a constant), copies skipped, and the node it returns. ``eqns`` are ``(primitive, params,
+    operands)`` with operands ``("n", id)`` / ``("c", value)`` and ids mapped to nodes in order;
+    ``out`` the id returned. ``None`` when a constant is not a number."""
+    node = {0: 0}
+    rows = []
+    try:
+        for prim, params, operands, outs in eqns:
+            args = tuple(("n", node[r]) if kind == "n" else
+                         ("c", tuple(np.asarray(r, np.float64).ravel().tolist()))
+                         for kind, r in operands)
+            if prim.name in ("copy", "copy_p"):
+                node[outs] = node[operands[0][1]] if operands[0][0] == "n" else None
+                continue
+            rows.append((prim.name, tuple(sorted((k, repr(v)) for k, v in params.items())),
+                         args))
+            node[outs] = len(rows)
+        return tuple(rows), node[out]
+    except (TypeError, ValueError, KeyError):
+        return None
+
+
+def _group_canonical(group: Group) -> tuple | None:
+    end = group.consumed_node or 0
+    return _canonical([(prim, params, operands, i + 1)
+                       for i, (prim, params, operands) in enumerate(group.program[:end])], end)
+
+
+@functools.lru_cache(maxsize=128)
+def _registered_canonical(fn: Callable, dtype) -> tuple | None:
+    """:func:`_canonical` of a registered activation ``fn`` traced at ``dtype``."""
+    flat: list[Eqn] = []
+    closed = jax.make_jaxpr(fn)(jax.ShapeDtypeStruct(MATCH_GRID.shape, dtype))
+    (out,) = flatten(closed.jaxpr, closed.consts, [0], flat, [0])
+    if isinstance(out, Const) or any(len(e.outs) != 1 for e in flat):
+        return None
+    return _canonical([(e.primitive, e.params,
+                        [("c", o.value) if isinstance(o, Const) else ("n", o) for o in e.ins],
+                        e.outs[0]) for e in flat], out)
+
+
+#: ``(program, dtype) -> (name, how)`` of the activations matched so far in this process (a
+#: traced network's groups and every later trace of the same activation share it)
+_MATCHED: dict = {}
+
+
 def match_activation(group: Group, dtype) -> tuple[str | None, str]:
     """The registered activation equal to ``group``'s traced program, and how it was matched.
 
@@ -50,12 +98,36 @@ def match_activation(group: Group, dtype) -> tuple[str | None, str]:
     ``jax.nn.gelu``'s tanh form is not taken for the exact GELU: they differ by 5e-4);
     "structurally" is added when the registered function traces to the same primitives.
     The registered ones that trace to the group's primitives are compared first, then the
-    others in registration order. Returns ``(None, "")`` when none matches. Computed eagerly
-    even inside an outer ``jax.jit`` (the program's constants are known at trace time).
+    others in registration order. A registered function that traces to the very same program
+    (primitives, parameters, constants and wiring) equals it at every point by construction and
+    is taken without evaluating either (ours: evaluating compiles a program per primitive and
+    shape); a program matched before in this process is not matched again. Returns
+    ``(None, "")`` when none matches. Computed eagerly even inside an outer ``jax.jit`` (the
+    program's constants are known at trace time).
     """
     prims = sorted(p.name for p, _, _ in group.program[: group.consumed_node or 0]
                    if p.name not in ("copy", "copy_p"))
-    return _match_fn(group.activation_fn(), prims, dtype)
+    dtype = jnp.dtype(dtype)
+    mine = _group_canonical(group)
+    # the registry by its functions too: a registration replaced (overwrite=True) is another
+    registry = tuple((n, get_activation(n).fn) for n in registered_activations())
+    key = None if mine is None else (mine, dtype.name, registry)
+    if key is not None and key in _MATCHED:
+        return _MATCHED[key]
+    found = None
+    if mine is not None:
+        for name, fn in registry:
+            if (_primitive_names(fn, dtype) == tuple(prims)
+                    and _registered_canonical(fn, dtype) == mine):
+                found = (name, "numerically and structurally")
+                break
+    if found is None:
+        found = _match_fn(group.activation_fn(), prims, dtype)
+    if key is not None:
+        if len(_MATCHED) >= 256:
+            _MATCHED.clear()
+        _MATCHED[key] = found
+    return found
 
 
 def _match_fn(sigma: Callable, prims: Sequence[str] | None, dtype) -> tuple[str | None, str]:

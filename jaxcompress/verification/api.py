@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress.networks import network_like
@@ -195,7 +194,8 @@ def verify(a, b, *, domain, activation=None, eps: float | None = None, tol: floa
                                    or batch_size < 2):
         raise ValueError(f"verify: batch_size must be an int >= 2, got {batch_size!r}")
     with jax.enable_x64(True):
-        if jnp.zeros((), jnp.float64).dtype != jnp.float64:
+        # a float64 buffer on the device (jnp.zeros would compile a program for it)
+        if jax.device_put(np.zeros((), np.float64)).dtype != np.float64:
             raise RuntimeError("verify: float64 is unavailable on this backend; the bounds need "
                                "it (run on CPU: JAX_PLATFORMS=cpu)")
         program = prog.trace(a, b, region.dim)

@@ -302,7 +302,7 @@ class _Runner:
 def search(program: prog.Program, region: Region, fns: Compiled, *, eps, tol: float,
            atol: float, max_seconds: float, progress: bool, start: float) -> SearchResult:
     """Run the branch and bound (see the module docstring) until a stopping rule holds."""
-    params = tuple(jnp.asarray(p) for p in region.params())
+    params = tuple(_to_device(np.asarray(p)) for p in region.params())
     run = _Runner(fns, program, params)
     batch = fns.batch
     lower = _Lower(region.dim)

@@ -187,20 +187,37 @@ class CompressedModule(Compressed):
         """A module of the model's class with the new sizes (see the module docstring), checked
         against ``small(x)``. For linen, apply it as ``small.module.apply(small.params, x)``."""
         src, where = self.source, "CompressedModule.module"
+        # the check below runs the module as one compiled program of (its arrays, x): op by op
+        # it compiled a program per operation and shape
         if src.kind == "nnx":
+            from flax import nnx
+
             graphdef, rest = src.parts
             model = _nnx_rebuild(graphdef, self.params, rest)
-            call = model
+            module_def, arrays = nnx.split(model)
+
+            def call(a, x):
+                return nnx.merge(module_def, a)(x)
         elif src.kind == "linen":
             model = _linen_rebuild(src.model, src.params, self.params, src.x, src.per_example,
                                    where)
-            call = functools.partial(model.apply, self.params)
+            arrays, call = self.params, model.apply
         else:
+            import equinox as eqx
+
             (static,) = src.parts
             model = _eqx_rebuild(self.params, static)
-            call = model
+            arrays, eqx_static = eqx.partition(model, eqx.is_array)
+
+            def call(a, x):
+                return eqx.combine(a, eqx_static)(x)
+
+        def run(a, x):
+            y = jax.vmap(functools.partial(call, a))(x) if src.per_example else call(a, x)
+            return flat_output(y, x)
+
         pts = error_points(self.domain, dtype=src.x.dtype)
-        got = np.asarray(flat_output(jax.vmap(call)(pts) if src.per_example else call(pts), pts))
+        got = np.asarray(jax.jit(run)(arrays, pts))
         want = np.asarray(flat_output(self(pts), pts))
         tol = 256 * float(jnp.finfo(src.x.dtype).eps) * (1.0 + float(np.max(np.abs(want))))
         gap = float(np.max(np.abs(got - want))) if got.shape == want.shape else np.inf

@@ -9,7 +9,7 @@ from programs import programs_compiled
 import jaxcompress as jc
 from jaxcompress import compiling
 from jaxcompress.driver import run_jit
-from jaxcompress.flax import LinenMLP
+from jaxcompress.flax import MLP, LinenMLP
 
 SIZES = [2, 32, 32, 1]
 
@@ -146,6 +146,27 @@ def test_host_numbers_compile_nothing_and_trace_checks_in_one_program(user_broad
         for expected in (1, 0):
             _, names = programs_compiled(lambda s=s: s(np.full((7, 2), 0.1)))
             assert len(names) == expected, names
+
+
+def test_a_rebuilt_module_is_checked_in_one_program():
+    """small.module checks the rebuilt module against small(x) running it as one compiled
+    program (op by op it compiled one per operation: 9 for the docs' field): with JAX's caches
+    emptied, the check and small(x) are the only programs, for nnx and linen alike."""
+    from flax import nnx
+
+    x = np.zeros((6, 2))
+    nnx_model = MLP([2, 12, 12, 1], activation="tanh", rngs=nnx.Rngs(1),
+                    param_dtype=np.float64)
+    linen = LinenMLP(features=(12, 12, 1), activation="tanh", param_dtype=np.float64)
+    nets = [(jc.trace_module(nnx_model, x), MLP),
+            (jc.trace_module(linen, x, variables=linen.init(jax.random.PRNGKey(1), x)),
+             LinenMLP)]
+    for net, cls in nets:
+        small, _ = jc.compress(net, jc.collocation(2), domain=jc.Ball(2, 1.0))
+        jax.clear_caches()
+        module, names = programs_compiled(lambda small=small: small.module)
+        assert isinstance(module, cls)
+        assert len(names) <= 2, names
 
 
 def test_the_profile_report_sums_tests_and_call_sites(tmp_path, capsys):

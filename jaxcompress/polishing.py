@@ -522,11 +522,22 @@ def _joined(parts, traced: bool, stack: bool = False):
     return jax.device_put(np.stack(host) if stack else np.concatenate(host))
 
 
+def _cast(a, dtype):
+    """``a.astype(dtype)``; a concrete array on one device is cast on the host and put back,
+    committed to its device only if it was (the same numbers and the same placement, so the
+    loop's programs are the same: run op by op the cast compiles a program per shape)."""
+    if (isinstance(a, jax.Array) and is_concrete(a) and len(a.sharding.device_set) == 1
+            and not a.weak_type):
+        host = np.asarray(a).astype(dtype)
+        return jax.device_put(host, a.sharding) if a.committed else jax.device_put(host)
+    return a.astype(dtype)
+
+
 def _cast_floats(tree, dtype):
     """``tree`` with its floating-point array leaves cast to ``dtype``."""
     return jax.tree_util.tree_map(
-        lambda a: a.astype(dtype) if hasattr(a, "dtype") and jnp.issubdtype(a.dtype,
-                                                                            jnp.floating) else a,
+        lambda a: _cast(a, dtype) if hasattr(a, "dtype") and jnp.issubdtype(a.dtype,
+                                                                           jnp.floating) else a,
         tree)
 
 
@@ -563,7 +574,7 @@ def _polish_loop(student, teacher, model, domain, n, *, info, steps, optimizer, 
                 "(jax.numpy_dtype_promotion('standard')) or constants cast to the input's "
                 "dtype") from e
         # back to the student's own leaf dtypes; the history's floats (info too) to its dtype
-        best = jax.tree_util.tree_map(lambda a, b: a.astype(b.dtype), best, student)
+        best = jax.tree_util.tree_map(lambda a, b: _cast(a, b.dtype), best, student)
         return best, _cast_floats(history, low)
 
 

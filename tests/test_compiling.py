@@ -169,6 +169,25 @@ def test_a_rebuilt_module_is_checked_in_one_program():
         assert len(names) <= 2, names
 
 
+def test_error_estimate_compiles_the_two_networks_only():
+    """error_estimate's max |F_a - F_b| of two concrete outputs is taken on the host (op by op
+    it compiled four programs): the same number as JAX's, the networks' programs only; under
+    jit it is traced as before."""
+    ball = jc.Ball(2, 0.8)
+    teacher = jc.init_mlp(jax.random.PRNGKey(7), [2, 9, 1], dtype=np.float64)
+    small, _ = jc.compress(teacher, jc.collocation(2), activation="tanh", domain=ball)
+    jax.clear_caches()
+    est, names = programs_compiled(
+        lambda: jc.error_estimate(teacher, small, activation="tanh", domain=ball))
+    assert set(names) == {"jit(_evaluate_jit)"}, names
+    x = jc.measure.error_points(ball, dtype=np.float64)
+    gap = jax.numpy.max(jax.numpy.abs(jc.apply(teacher, x, activation="tanh")
+                                      - jc.apply(small, x, activation="tanh")))
+    assert est.dtype == gap.dtype and float(est) == float(gap) > 0
+    traced = jax.jit(lambda a, b: jc.error_estimate(a, b, activation="tanh", domain=ball))
+    np.testing.assert_allclose(float(traced(teacher, small)), float(est), rtol=1e-10)
+
+
 def test_the_profile_report_sums_tests_and_call_sites(tmp_path, capsys):
     """``tests/profile_report.py`` adds up the workers' lines and keeps the jitted functions,
     the library's call sites and the tests' call sites in their own tables."""

@@ -1126,6 +1126,9 @@ class DataFeatures(_OrderedFeatureMap):
     def _data(self, dtype) -> jax.Array:
         # traced data cannot be refused: non-finite data poisons every feature, so the result
         # says so (a NaN error estimate) instead of looking plausible
+        if is_concrete(self.x):   # on the host: op by op, each shape compiled three programs
+            x = np.asarray(self.x).astype(dtype)
+            return jax.device_put(x if np.all(np.isfinite(x)) else np.full_like(x, np.nan))
         x = jnp.asarray(self.x, dtype)
         return jnp.where(jnp.all(jnp.isfinite(x)), x, jnp.nan)
 

@@ -188,6 +188,23 @@ def test_error_estimate_compiles_the_two_networks_only():
     np.testing.assert_allclose(float(traced(teacher, small)), float(est), rtol=1e-10)
 
 
+def test_data_features_check_concrete_data_on_the_host():
+    """data_matching / data_profile check concrete data for non-finite values in NumPy (op by
+    op: three programs per data shape); traced non-finite data still poisons the result."""
+    ball = jc.Ball(2, 1.0)
+    teacher = jc.init_mlp(jax.random.PRNGKey(8), [2, 10, 1], dtype=np.float64)
+    x = np.asarray(ball.sobol(23))
+    jax.clear_caches()
+    _, names = programs_compiled(lambda: jc.data_profile(teacher, x, activation="tanh"))
+    assert names == ["jit(_evaluate_jit)"], names
+    data = jc.features.DataFeatures(x=x)
+    assert np.array_equal(np.asarray(data._data(np.float64)), x)
+    bad = x.copy()   # concrete, it is refused; traced, it makes every feature NaN
+    bad[3, 1] = np.inf
+    poisoned = jax.jit(lambda v: jc.features.DataFeatures(x=v)._data(np.float64))(bad)
+    assert np.all(np.isnan(np.asarray(poisoned)))
+
+
 def test_the_profile_report_sums_tests_and_call_sites(tmp_path, capsys):
     """``tests/profile_report.py`` adds up the workers' lines and keeps the jitted functions,
     the library's call sites and the tests' call sites in their own tables."""

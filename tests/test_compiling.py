@@ -2,6 +2,7 @@
 the same network to rounding, the choice overridable, never inside an enclosing trace."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from programs import programs_compiled
@@ -148,61 +149,66 @@ def test_host_numbers_compile_nothing_and_trace_checks_in_one_program(user_broad
             assert len(names) == expected, names
 
 
-def test_a_rebuilt_module_is_checked_in_one_program():
-    """small.module checks the rebuilt module against small(x) running it as one compiled
-    program (op by op it compiled one per operation: 9 for the docs' field): with JAX's caches
-    emptied, the check and small(x) are the only programs, for nnx and linen alike."""
+def test_the_public_verbs_compile_only_their_own_programs():
+    """With JAX's caches emptied (once: emptying them per test made the suite recompile what
+    later tests share), each verb compiles its own programs only, none op by op (each of these
+    compiled eager programs before, listed): the proof's domain numbers and float64 check
+    (stage x2, convert_element_type), error_estimate's gap (subtract, abs, max, where), a
+    concrete data set's finiteness check (isfinite, all, where), polish(dtype=float64)'s casts
+    (a convert per leaf shape; committed arrays made the loop compile twice) and
+    small.module's check (a program per operation of the rebuilt module). Values are checked
+    against JAX's where the computation moved to NumPy."""
     from flax import nnx
 
-    x = np.zeros((6, 2))
-    nnx_model = MLP([2, 12, 12, 1], activation="tanh", rngs=nnx.Rngs(1),
-                    param_dtype=np.float64)
-    linen = LinenMLP(features=(12, 12, 1), activation="tanh", param_dtype=np.float64)
-    nets = [(jc.trace_module(nnx_model, x), MLP),
-            (jc.trace_module(linen, x, variables=linen.init(jax.random.PRNGKey(1), x)),
-             LinenMLP)]
-    for net, cls in nets:
-        small, _ = jc.compress(net, jc.collocation(2), domain=jc.Ball(2, 1.0))
-        jax.clear_caches()
-        module, names = programs_compiled(lambda small=small: small.module)
-        assert isinstance(module, cls)
-        assert len(names) <= 2, names
-
-
-def test_error_estimate_compiles_the_two_networks_only():
-    """error_estimate's max |F_a - F_b| of two concrete outputs is taken on the host (op by op
-    it compiled four programs): the same number as JAX's, the networks' programs only; under
-    jit it is traced as before."""
     ball = jc.Ball(2, 0.8)
-    teacher = jc.init_mlp(jax.random.PRNGKey(7), [2, 9, 1], dtype=np.float64)
+    teacher = jc.init_mlp(jax.random.PRNGKey(7), [2, 9, 9, 1], dtype=np.float64)
     small, _ = jc.compress(teacher, jc.collocation(2), activation="tanh", domain=ball)
+    x = np.asarray(ball.sobol(23))
+    nnx_model = MLP([2, 12, 12, 1], activation="tanh", rngs=nnx.Rngs(1), param_dtype=np.float64)
+    linen = LinenMLP(features=(12, 12, 1), activation="tanh", param_dtype=np.float64)
+    modules = [(jc.trace_module(nnx_model, x), MLP),
+               (jc.trace_module(linen, x, variables=linen.init(jax.random.PRNGKey(1), x)),
+                LinenMLP)]
+    modules = [(jc.compress(m, jc.collocation(2), domain=ball)[0], cls) for m, cls in modules]
+    s32, t32 = (jax.tree.map(lambda a: jax.device_put(np.asarray(a, np.float32)), p)
+                for p in (small, teacher))
     jax.clear_caches()
+
+    res, names = programs_compiled(lambda: jc.verify(teacher, small, activation="tanh",
+                                                     domain=jc.Box([-0.3, -0.2], [0.4, 0.5]),
+                                                     order=2, tol=0.5))
+    assert res.status == "converged"
+    assert set(names) <= {"jit(bound)", "jit(values)", "jit(ascent)"}, names
+
     est, names = programs_compiled(
         lambda: jc.error_estimate(teacher, small, activation="tanh", domain=ball))
     assert set(names) == {"jit(_evaluate_jit)"}, names
-    x = jc.measure.error_points(ball, dtype=np.float64)
-    gap = jax.numpy.max(jax.numpy.abs(jc.apply(teacher, x, activation="tanh")
-                                      - jc.apply(small, x, activation="tanh")))
+    pts = jc.measure.error_points(ball, dtype=np.float64)
+    gap = jax.numpy.max(jax.numpy.abs(jc.apply(teacher, pts, activation="tanh")
+                                      - jc.apply(small, pts, activation="tanh")))
     assert est.dtype == gap.dtype and float(est) == float(gap) > 0
     traced = jax.jit(lambda a, b: jc.error_estimate(a, b, activation="tanh", domain=ball))
     np.testing.assert_allclose(float(traced(teacher, small)), float(est), rtol=1e-10)
 
-
-def test_data_features_check_concrete_data_on_the_host():
-    """data_matching / data_profile check concrete data for non-finite values in NumPy (op by
-    op: three programs per data shape); traced non-finite data still poisons the result."""
-    ball = jc.Ball(2, 1.0)
-    teacher = jc.init_mlp(jax.random.PRNGKey(8), [2, 10, 1], dtype=np.float64)
-    x = np.asarray(ball.sobol(23))
-    jax.clear_caches()
     _, names = programs_compiled(lambda: jc.data_profile(teacher, x, activation="tanh"))
     assert names == ["jit(_evaluate_jit)"], names
-    data = jc.features.DataFeatures(x=x)
-    assert np.array_equal(np.asarray(data._data(np.float64)), x)
+    assert np.array_equal(np.asarray(jc.features.DataFeatures(x=x)._data(np.float64)), x)
     bad = x.copy()   # concrete, it is refused; traced, it makes every feature NaN
     bad[3, 1] = np.inf
     poisoned = jax.jit(lambda v: jc.features.DataFeatures(x=v)._data(np.float64))(bad)
     assert np.all(np.isnan(np.asarray(poisoned)))
+
+    (got, hist), names = programs_compiled(lambda: jc.polish(
+        s32, t32, activation="tanh", domain=ball, steps=4, points=64, dtype=jnp.float64))
+    assert "jit(convert_element_type)" not in names, names
+    assert names.count("jit(_run_chunk)") == 1, names
+    assert {a.dtype for a in jax.tree.leaves(got)} == {np.dtype(np.float32)}
+    assert hist.loss.dtype == np.float32 and not any(a.committed for a in jax.tree.leaves(got))
+
+    for mod_small, cls in modules:
+        module, names = programs_compiled(lambda s=mod_small: s.module)
+        assert isinstance(module, cls)
+        assert len(names) <= 2, names
 
 
 def test_the_profile_report_sums_tests_and_call_sites(tmp_path, capsys):

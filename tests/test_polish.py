@@ -12,7 +12,6 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from programs import programs_compiled
 
 import jaxcompress as jc
 from jaxcompress.measure import error_estimate
@@ -233,22 +232,6 @@ def test_bad_types_are_refused(pair):
     bad[1]["kernel"] = np.where(np.eye(8, 8, dtype=bool), np.nan, bad[1]["kernel"])
     with pytest.raises(ValueError, match="teacher: layer 1 kernel contains NaN"):
         jc.polish(student, bad, activation=ACT, domain=DISK)
-
-
-def test_the_float64_casts_compile_no_program(run):
-    """dtype=float64 casts a float32 student and teacher up and the result back on the host
-    (the same numbers; as arrays in their placement): no program per leaf shape, the loop
-    compiled once (a cast that committed its arrays to the device made it compile twice)."""
-    teacher, student, *_ = run
-    s32, t32 = (jax.tree.map(lambda a: jax.device_put(np.asarray(a, np.float32)), p)
-                for p in (student, teacher))
-    jax.clear_caches()
-    (got, hist), names = programs_compiled(lambda: jc.polish(
-        s32, t32, activation=ACT, domain=DISK, steps=4, points=64, dtype=jnp.float64))
-    assert "jit(convert_element_type)" not in names, names
-    assert names.count("jit(_run_chunk)") == 1, names
-    assert {a.dtype for a in jax.tree.leaves(got)} == {np.dtype(np.float32)}
-    assert hist.loss.dtype == np.float32 and not any(a.committed for a in jax.tree.leaves(got))
 
 
 def test_a_float64_loop_for_a_float32_student(run):

@@ -20,7 +20,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from programs import programs_compiled
 
 from jaxcompress.domains import Ball, Box, Points
 from jaxcompress.verification import (
@@ -144,19 +143,6 @@ def test_bias_shift_is_exact(tanh_pair, domain):
     assert abs(res.lower - delta) <= 1e-12
     assert delta <= res.upper <= 1.05 * delta
     assert inside(domain, res.argmax)
-
-
-def test_a_proof_compiles_its_three_programs_only(tanh_pair):
-    """verify's programs are its box bound, its point values and its ascent: the domain's
-    numbers go to the device as they are and the float64 check makes a buffer, not a program
-    (each was an eager program of its own). JAX's caches are emptied first, so a program an
-    earlier test compiled cannot hide one."""
-    params, fa = tanh_pair
-    fb = mlp(shifted(params, 1e-3), jnp.tanh)
-    jax.clear_caches()
-    res, names = programs_compiled(lambda: verify(fb, fa, domain=BOX2, order=2, tol=0.5))
-    assert res.status == "converged"
-    assert set(names) <= {"jit(bound)", "jit(values)", "jit(ascent)"}, names
 
 
 def test_softplus_is_recognised_smooth():

@@ -34,12 +34,18 @@ MATCH_GRID = np.concatenate([np.linspace(-6.0, 6.0, 241), [-20.0, -11.0, 11.0, 2
 
 
 @functools.lru_cache(maxsize=128)
-def _primitive_names(fn: Callable, dtype) -> tuple[str, ...]:
-    """The sorted primitives of a registered activation ``fn`` on :data:`MATCH_GRID` (traced
-    once per function and dtype: every match compares with all of them)."""
+def _registered_program(fn: Callable, dtype) -> tuple[list[Eqn], list]:
+    """A registered activation ``fn`` traced on :data:`MATCH_GRID` and flattened (once per
+    function and dtype: every match compares with all of them): its equations and outputs."""
     flat: list[Eqn] = []
     closed = jax.make_jaxpr(fn)(jax.ShapeDtypeStruct(MATCH_GRID.shape, dtype))
-    flatten(closed.jaxpr, closed.consts, [0], flat, [0])
+    outs = flatten(closed.jaxpr, closed.consts, [0], flat, [0])
+    return flat, outs
+
+
+def _primitive_names(fn: Callable, dtype) -> tuple[str, ...]:
+    """The sorted primitives of a registered activation ``fn``."""
+    flat, _ = _registered_program(fn, dtype)
     return tuple(sorted(e.name for e in flat if e.name not in ("copy", "copy_p")))
 
 
@@ -76,18 +82,17 @@ def _group_canonical(group: Group) -> tuple | None:
 @functools.lru_cache(maxsize=128)
 def _registered_canonical(fn: Callable, dtype) -> tuple | None:
     """:func:`_canonical` of a registered activation ``fn`` traced at ``dtype``."""
-    flat: list[Eqn] = []
-    closed = jax.make_jaxpr(fn)(jax.ShapeDtypeStruct(MATCH_GRID.shape, dtype))
-    (out,) = flatten(closed.jaxpr, closed.consts, [0], flat, [0])
-    if isinstance(out, Const) or any(len(e.outs) != 1 for e in flat):
+    flat, outs = _registered_program(fn, dtype)
+    if len(outs) != 1 or isinstance(outs[0], Const) or any(len(e.outs) != 1 for e in flat):
         return None
+    out = outs[0]
     return _canonical([(e.primitive, e.params,
                         [("c", o.value) if isinstance(o, Const) else ("n", o) for o in e.ins],
                         e.outs[0]) for e in flat], out)
 
 
-#: ``(program, dtype) -> (name, how)`` of the activations matched so far in this process (a
-#: traced network's groups and every later trace of the same activation share it)
+#: ``(program, dtype, registry) -> (name, how)`` of the activations matched so far in this
+#: process (a traced network's groups and every later trace of the same activation share it)
 _MATCHED: dict = {}
 
 

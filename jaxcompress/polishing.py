@@ -257,6 +257,71 @@ class _PlanModel:
         return jnp.where(domain.valid(), gap, jnp.nan)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Flat:
+    """``model`` on one flat parameter vector (ours): the default L-BFGS then keeps its history
+    of 100 steps, its two-loop recursion and its line search on one array instead of one per
+    leaf, which XLA compiles as a few fused kernels instead of a few per leaf (the docs' search:
+    the loop's program compiles in about half the time, the same arithmetic up to the order of
+    its sums). ``treedef`` and ``shapes`` are the leaves' structure (static, hashable: one
+    compilation for every student of one structure)."""
+
+    model: Any
+    treedef: Any
+    shapes: tuple[tuple[int, ...], ...]
+
+    @property
+    def masked(self) -> bool:
+        return getattr(self.model, "masked", False)
+
+    @staticmethod
+    def of(model, params) -> _Flat | None:
+        """The flat view of ``params`` for ``model``, or ``None`` when the leaves are not all
+        arrays of one floating dtype on at most one device (the loop keeps the tree)."""
+        leaves, treedef = jax.tree_util.tree_flatten(params)
+        dtypes = {jnp.result_type(a) for a in leaves if hasattr(a, "dtype")}
+        if (not leaves or len(dtypes) != 1 or not all(hasattr(a, "dtype") for a in leaves)
+                or not jnp.issubdtype(dtypes.pop(), jnp.floating)
+                or any(len(a.sharding.device_set) > 1 for a in leaves
+                       if isinstance(a, jax.Array) and is_concrete(a))):
+            return None
+        return _Flat(model, treedef, tuple(tuple(np.shape(a)) for a in leaves))
+
+    def ravel(self, params):
+        """``params`` as one vector (joined on the host when concrete: no program per shape)."""
+        leaves = jax.tree_util.tree_leaves(params)
+        if all(is_concrete(a) for a in leaves):
+            return jax.device_put(np.concatenate([np.ravel(np.asarray(a)) for a in leaves]))
+        return jnp.concatenate([jnp.ravel(a) for a in leaves])
+
+    def unravel(self, flat):
+        """The leaves' tree of the vector ``flat`` (split on the host when concrete)."""
+        ends = np.cumsum([int(np.prod(s)) for s in self.shapes])
+        host = is_concrete(flat)
+        xp = np if host else jnp
+        vec = np.asarray(flat) if host else flat
+        parts = [xp.reshape(vec[e - int(np.prod(s)):e], s) for e, s in zip(ends, self.shapes,
+                                                                             strict=True)]
+        if host:
+            parts = [jax.device_put(a) for a in parts]
+        return jax.tree_util.tree_unflatten(self.treedef, parts)
+
+    def _tree(self, student):
+        if self.masked:
+            flat, fixed = student
+            return self.unravel(flat), fixed
+        return self.unravel(student)
+
+    def __call__(self, student, x):
+        return self.model(self._tree(student), x)
+
+    def teacher(self, params, x):
+        return self.model.teacher(params, x)
+
+    def estimate(self, teacher, student, domain):
+        return self.model.estimate(teacher, self._tree(student), domain)
+
+
 def _student(params, fixed):
     """The model's student: the optimised ``params``, paired with ``fixed`` (a masked
     candidate's mask) when there is one."""
@@ -595,6 +660,10 @@ def _polish_run(student, teacher, model, domain, n, *, info, steps, optimizer, p
     given = None if points is None or isinstance(points, (int, np.integer)) else points
     # a masked candidate (leaves, mask): the optimizer sees the leaves only
     params, fixed = student if getattr(model, "masked", False) else (student, None)
+    # the default optimizer on one flat vector (a user's optimizer sees the tree it expects)
+    flat = None if user_opt else _Flat.of(model, params)
+    if flat is not None:
+        model, params = flat, flat.ravel(params)
     x, y, state, loss0, before = _start(params, fixed, teacher, given, domain, model=model,
                                         optimizer=opt, n=n)
     length = -(-steps // CHUNKS)
@@ -614,6 +683,8 @@ def _polish_run(student, teacher, model, domain, n, *, info, steps, optimizer, p
                    f"(start {float(loss0):.3e})  {time.perf_counter() - t0:.1f} s")
     best, best_step = _student(carry[2], fixed), carry[4]
     after = _finish(teacher, best, domain, model=model)
+    if flat is not None:
+        best = _student(flat.unravel(carry[2]), fixed)
     if info is not None:
         info = dataclasses.replace(info, error_estimate=after)
     seconds = None

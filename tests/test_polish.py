@@ -15,7 +15,7 @@ import pytest
 
 import jaxcompress as jc
 from jaxcompress.measure import error_estimate
-from jaxcompress.polishing import DEFAULT_POINTS
+from jaxcompress.polishing import DEFAULT_POINTS, LBFGS_MEMORY
 
 ACT = "sigmoid"
 DISK = jc.Ball(2, 1.0)
@@ -104,6 +104,28 @@ def test_polish_refreshes_the_compression_record(run):
     for f in dataclasses.fields(info):
         if f.name != "error_estimate":
             assert getattr(history.info, f.name) is getattr(info, f.name)
+
+
+def test_the_default_optimizer_runs_on_one_vector_a_users_on_the_tree(run):
+    """The default L-BFGS optimises the student's leaves joined in one vector (a smaller
+    program: methods.md); the same optimizer given by the user runs on the tree it expects, to
+    the same student up to the order of the sums."""
+    teacher, student, _, params, history, _ = run
+    lbfgs, seen = optax.lbfgs(memory_size=LBFGS_MEMORY), []
+
+    def init(p):
+        seen.append(jax.tree_util.tree_structure(p))
+        return lbfgs.init(p)
+
+    users = optax.GradientTransformationExtraArgs(init, lbfgs.update)
+    tree_params, tree_history = jc.polish(student, teacher, activation=ACT, domain=DISK,
+                                          steps=STEPS, optimizer=users)
+    assert seen == [jax.tree_util.tree_structure(student)]
+    assert tree_history.optimizer == "user" and history.optimizer == "default"
+    np.testing.assert_allclose(tree_history.chunk_loss, history.chunk_loss, rtol=1e-6)
+    for a, b in zip(jax.tree_util.tree_leaves(tree_params), jax.tree_util.tree_leaves(params),
+                    strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-8)
 
 
 def test_polish_reports_progress(run, capsys):

@@ -83,8 +83,9 @@ def test_a_padded_candidate_is_the_same_network_and_polishes_as_the_narrower_one
 
 def test_a_masked_polish_keeps_the_mask_out_of_the_optimizer(monkeypatch):
     """The mask is an argument of the loss beside the optimised leaves: the loop carries the
-    leaves, and L-BFGS's state (100 steps of history) is the leaves' only. Carried as leaves,
-    the mask doubled that state, the loop's program and its run (methods.md)."""
+    leaves (as one flat vector, :class:`jaxcompress.polishing._Flat`), and L-BFGS's state (100
+    steps of history) is the leaves' only. Carried as leaves, the mask doubled that state, the
+    loop's program and its run (methods.md)."""
     net = jc.trace(_skip, _skip_params(), X)
     small, _ = jc.compress(net, jc.collocation(widths=(5, 4), order=2), domain=BALL)
     plan = net.plan()
@@ -98,11 +99,12 @@ def test_a_masked_polish_keeps_the_mask_out_of_the_optimizer(monkeypatch):
     monkeypatch.setattr(polishing, "_run_chunk", spy)
     polish_leaves(plan, padded, plan, net.leaves, domain=BALL, mask=mask, steps=6, points=64)
     params, state, best = carries[0][:3]
-    shapes = [np.shape(v) for v in padded]
-    assert [np.shape(v) for v in params] == shapes == [np.shape(v) for v in best]
 
     def size(tree):
         return sum(math.prod(np.shape(v)) for v in jax.tree_util.tree_leaves(tree))
+
+    # one vector of the padded leaves' entries (the mask's are not among them)
+    assert np.shape(params) == np.shape(best) == (size(padded),)
 
     lbfgs = polishing.default_optimizer(None, 6)
     assert size(state) == size(jax.eval_shape(lbfgs.init, list(padded)))

@@ -39,6 +39,10 @@ So the low orders and the whole width search compile one polishing loop (with
 ``shrink_steps == steps``, the defaults), one measurement and one narrowing program per set.
 The masked candidates equal the exact ones to rounding; a polished search, whose decisions
 compare measurements with ``eps``, can take another path from such differences.
+:func:`frontier` compiles the same way: a factory's orders run masked, one program per bucket
+of orders, and each candidate is measured (and polished) padded to its bucket of widths; only
+its throughput is timed at its own widths. Its default ``orders=1..6`` of two factories on a
+``[2, 32, 32, 1]`` teacher compiled 24 programs in 10.3 s, now 8 in 4.2 s (2-core Xeon).
 """
 
 from __future__ import annotations
@@ -363,13 +367,16 @@ class Bench:
     # -- results ------------------------------------------------------------------------------
 
     def row(self, cand: Candidate, *, error: float, error_before: float | None, seconds: float,
-            stage: str, extra: bool = False, batch: int | None = None) -> FrontierRow:
+            stage: str, extra: bool = False, batch: int | None = None,
+            measured=None) -> FrontierRow:
         """The frontier row of ``cand`` (with ``extra``: its sup and relative L2 distance to
-        the teacher and its throughput on ``batch`` points too)."""
+        the teacher, measured on ``measured``, its leaves padded (the same function; default
+        its own), and its throughput on ``batch`` points at its own widths too)."""
         sup = rel = speed = None
         if extra:
-            sup = error if self.metric == "sup" else self.sup(cand.leaves)
-            rel = error if self.metric == "rel_l2" else self.rel_l2(cand.leaves)
+            leaves = cand.leaves if measured is None else measured
+            sup = error if self.metric == "sup" else self.sup(leaves)
+            rel = error if self.metric == "rel_l2" else self.rel_l2(leaves)
             speed = None if batch is None else self.throughput(cand.leaves, batch)
         return FrontierRow(
             method=cand.method.describe(), order=cand.order, widths=cand.widths,
@@ -580,22 +587,23 @@ def _order_for(factory, sizes, domain, width: int, max_order: int = 60) -> int:
 
 
 def _candidates(factories, orders, widths, plan: Plan, domain, where: str):
-    """``(method, order)`` of every candidate of :func:`frontier`."""
+    """``(method, order, factory)`` of every candidate of :func:`frontier` (``factory``: the
+    method factory of a candidate by order, else ``None``)."""
     out = []
     for f in factories:
         if isinstance(f, (Method, BestOf)):
-            out.append((f, None))
+            out.append((f, None, None))
             continue
         for k in orders:
             m = f(k)
             if not isinstance(m, Method):
                 raise TypeError(f"{where}: a method factory must return a jc.Method for an "
                                 f"order k, got {describe(m)} from {describe(f)}")
-            out.append((m, k))
+            out.append((m, k, f))
         for w in widths or ():
             w = (w,) * len(plan.sets) if isinstance(w, (int, np.integer)) else tuple(w)
             k = _order_for(f, plan.sizes, domain, max(w))
-            out.append((f(k).with_widths(w), k))
+            out.append((f(k).with_widths(w), k, None))
     return out
 
 
@@ -676,18 +684,26 @@ def frontier(
                          f"widths={widths!r}); expected at least one order or width, or a "
                          "method value")
     rows = []
-    for i, (method, order) in enumerate(cands, start=1):
+    # a factory's orders in one program per bucket of orders (when they can run masked)
+    by_order = {id(f): UniformOrders(bench.net, f, domain, where=where,
+                                     max_order=max(k for _, k, g in cands if g is f))
+                for _, _, f in cands if f is not None}
+    for i, (method, order, factory) in enumerate(cands, start=1):
         t0 = time.perf_counter()
-        cand = bench.compress(method, order, where)
-        before = bench.measure(cand.leaves)
+        cand = bench.compress(method, order, where,
+                              None if factory is None else by_order[id(factory)])
+        # measured and polished padded, as the search: one program per bucket of widths
+        space = _Space(bench.plan, _bucket(cand.widths, bench.widths))
+        padded = space.pad(cand.leaves)[0]
+        before = bench.measure(padded)
         error = before
         if settings is not None:
-            cand = dataclasses.replace(cand, leaves=bench.polish(cand.leaves, settings,
-                                                                 settings.steps))
-            error = bench.measure(cand.leaves)
+            padded = bench.polish(cand.leaves, settings, settings.steps, space=space)
+            error = bench.measure(padded)
+            cand = dataclasses.replace(cand, leaves=space.unpad(padded, cand.widths))
         row = bench.row(cand, error=error, error_before=before if settings else None,
                         seconds=time.perf_counter() - t0, stage="candidate", extra=True,
-                        batch=batch)
+                        batch=batch, measured=padded)
         rows.append(row)
         polished = f" -> polished {error:.4g}" if settings is not None else ""
         emit(f"[{i}/{len(cands)}] {method.describe()}: widths {list(row.widths)}, "

@@ -111,6 +111,29 @@ def test_a_masked_polish_keeps_the_mask_out_of_the_optimizer(monkeypatch):
     assert size(state) < size(jax.eval_shape(lbfgs.init, (list(padded), list(mask))))
 
 
+def test_a_frontier_compiles_by_bucket_not_by_candidate():
+    """A factory's orders run masked, one program per bucket of orders, and every candidate is
+    measured padded to its bucket of widths (as the search): collocation at k = 1, 2, 3, 5
+    compiles two compression programs (k <= 4 and k = 5) and two sup measurements (widths 3,
+    6, 10 padded to 16; 21 to the teacher's 24), where it compiled one of each per order. The
+    rows are the exact compressions' networks to rounding."""
+    teacher = jc.init_mlp(jax.random.PRNGKey(0), [2, 24, 24, 1])
+    front, names = programs_compiled(lambda: jc.frontier(
+        teacher, jc.collocation, activation="tanh", domain=BALL, orders=[1, 2, 3, 5],
+        batch=None, n_samples=256))
+    assert [r.widths for r in front.rows] == [(3, 3), (6, 6), (10, 10), (21, 21)]
+    assert "jit(_run_impl)" not in names, names
+    assert names.count("jit(_masked_impl)") <= 2 and names.count("jit(_plan_sup_error)") <= 2
+    for row in front.rows:
+        exact, _ = jc.compress(teacher, jc.collocation(row.order), activation="tanh",
+                               domain=BALL)
+        for a, b in zip(jax.tree.leaves(row.network), jax.tree.leaves(exact), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+        assert row.sup == pytest.approx(float(jc.sup_error(
+            teacher, exact, activation="tanh", domain=BALL, n_samples=256,
+            key=jax.random.PRNGKey(0))), rel=1e-3)
+
+
 def test_frontier_of_a_params_list(tmp_path):
     teacher = jc.init_mlp(jax.random.PRNGKey(0), [2, 24, 24, 1])
     lines = []

@@ -123,7 +123,8 @@ def test_fast_first_switches_to_xla_defaults_after_its_budget(monkeypatch):
 
 def test_host_numbers_compile_nothing_and_trace_checks_in_one_program(user_broadcasting):
     """A concrete domain's points and validity come from NumPy (no program per shape), jc.trace
-    runs fn for its batch check as one program, not one per operation, and so does small(x)."""
+    proves fn's batch check from its program or runs it as one program, not one per operation,
+    and small(x) is one program."""
     ball = jc.Ball(3, 0.7, center=[0.1, 0.0, -0.2])
     box = jc.Box([-1.0, 0.0], [0.5, 2.0])
     _, names = programs_compiled(lambda: (ball.sobol(37), ball.valid(), box.nodes(29),
@@ -136,6 +137,12 @@ def test_host_numbers_compile_nothing_and_trace_checks_in_one_program(user_broad
 
     params = jc.init_mlp(jax.random.PRNGKey(5), [2, 13, 3])
     net, names = programs_compiled(lambda: jc.trace(fn, params, np.zeros((5, 2))))
+    assert names == []   # acts on each example alone, proven from its program: nothing run
+
+    def flipped(p, x):   # a reversal (rev) is not among the proof's rules: measured instead
+        return fn(p, x[:, ::-1])
+
+    _, names = programs_compiled(lambda: jc.trace(flipped, params, np.zeros((5, 2))))
     assert len(names) == 1, names
     # small(x) of its compression and of a linen module's: one program, then none
     small, _ = jc.compress(net, jc.collocation(2), domain=jc.Ball(2, 1.0))

@@ -332,6 +332,42 @@ def test_a_function_that_mixes_the_examples_of_a_batch_is_refused_with_its_line(
     assert [g.width for g in net.compressible] == [8]
 
 
+def test_acting_on_each_example_alone_is_proven_from_the_program_where_it_can_be():
+    """jc.trace's batch check: a program whose every value depending on x keeps the batch on
+    axis 0, row i from example i (elementwise operations, x @ W, broadcasts, joins along
+    features, reductions over features) is proven row-wise with nothing compiled; any other
+    operation on x (a reduction, a reversal, a roll or a sort over the batch, x.T @ x, a
+    flattening reshape, the transposes of a jax.grad) is measured instead."""
+    from jaxcompress.graph.network import _acts_rowwise
+    from jaxcompress.program import trace_program
+
+    params = jc.init_mlp(jax.random.PRNGKey(5), [2, 13, 3])
+
+    def mlp(p, x):
+        return jnp.sin(jnp.tanh(x @ p[0]["kernel"] + p[0]["bias"])) @ p[1]["kernel"] + 1.0
+
+    proven = {"mlp": mlp, "skip": lambda p, x: jnp.concatenate([mlp(p, x), x], -1),
+              "gelu of features": lambda p, x: jax.nn.gelu(mlp(p, x)).sum(-1),
+              "constant rows": lambda p, x: mlp(p, x) * 0.0 + p[1]["bias"]}
+    measured = {"batch mean": lambda p, x: mlp(p, x) - jnp.mean(mlp(p, x), axis=0),
+                "x.T @ x": lambda p, x: mlp(p, x) + jnp.sum(x.T @ x),
+                "roll": lambda p, x: mlp(p, jnp.roll(x, 1, axis=0)),
+                "flattened": lambda p, x: mlp(p, x.reshape(-1)[::-1].reshape(x.shape)),
+                "sort": lambda p, x: jnp.sort(mlp(p, x), axis=0),
+                "grad inside": lambda p, x: jax.vmap(jax.grad(
+                    lambda xi: mlp(p, xi[None])[0, 0]))(x)}
+    x = np.linspace(-0.6, 0.7, 10).reshape(5, 2)
+    moved = x.copy()
+    moved[0] = [0.9, -0.4]
+    with jax.numpy_rank_promotion("allow"):
+        for name, fn in {**proven, **measured}.items():
+            prog = trace_program(fn, params, jax.ShapeDtypeStruct((5, 2), x.dtype))
+            assert _acts_rowwise(prog, 5) == (name in proven), name
+            if name in proven:   # and it is so: moving example 0 moves its output only
+                np.testing.assert_array_equal(np.asarray(fn(params, x))[1:],
+                                              np.asarray(fn(params, moved))[1:])
+
+
 def test_random_numbers_inside_fn_are_refused_and_a_python_leaf_passes_through():
     params = jc.init_mlp(jax.random.PRNGKey(0), [2, 8, 8, 1])
 

@@ -386,14 +386,78 @@ _BATCH_REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "r
                      "sort")
 
 
+#: Elementwise primitives: an output entry reads the same entry of each operand (or a scalar).
+_ELEMENTWISE = frozenset((
+    "add", "sub", "mul", "div", "rem", "pow", "max", "min", "neg", "sign", "floor", "ceil",
+    "round", "is_finite", "exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin",
+    "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh", "acosh", "atanh",
+    "sqrt", "rsqrt", "cbrt", "abs", "integer_pow", "square", "erf", "erfc", "erf_inv",
+    "lgamma", "digamma", "convert_element_type", "select_n", "clamp", "eq", "ne", "lt", "le",
+    "gt", "ge", "and", "or", "not", "xor", "nextafter", "copy", "copy_p", "reduce_precision"))
+_REDUCTIONS = frozenset(("reduce_sum", "reduce_max", "reduce_min", "reduce_prod",
+                         "reduce_and", "reduce_or", "argmax", "argmin"))
+_CUMULATIVE = frozenset(("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"))
+
+
+def _keeps_rows(e, x_dependent: list[bool], n: int) -> bool:
+    """Whether equation ``e``, whose operands marked in ``x_dependent`` are batch-major (axis 0
+    the batch, row ``i`` read from example ``i`` alone) and the others independent of ``x``,
+    gives batch-major outputs. Conservative: ``False`` for anything not shown here."""
+    if any(len(o) == 0 or o[0] != n for o in e.out_shapes):
+        return False
+    name, p = e.name, e.params
+    if name in _ELEMENTWISE:   # every x-dependent operand of the output's shape
+        return all(s == e.out_shapes[0] for s, dep in zip(e.in_shapes, x_dependent,
+                                                          strict=True) if dep)
+    if name == "dot_general":   # x only on the left, its batch axis a free axis, no batch dims
+        (lc, _), (lb, _) = p["dimension_numbers"]
+        return x_dependent[0] and not x_dependent[1] and 0 not in lc and not lb
+    if name == "broadcast_in_dim":
+        return tuple(p["broadcast_dimensions"])[:1] == (0,)
+    if name == "reshape":
+        return p.get("dimensions") is None
+    if name == "transpose":
+        return tuple(p["permutation"])[:1] == (0,)
+    if name == "squeeze":
+        return 0 not in tuple(p["dimensions"])
+    if name in _REDUCTIONS:
+        return 0 not in tuple(p["axes"])
+    if name in _CUMULATIVE:
+        return p["axis"] != 0
+    if name == "concatenate":
+        return p["dimension"] != 0
+    if name == "slice":
+        strides = p.get("strides")
+        return (p["start_indices"][0] == 0 and p["limit_indices"][0] == n
+                and (strides is None or strides[0] == 1))
+    return False
+
+
+def _acts_rowwise(prog, n: int) -> bool:
+    """Whether the program provably computes each example's output from that example alone
+    (ours): ``x`` (its batch axis first) is followed through elementwise operations, matrix
+    products with the batch axis free on the left, broadcasts, reshapes, transposes,
+    reductions, slices and joins that keep axis 0 the batch, each row from its own row; any
+    other operation on a value that depends on ``x`` answers ``False`` (then measured)."""
+    rows = {prog.n_leaves}
+    for e in prog.eqns:
+        dep = [isinstance(o, int) and o in rows for o in e.ins]
+        if any(dep):
+            if not _keeps_rows(e, dep, n):
+                return False
+            rows.update(e.outs)
+    return True   # every value depending on x is batch-major, the outputs too
+
+
 def _check_rowwise(fn, params, shape: jax.ShapeDtypeStruct, prog) -> None:
     """Refuse ``fn`` when its output on one example depends on the others of the batch (a mean
     over the batch, BatchNorm's batch statistics): compression assumes ``fn`` acts on each
-    input alone. Measured: one example of a small batch moved, the others' outputs must not
+    input alone. Proven from the program when it can be (:func:`_acts_rowwise`: no program to
+    compile), else measured: one example of a small batch moved, the others' outputs must not
     change (concrete params only; under a transformation the check is skipped)."""
     n, d = shape.shape
     leaves = jax.tree_util.tree_leaves(params)
-    if n < 2 or any(isinstance(v, jax.core.Tracer) for v in leaves):
+    if n < 2 or any(isinstance(v, jax.core.Tracer) for v in leaves) or _acts_rowwise(prog, n):
         return
     x0 = np.linspace(-0.6, 0.7, n * d).reshape(n, d)
     x1 = x0.copy()

@@ -87,14 +87,20 @@ def init_mlp(
 
 #: Layers with at most this many kernel entries are drawn at a power-of-two length.
 _BUCKET_MAX = 1 << 20
+#: The shortest such length: every layer of at most 16,384 entries (a 128 x 128 kernel) shares
+#: one program per init and dtype (drawing 16,384 entries takes ~0.4 ms on a CPU; compiling
+#: another length's program ~0.2 s, and a [2, 64, 64, 1] teacher needed three of them).
+_MIN_DRAW = 1 << 14
 
 
 def _draw(key: jax.Array, bound: float, shape: tuple[int, ...], init: str, dtype,
           host_cut: bool) -> jax.Array:
-    """The draw of ``shape`` entries: a power-of-two length cut on the host when allowed."""
+    """The draw of ``shape`` entries: a power-of-two length (at least :data:`_MIN_DRAW`) cut on
+    the host when allowed."""
     n = int(np.prod(shape))
     if host_cut and n <= _BUCKET_MAX:
-        flat = np.asarray(_draw_flat(key, bound, 1 << max(6, (n - 1).bit_length()), init, dtype))
+        length = max(_MIN_DRAW, 1 << max(0, n - 1).bit_length())
+        flat = np.asarray(_draw_flat(key, bound, length, init, dtype))
         # device_put, not jnp.asarray: the latter compiles a program per new shape
         return jax.device_put(flat[:n].reshape(shape))
     return _draw_flat(key, bound, n, init, dtype).reshape(shape)

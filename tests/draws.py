@@ -5,14 +5,18 @@ default test run: ~200 programs, ~14 CPU-seconds). With JAX's partitionable thre
 default) entry ``i`` of a draw depends only on the key and ``i``, so a draw of ``shape`` is the
 first entries of a longer draw: drawn at a power-of-two length and cut on the host, it is the
 same array bit for bit (``tests/test_mlp.py`` checks the same fact for ``jc.init_mlp``) and
-every shape up to that length shares one program. A traced key (inside ``jax.jit`` /
-``jax.vmap``) draws directly.
+every shape up to that length (at least :data:`MIN_LENGTH`) shares one program. A traced
+key (inside ``jax.jit`` / ``jax.vmap``) draws directly.
 """
 
 import functools
 
 import jax
 import numpy as np
+
+#: The shortest draw: every shape of at most this many entries shares one program per dtype
+#: and kind (as ``jc.init_mlp``'s layers do).
+MIN_LENGTH = 1 << 14
 
 
 def normal(key, shape=(), dtype=None):
@@ -32,7 +36,7 @@ def _drawn(key, shape, dtype, kind, lo, hi):
         if kind == "normal":
             return jax.random.normal(key, shape, _dtype(dtype))
         return jax.random.uniform(key, shape, _dtype(dtype), lo, hi)
-    length = 1 << max(6, (n - 1).bit_length())
+    length = max(MIN_LENGTH, 1 << (n - 1).bit_length())
     flat = np.asarray(_flat(key, length, _dtype(dtype), kind, lo, hi))
     return jax.device_put(flat[:n].reshape(shape))
 

@@ -66,6 +66,18 @@ def test_init_is_bit_for_bit_the_direct_draw():
             np.testing.assert_array_equal(g["bias"], w["bias"])
 
 
+def test_small_layers_of_any_shape_share_one_draw_program():
+    """Every layer of at most 16,384 entries is cut from one draw of that length: a network of
+    new small shapes compiles no draw of its own."""
+    from programs import programs_compiled
+
+    jc.init_mlp(jax.random.PRNGKey(0), [2, 7, 1], dtype=jnp.float32)
+    params, names = programs_compiled(
+        lambda: jc.init_mlp(jax.random.PRNGKey(1), [3, 100, 60, 2], dtype=jnp.float32))
+    assert "jit(_draw_flat)" not in names, names
+    assert jc.layer_sizes(params) == [3, 100, 60, 2]
+
+
 def test_init_under_jit_and_vmap():
     # a traced key: a stack of teachers from a batch of keys, and init inside jit
     keys = jax.random.split(jax.random.PRNGKey(0), 3)

@@ -67,7 +67,8 @@ def init_mlp(
         raise ValueError(f"init_mlp: sizes must be >= 2 positive integers, got {sizes}")
     if init not in ("uniform", "normal"):
         raise ValueError(f"init_mlp: init must be 'uniform' or 'normal', got {init!r}")
-    dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
+    # JAX's default float (float64 with x64 on), from the config: jnp.zeros(()) compiles a program
+    dtype = jnp.dtype(jax.dtypes.canonicalize_dtype(jnp.float_) if dtype is None else dtype)
     # With JAX's partitionable threefry (the default) entry i of a draw depends only on the key
     # and i, so a layer's draw is the first entries of any longer draw: a layer of at most
     # _BUCKET_MAX entries is drawn at a power-of-two length and cut on the host, and networks of

@@ -27,7 +27,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress._checks import (
@@ -212,8 +211,9 @@ class _Candidates:
         if not self.selector.prefix_stable:
             return self._run(orders, True)[0]
         feats, ids = self._features(max(orders.values()))
-        ks = jnp.asarray([orders.get(i, self.k_feat) for i in range(len(self.plan.sets))],
-                         jnp.int32)
+        # from the host: jnp.asarray would compile a program of its own
+        ks = np.asarray([orders.get(i, self.k_feat) for i in range(len(self.plan.sets))],
+                        np.int32)
         return _masked_jit(self.leaves, ks, self.domain, feats, plan=self.plan, ids=ids,
                            only=tuple(sorted(orders)), order=self.k_feat,
                            selector=self.selector)

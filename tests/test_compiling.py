@@ -217,6 +217,16 @@ def test_the_public_verbs_compile_only_their_own_programs():
         assert isinstance(module, cls)
         assert len(names) <= 2, names
 
+    # the per-layer order search's orders and the certificate's float64 parameters come from
+    # the host (jnp.asarray compiled a program per shape: stage x4, convert_element_type), and
+    # init_mlp reads JAX's default float from the configuration (jnp.zeros(()) compiled one)
+    res, names = programs_compiled(lambda: jc.compress_to_tolerance(
+        teacher, jc.MeasuredOrders(), activation="tanh", domain=ball, eps=1e-4))
+    assert res.measured_error <= 1e-4
+    assert not {"jit(stage)", "jit(convert_element_type)"} & set(names), names
+    _, names = programs_compiled(lambda: jc.init_mlp(jax.random.PRNGKey(9), [2, 5, 1]))
+    assert "jit(convert_element_type)" not in names and "jit(broadcast_in_dim)" not in names
+
 
 def test_the_profile_report_sums_tests_and_call_sites(tmp_path, capsys):
     """``tests/profile_report.py`` adds up the workers' lines and keeps the jitted functions,

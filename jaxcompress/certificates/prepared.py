@@ -13,7 +13,6 @@ import math
 from collections.abc import Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress.activations import get_activation, get_bound_rule
@@ -120,11 +119,12 @@ class Prepared:
         """float64 Taylor coefficients ``Z_l`` (``D_order x d_l``) of the original network."""
         if self._feats is None or self._feats[0] < order:
             with jax.enable_x64(True):
-                p64 = [{k: jnp.asarray(np.asarray(v, np.float64)) for k, v in layer.items()}
+                # device_put, not jnp.asarray: the latter compiles a program per shape
+                p64 = [{k: jax.device_put(np.asarray(v, np.float64)) for k, v in layer.items()}
                        for layer in self.params]
                 c = np.zeros((self.d,)) if self.center is None else self.center
                 z = derivative_features(p64, activation=self.act, order=int(order),
-                                        center=jnp.asarray(c, jnp.float64))
+                                        center=jax.device_put(np.asarray(c, np.float64)))
                 self._feats = (int(order), [np.asarray(x, np.float64) for x in z])
         n = num_monomials(self.d, order)
         return [f[:n] for f in self._feats[1]]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -296,12 +297,11 @@ class _Flat:
 
     def unravel(self, flat):
         """The leaves' tree of the vector ``flat`` (split on the host when concrete)."""
-        ends = np.cumsum([int(np.prod(s)) for s in self.shapes])
         host = is_concrete(flat)
         xp = np if host else jnp
-        vec = np.asarray(flat) if host else flat
-        parts = [xp.reshape(vec[e - int(np.prod(s)):e], s) for e, s in zip(ends, self.shapes,
-                                                                             strict=True)]
+        cuts = np.cumsum([math.prod(s) for s in self.shapes])[:-1]
+        parts = [xp.reshape(v, s) for v, s in zip(
+            xp.split(np.asarray(flat) if host else flat, cuts), self.shapes, strict=True)]
         if host:
             parts = [jax.device_put(a) for a in parts]
         return jax.tree_util.tree_unflatten(self.treedef, parts)

@@ -383,7 +383,13 @@ def _interpret(prog, leaf_shapes, seeds=frozenset()) -> Analysis:
 #: Primitives that mix the examples of a batch when they reduce over its axis (0).
 _BATCH_REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
                      "reduce_or", "argmax", "argmin", "cumsum", "cumprod", "cummax", "cummin",
-                     "sort")
+                     "cumlogsumexp", "sort")
+
+
+def _along(e) -> tuple[int, ...]:
+    """The axes an equation of :data:`_BATCH_REDUCTIONS` reduces, accumulates or sorts along."""
+    p = e.params
+    return tuple(p["axes"]) if "axes" in p else (p.get("axis", p.get("dimension", -1)),)
 
 
 #: Elementwise primitives: an output entry reads the same entry of each operand (or a scalar).
@@ -394,9 +400,6 @@ _ELEMENTWISE = frozenset((
     "sqrt", "rsqrt", "cbrt", "abs", "integer_pow", "square", "erf", "erfc", "erf_inv",
     "lgamma", "digamma", "convert_element_type", "select_n", "clamp", "eq", "ne", "lt", "le",
     "gt", "ge", "and", "or", "not", "xor", "nextafter", "copy", "copy_p", "reduce_precision"))
-_REDUCTIONS = frozenset(("reduce_sum", "reduce_max", "reduce_min", "reduce_prod",
-                         "reduce_and", "reduce_or", "argmax", "argmin"))
-_CUMULATIVE = frozenset(("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"))
 
 
 def _keeps_rows(e, x_dependent: list[bool], n: int) -> bool:
@@ -420,10 +423,8 @@ def _keeps_rows(e, x_dependent: list[bool], n: int) -> bool:
         return tuple(p["permutation"])[:1] == (0,)
     if name == "squeeze":
         return 0 not in tuple(p["dimensions"])
-    if name in _REDUCTIONS:
-        return 0 not in tuple(p["axes"])
-    if name in _CUMULATIVE:
-        return p["axis"] != 0
+    if name in _BATCH_REDUCTIONS:
+        return 0 not in _along(e)
     if name == "concatenate":
         return p["dimension"] != 0
     if name == "slice":
@@ -437,8 +438,9 @@ def _acts_rowwise(prog, n: int) -> bool:
     """Whether the program provably computes each example's output from that example alone
     (ours): ``x`` (its batch axis first) is followed through elementwise operations, matrix
     products with the batch axis free on the left, broadcasts, reshapes, transposes,
-    reductions, slices and joins that keep axis 0 the batch, each row from its own row; any
-    other operation on a value that depends on ``x`` answers ``False`` (then measured)."""
+    reductions, cumulative operations, sorts, slices and joins that keep axis 0 the batch,
+    each row from its own row; any other operation on a value that depends on ``x`` answers
+    ``False`` (then measured)."""
     rows = {prog.n_leaves}
     for e in prog.eqns:
         dep = [isinstance(o, int) and o in rows for o in e.ins]
@@ -472,8 +474,7 @@ def _check_rowwise(fn, params, shape: jax.ShapeDtypeStruct, prog) -> None:
     gap = float(np.max(np.abs(y0[1:] - y1[1:]), initial=0.0))
     if not gap > 1e-4 * (1.0 + float(np.max(np.abs(y0), initial=0.0))):
         return
-    line = next((e.line for e in prog.eqns if e.name in _BATCH_REDUCTIONS
-                 and 0 in tuple(e.params.get("axes", (e.params.get("dimension", -1),)))),
+    line = next((e.line for e in prog.eqns if e.name in _BATCH_REDUCTIONS and 0 in _along(e)),
                 None)
     where = f" (at {line})" if line else ""
     raise ValueError(

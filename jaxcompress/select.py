@@ -1067,9 +1067,31 @@ def select_columns(
     if not 1 <= m <= n:
         raise ValueError(f"select_columns: m must be in [1, {n}], got {m}")
     sel.check(n, m, "select_columns")
+    arrays = (z, scale, out_kernel, target)
+    # one compiled program per shape and configuration, also under a bare jax.vmap (op by op, a
+    # first eager call compiled a program per operation: 29 for pivoted QR of a 28 x 64
+    # matrix); inside the caller's jax.jit it is a call in the caller's program
+    if jax.tree_util.tree_leaves(sel) != [sel]:   # a registered pytree: its arrays traced
+        return _select_jit(*arrays, sel, m=m, layer=layer)
+    try:
+        hash(sel)
+    except TypeError:   # neither a pytree nor hashable: op by op
+        return _select(*arrays, sel, m=m, layer=layer)
+    return _select_static(*arrays, m=m, layer=layer, sel=sel)
+
+
+def _select(z, scale, out_kernel, target, sel, *, m, layer) -> Selection:
     if scale is not None:
         z = z * jnp.asarray(scale, z.dtype)[:, None]
         if target is not None:
             target = jnp.asarray(target, z.dtype) * jnp.asarray(scale, z.dtype)[:, None]
     z, target = reduce_rows(z, target)
     return sel(z, m, out_kernel=out_kernel, target=target, layer=layer)
+
+
+_select_jit = jax.jit(_select, static_argnames=("m", "layer"))
+
+
+@functools.partial(jax.jit, static_argnames=("m", "layer", "sel"))
+def _select_static(z, scale, out_kernel, target, *, m, layer, sel) -> Selection:
+    return _select(z, scale, out_kernel, target, sel, m=m, layer=layer)

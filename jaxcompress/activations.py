@@ -353,13 +353,16 @@ def make_activation(
     jet_fn: Callable[[jax.Array], jax.Array] | None = None,
     rho_sigma: float = math.inf,
     description: str = "",
+    jet_checked: bool = False,
 ) -> Activation:
     """An :class:`Activation` checked as :func:`register_activation` checks one, without
     registering it (a traced network's own activation: compressing never writes the registry).
+    ``jet_checked``: the caller already knows that ``jet`` expands the function (the check
+    runs a compiled program).
     """
     _check_registration(name, fn, series, jet_fn, rho_sigma)
     jet_fn = fn if jet_fn is None else jet_fn
-    if series is None:
+    if series is None and not jet_checked:
         _try_jet_series(name, jet_fn)
     return Activation(name=name, fn=fn, series=_jet_series(jet_fn) if series is None else series,
                       jet_fn=jet_fn, rho_sigma=float(rho_sigma), description=description)
@@ -389,9 +392,9 @@ def _check_registration(name, fn, series, jet_fn, rho_sigma) -> None:
 
 def _try_jet_series(name: str, jet_fn) -> None:
     """Refuse, at registration, a function whose Taylor series ``jet`` cannot compute."""
-    u0 = jnp.asarray([-1.5, -0.25, 0.5, 2.0])
-    try:
-        coeffs = np.asarray(_jet_series(jet_fn)(u0, 2))
+    u0 = np.asarray([-1.5, -0.25, 0.5, 2.0], jax.dtypes.canonicalize_dtype(np.float64))
+    try:   # one compiled program (op by op, jet compiled a program per operation: ~16)
+        coeffs = np.asarray(jax.jit(lambda u: _jet_series(jet_fn)(u, 2))(u0))
     except Exception as e:  # noqa: BLE001 - report the user's function failing
         raise ValueError(f"register_activation: {name!r}: jax.experimental.jet cannot expand "
                          f"the function ({type(e).__name__}: {str(e).splitlines()[0]:.200}); "

@@ -261,6 +261,35 @@ def test_select_columns_called_eagerly_is_one_program():
     assert got.perm.shape == (2, 23)
 
 
+def test_a_traced_activation_is_matched_and_checked_in_one_program_each(user_broadcasting):
+    """A traced network whose activation is no registered one (here sin(7.25 u)) is compared
+    with every registered activation in one compiled program (per registry and dtype: they were
+    evaluated one by one, op by op, ~17 programs) and its jet expansion checked in one (~16 op
+    by op), once per activation and dtype in a process: a second network with the same
+    activation compiles nothing of either."""
+    from jaxcompress.graph import match
+
+    def net(p, x):
+        return jnp.sin(7.25 * (x @ p[0]["kernel"] + p[0]["bias"])) @ p[1]["kernel"]
+
+    params = jc.init_mlp(jax.random.PRNGKey(4), [2, 6, 1], dtype=np.float64)
+    x = np.zeros((3, 2))
+    match._reference_values.cache_clear()
+    match._JET_CHECKED.pop(("traced:sin(mul(7.25, u))", "float64"), None)
+    traced, names = programs_compiled(lambda: jc.trace(net, params, x).activation)
+    assert traced.name == "traced:sin(mul(7.25, u))"
+    assert names.count("jit(values)") == 1 and names.count("jit(<lambda>)") == 1, names
+    assert not {"jit(tanh)", "jit(logistic)", "jit(erfc)"} & set(names), names
+    # the values it compared are those of the registered functions
+    refs = match._reference_values(tuple((n, jc.activations.get_activation(n).fn)
+                                         for n in jc.activations.registered_activations()),
+                                   "float64")
+    np.testing.assert_allclose(refs["tanh"], np.tanh(match.MATCH_GRID), rtol=1e-15)
+    again, names = programs_compiled(lambda: jc.trace(net, params, x).activation)
+    assert again.name == traced.name
+    assert "jit(values)" not in names and "jit(<lambda>)" not in names, names
+
+
 def test_the_profile_report_sums_tests_and_call_sites(tmp_path, capsys):
     """``tests/profile_report.py`` adds up the workers' lines and keeps the jitted functions,
     the library's call sites and the tests' call sites in their own tables."""

@@ -91,6 +91,10 @@ def _registered_canonical(fn: Callable, dtype) -> tuple | None:
                         e.outs[0]) for e in flat], out)
 
 
+#: ``(name, dtype) -> None`` (jet expands it) or why not, of the traced activations checked so
+#: far in this process (the name holds the whole program: its expression, constants in full)
+_JET_CHECKED: dict = {}
+
 #: ``(program, dtype, registry) -> (name, how)`` of the activations matched so far in this
 #: process (a traced network's groups and every later trace of the same activation share it)
 _MATCHED: dict = {}
@@ -143,16 +147,36 @@ def _match_fn(sigma: Callable, prims: Sequence[str] | None, dtype) -> tuple[str 
             return None, ""
         tol = 64 * float(jnp.finfo(dtype).eps)
         names = registered_activations()
-        # the ones with the same primitives first (tracing is cheap; evaluating one compiles a
-        # program per primitive): a tanh is compared with tanh, not with sigmoid before it
+        # the ones with the same primitives first: a tanh is compared with tanh, not with
+        # sigmoid before it
         same = {n for n in names if prims is not None
                 and _primitive_names(get_activation(n).fn, jnp.dtype(dtype)) == tuple(prims)}
+        refs = _reference_values(tuple((n, get_activation(n).fn) for n in names),
+                                 jnp.dtype(dtype).name)
         for name in sorted(names, key=lambda n: n not in same):
-            ref = np.asarray(get_activation(name).fn(u), np.float64)
+            ref = (refs[name] if refs is not None
+                   else np.asarray(get_activation(name).fn(u), np.float64))
             if ref.shape == mine.shape and np.all(np.abs(mine - ref) <= tol * (1 + np.abs(ref))):
                 return name, ("numerically and structurally" if name in same
                               else "numerically")
     return None, ""
+
+
+@functools.lru_cache(maxsize=16)
+def _reference_values(registry: tuple, dtype: str) -> dict[str, np.ndarray] | None:
+    """Every registered activation on :data:`MATCH_GRID` (float64 copies), computed in one
+    compiled program per registry and dtype (ours: evaluated one by one, op by op, they
+    compiled a program per primitive, ~17 for the built-in ones); ``None`` when one of them
+    fails on the grid (they are then evaluated one by one, as far as the comparison goes)."""
+    def values(u):
+        return [fn(u) for _, fn in registry]
+
+    try:
+        with jax.ensure_compile_time_eval():
+            outs = jax.jit(values)(np.asarray(MATCH_GRID, dtype))
+    except Exception:  # noqa: BLE001 - a user's registration that fails on the grid
+        return None
+    return {name: np.asarray(v, np.float64) for (name, _), v in zip(registry, outs, strict=True)}
 
 
 def analytic_call(jaxpr, consts, operands) -> str | None:
@@ -235,14 +259,22 @@ def chain_activation(group: Group, dtype) -> Activation:
     rho = math.inf if is_entire else float(jnp.finfo(dtype).tiny)
     describe = f"traced: {expr}" + ("" if is_entire else
                                     " (strip width not derived; no bound rule)")
-    try:
-        with jax.ensure_compile_time_eval():
-            return make_activation(name, group.activation_fn(), rho_sigma=rho,
-                                   description=describe)
-    except ValueError as e:   # jet cannot expand it: values only (collocation, data)
-        why = str(e).replace("register_activation: ", "")
+    key = (name, jnp.dtype(dtype).name)
+    if key not in _JET_CHECKED:
+        try:
+            with jax.ensure_compile_time_eval():
+                make_activation(name, group.activation_fn(), rho_sigma=rho)
+            _JET_CHECKED[key] = None
+        except ValueError as e:
+            _JET_CHECKED[key] = str(e).replace("register_activation: ", "")
+        if len(_JET_CHECKED) > 256:
+            _JET_CHECKED.pop(next(iter(_JET_CHECKED)))
+    why = _JET_CHECKED[key]
+    if why is None:
+        return make_activation(name, group.activation_fn(), rho_sigma=rho,
+                               description=describe, jet_checked=True)
 
-        def series(u0, k):
-            raise ValueError(f"hidden layer {group.index}'s activation {expr}: {why}")
-        return make_activation(name, group.activation_fn(), series=series, rho_sigma=rho,
-                               description=describe)
+    def series(u0, k):   # jet cannot expand it: values only (collocation, data)
+        raise ValueError(f"hidden layer {group.index}'s activation {expr}: {why}")
+    return make_activation(name, group.activation_fn(), series=series, rho_sigma=rho,
+                           description=describe)

@@ -687,6 +687,12 @@ class Selector(abc.ABC):
         """Refuse, eagerly and before compiling, a size the selector cannot handle."""
         del n, m, where
 
+    def check_inputs(self, n: int, out_kernel, target) -> None:
+        """Refuse, eagerly and before tracing, inputs the selector cannot use (e.g. no next
+        layer's kernel for a selector that needs one); :func:`select_columns` calls it before
+        its compiled program, ``__call__`` again inside it."""
+        del n, out_kernel, target
+
     def distributed_select(self, z: jax.Array, m: int, *, axis: str, out_kernel: jax.Array,
                            target: jax.Array, layer: int = 0) -> DistributedSelection:
         """Choose ``m`` columns of ``z`` whose columns are split over the mesh axis ``axis``.
@@ -904,13 +910,14 @@ class OMP(Selector):
     def __post_init__(self):
         _check_rtol(self.rtol, "OMP")
 
+    def check_inputs(self, n, out_kernel, target) -> None:
+        if target is None:
+            _needs_out_kernel("OMP", n, out_kernel, " (the next layer's kernel)")
+
     def __call__(self, z, m, *, out_kernel=None, target=None, layer=0) -> Selection:
         rtol = _rtol(self.rtol, z.dtype)
+        self.check_inputs(z.shape[1], out_kernel, target)
         if target is None:
-            if out_kernel is None or np.shape(out_kernel)[:1] != (z.shape[1],):
-                raise ValueError(
-                    f"OMP: needs out_kernel of shape ({z.shape[1]}, t) (the next layer's "
-                    f"kernel), got {None if out_kernel is None else np.shape(out_kernel)}")
             target = jnp.matmul(z, jnp.asarray(out_kernel, z.dtype), precision=HIGHEST)
         kept, _ = output_greedy(z, jnp.asarray(target, z.dtype), m, rtol)
         perm = complete_perm(kept, z.shape[1])
@@ -951,10 +958,11 @@ class WeightNorm(Selector):
     def __post_init__(self):
         _check_rtol(self.rtol, "WeightNorm")
 
+    def check_inputs(self, n, out_kernel, target) -> None:
+        _needs_out_kernel("WeightNorm", n, out_kernel)
+
     def __call__(self, z, m, *, out_kernel=None, target=None, layer=0) -> Selection:
-        if out_kernel is None or np.shape(out_kernel)[:1] != (z.shape[1],):
-            raise ValueError(f"WeightNorm: needs out_kernel of shape ({z.shape[1]}, t), got "
-                             f"{None if out_kernel is None else np.shape(out_kernel)}")
+        self.check_inputs(z.shape[1], out_kernel, target)
         out_kernel = jnp.asarray(out_kernel, z.dtype)
         scores = jnp.sqrt(jnp.sum(out_kernel * out_kernel, axis=1))
         perm = jnp.argsort(-scores, stable=True).astype(jnp.int32)
@@ -1000,6 +1008,12 @@ class RandomChoice(Selector):
 #: Selector names accepted wherever a selector is (``"omp"`` means ``OMP()``), for convenience.
 SELECTORS: dict[str, Any] = {cls.name: cls for cls in (
     PivotedQR, GreedyGS, MaxVol, Exhaustive, OMP, WeightNorm)}
+
+
+def _needs_out_kernel(name: str, n: int, out_kernel, what: str = "") -> None:
+    if out_kernel is None or np.shape(out_kernel)[:1] != (n,):
+        raise ValueError(f"{name}: needs out_kernel of shape ({n}, t){what}, got "
+                         f"{None if out_kernel is None else np.shape(out_kernel)}")
 
 
 def as_selector(selector, where: str = "select") -> Selector:
@@ -1067,6 +1081,7 @@ def select_columns(
     if not 1 <= m <= n:
         raise ValueError(f"select_columns: m must be in [1, {n}], got {m}")
     sel.check(n, m, "select_columns")
+    sel.check_inputs(n, out_kernel, target)
     arrays = (z, scale, out_kernel, target)
     # one compiled program per shape and configuration, also under a bare jax.vmap (op by op, a
     # first eager call compiled a program per operation: 29 for pivoted QR of a 28 x 64

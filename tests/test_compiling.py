@@ -1,11 +1,13 @@
 """The compression program compiles fast on a CPU for a small teacher (jaxcompress.compiling):
 the same network to rounding, the choice overridable, never inside an enclosing trace."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from programs import programs_compiled
+from programs import TRACED, named_events, programs_compiled
 
 import jaxcompress as jc
 from jaxcompress import compiling
@@ -260,6 +262,29 @@ def test_select_columns_called_eagerly_is_one_program():
     # (and JAX's own broadcast of an output the batch does not change, at most)
     assert names[0] == "jit(_select)" and set(names[1:]) <= {"jit(broadcast_in_dim)"}, names
     assert got.perm.shape == (2, 23)
+
+
+def test_a_selector_refuses_missing_inputs_before_tracing():
+    """OMP and the weight-norm baseline need the next layer's kernel: ``select_columns``
+    refuses a call without it (or with one of the wrong size) before tracing anything (the
+    check ran only inside the compiled program's trace; once, in a full run, the refusal went
+    missing there)."""
+    z = np.random.default_rng(6).standard_normal((20, 30))
+
+    def refusal(sel, **kwargs):
+        try:
+            jc.select.select_columns(z, 3, sel, **kwargs)
+        except ValueError as e:
+            return str(e)
+        return None
+
+    for sel, name in (("omp", "OMP"), (jc.OMP(), "OMP"), (jc.select.WeightNorm(), "WeightNorm")):
+        for kernel, shown in ((None, "None"), (np.zeros((29, 2)), r"\(29, 2\)")):
+            message, traced = named_events(lambda s=sel, k=kernel: refusal(s, out_kernel=k),
+                                           TRACED)
+            assert message is not None and re.match(
+                rf"{name}: needs out_kernel of shape \(30, t\).*, got {shown}$", message), message
+            assert traced == [], traced
 
 
 def test_a_traced_activation_is_matched_and_checked_in_one_program_each(user_broadcasting):

@@ -35,11 +35,14 @@ def _layers(key, sizes, dtype=jnp.float32):
 
 
 def _check(fn, params, small, info, domain=BALL, *, below=None):
-    """The user's fn on small.params is small(x), and the reported error is the measured one."""
+    """The user's fn on small.params is small(x), and the reported error is the measured one.
+    (The user's fn runs in one jitted program and the difference on the host: op by op, each
+    operation and shape compiled a program of its own.)"""
     pts = error_points(domain, dtype=jax.tree.leaves(params)[0].dtype)
-    user = fn(small.params, pts)
+    run = jax.jit(fn)
+    user = np.asarray(run(small.params, pts))
     np.testing.assert_allclose(user, small(pts), rtol=1e-6, atol=1e-6)
-    measured = float(jnp.max(jnp.abs(fn(params, pts) - user)))
+    measured = float(np.max(np.abs(np.asarray(run(params, pts)) - user)))
     np.testing.assert_allclose(measured, info.error_estimate, rtol=1e-3, atol=1e-6)
     if below is not None:
         assert measured < below, measured
@@ -146,7 +149,8 @@ def test_per_neuron_scale_mixed_activations_and_two_heads():
     with different activations; one group read by two heads (joint re-weighting)."""
     (w1, b1), (w2, b2), (w3, b3) = _layers(jax.random.PRNGKey(5), [2, 20, 20, 1])
     w4, b4 = _dense(jax.random.PRNGKey(6), 20, 2)
-    params = {"l1": (w1, b1), "a": 1.0 + 0.2 * jnp.arange(20, dtype=jnp.float32) / 20,
+    params = {"l1": (w1, b1),
+              "a": jax.device_put(1.0 + 0.2 * np.arange(20, dtype=np.float32) / 20),
               "l2": (w2, b2), "head": (w3, b3), "aux": (w4, b4)}
 
     def fn(p, x):
@@ -169,7 +173,8 @@ def test_residual_stream_and_inner_layer_compressed():
     and W_o write it, W_i and the head read it), the block's inner layer its own set."""
     (w1, b1), (wi, bi) = _layers(jax.random.PRNGKey(7), [2, 12, 24])
     w3, b3 = _dense(jax.random.PRNGKey(11), 12, 1)
-    wo = 0.3 * draws.normal(jax.random.PRNGKey(8), (24, 12), jnp.float32)
+    wo = jax.device_put(np.float32(0.3)
+                        * np.asarray(draws.normal(jax.random.PRNGKey(8), (24, 12), jnp.float32)))
     params = [(w1, b1), (wi, bi), wo, (w3, b3)]
 
     def fn(p, x):
@@ -239,11 +244,12 @@ def test_vmap_over_a_stack_of_teachers():
     stack = [_layers(jax.random.PRNGKey(20 + i), [16, 8, 8, 1]) for i in range(2)]
     net = jc.trace(_fourier, stack[0], X2)
     run = jc.compressor(net, jc.collocation(2), domain=BALL)
-    small, info = jax.jit(jax.vmap(run))(jax.tree.map(lambda *a: jnp.stack(a), *stack))
+    small, info = jax.jit(jax.vmap(run))(jax.tree.map(lambda *a: np.stack(a), *stack))
     assert info.error_estimate.shape == (2,) and small[0][0].shape == (2, 16, 6)
     one, one_info = jax.jit(run)(stack[1])
-    np.testing.assert_allclose(small[1][0][1], one[1][0], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(info.error_estimate[1], one_info.error_estimate, rtol=1e-4)
+    np.testing.assert_allclose(np.asarray(small[1][0])[1], one[1][0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(info.error_estimate)[1], one_info.error_estimate,
+                               rtol=1e-4)
 
 
 def test_an_error_in_the_users_fn_names_the_call_and_chains_the_original():
@@ -266,10 +272,14 @@ def test_an_error_in_the_users_fn_names_the_call_and_chains_the_original():
 
 def _two_heads_params(width=16):
     k = jax.random.split(jax.random.PRNGKey(0), 4)
-    return {"l1": {"w": draws.normal(k[0], (2, width)), "b": jnp.zeros(width)},
-            "l2": {"w": draws.normal(k[1], (width, width)) / 4, "b": jnp.zeros(width)},
-            "sigma": {"w": draws.normal(k[2], (width, 1)) / 4, "b": jnp.zeros(1)},
-            "rgb": {"w": draws.normal(k[3], (width, 3)) / 4, "b": jnp.zeros(3)}}
+
+    def w(key, shape, scale=1.0):      # scaled on the host: on the device, a program per shape
+        return jax.device_put(np.asarray(draws.normal(key, shape)) * scale)
+
+    return {"l1": {"w": w(k[0], (2, width)), "b": jax.device_put(np.zeros(width))},
+            "l2": {"w": w(k[1], (width, width), 0.25), "b": jax.device_put(np.zeros(width))},
+            "sigma": {"w": w(k[2], (width, 1), 0.25), "b": jax.device_put(np.zeros(1))},
+            "rgb": {"w": w(k[3], (width, 3), 0.25), "b": jax.device_put(np.zeros(3))}}
 
 
 def _two_heads(p, x):
@@ -293,7 +303,7 @@ def test_several_outputs_a_tuple_or_a_dict_compress_measure_and_polish():
     for fn in (_two_heads, as_dict):
         net = jc.trace(fn, params, jnp.zeros((4, 2)))
         exact, _ = jc.compress(net, jc.collocation(8, widths=(16, 16)), domain=ball)
-        want, got = fn(params, x), exact(x)
+        want, got = jax.jit(fn)(params, x), exact(x)
         assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
         for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want),
                         strict=True):
@@ -302,9 +312,11 @@ def test_several_outputs_a_tuple_or_a_dict_compress_measure_and_polish():
     small, _ = jc.compress(net, jc.collocation(3), domain=ball)      # the dict network
     err = float(jc.sup_error(net, small, domain=ball, key=jax.random.PRNGKey(0), n_samples=256))
     # the sup error sees both heads: at least the colour head's own gap
-    assert err >= float(jnp.max(jnp.abs(small(x)["rgb"] - as_dict(params, x)["rgb"]))) - 1e-6
+    gap = np.abs(np.asarray(small(x)["rgb"]) - np.asarray(jax.jit(as_dict)(params, x)["rgb"]))
+    assert err >= float(np.max(gap)) - 1e-6
     polished, history = jc.polish(small, net, domain=ball, steps=10, points=256)
-    assert float(history.chunk_loss[-1]) < float(history.chunk_loss[0])   # both heads' MSE
+    loss = np.asarray(history.chunk_loss)
+    assert float(loss[-1]) < float(loss[0])   # both heads' MSE
     assert jax.tree_util.tree_structure(polished(x)) == jax.tree_util.tree_structure(want)
 
 
@@ -335,9 +347,11 @@ def test_a_function_that_mixes_the_examples_of_a_batch_is_refused_with_its_line(
 def test_acting_on_each_example_alone_is_proven_from_the_program_where_it_can_be():
     """jc.trace's batch check: a program whose every value depending on x keeps the batch on
     axis 0, row i from example i (elementwise operations, x @ W, broadcasts, joins along
-    features, reductions over features) is proven row-wise with nothing compiled; any other
-    operation on x (a reduction, a reversal, a roll or a sort over the batch, x.T @ x, a
-    flattening reshape, the transposes of a jax.grad) is measured instead."""
+    features, reductions over features, the gradient by x of a per-example jax.grad under
+    jax.vmap or of the batch's sum: its cotangents are summed by add_any, elementwise like add
+    in graph.rules) is proven row-wise with nothing compiled; any other operation on x (a
+    reduction, a reversal, a roll or a sort over the batch, x.T @ x, a flattening reshape) is
+    measured instead."""
     from jaxcompress.graph.network import _acts_rowwise
     from jaxcompress.program import trace_program
 
@@ -348,14 +362,15 @@ def test_acting_on_each_example_alone_is_proven_from_the_program_where_it_can_be
 
     proven = {"mlp": mlp, "skip": lambda p, x: jnp.concatenate([mlp(p, x), x], -1),
               "gelu of features": lambda p, x: jax.nn.gelu(mlp(p, x)).sum(-1),
-              "constant rows": lambda p, x: mlp(p, x) * 0.0 + p[1]["bias"]}
+              "constant rows": lambda p, x: mlp(p, x) * 0.0 + p[1]["bias"],
+              "grad inside": lambda p, x: jax.vmap(jax.grad(
+                  lambda xi: mlp(p, xi[None])[0, 0]))(x),
+              "grad of the sum": lambda p, x: jax.grad(lambda y: mlp(p, y)[:, 0].sum())(x)}
     measured = {"batch mean": lambda p, x: mlp(p, x) - jnp.mean(mlp(p, x), axis=0),
                 "x.T @ x": lambda p, x: mlp(p, x) + jnp.sum(x.T @ x),
                 "roll": lambda p, x: mlp(p, jnp.roll(x, 1, axis=0)),
                 "flattened": lambda p, x: mlp(p, x.reshape(-1)[::-1].reshape(x.shape)),
-                "sort": lambda p, x: jnp.sort(mlp(p, x), axis=0),
-                "grad inside": lambda p, x: jax.vmap(jax.grad(
-                    lambda xi: mlp(p, xi[None])[0, 0]))(x)}
+                "sort": lambda p, x: jnp.sort(mlp(p, x), axis=0)}
     x = np.linspace(-0.6, 0.7, 10).reshape(5, 2)
     moved = x.copy()
     moved[0] = [0.9, -0.4]

@@ -45,7 +45,7 @@ from jaxcompress.graph.plan import (
     SetPlan,
     flat_output,
 )
-from jaxcompress.graph.rules import interpret
+from jaxcompress.graph.rules import elementwise, interpret
 from jaxcompress.graph.table import format_table
 from jaxcompress.graph.values import Consumer, Group, Val
 from jaxcompress.layer import CompressInfo
@@ -392,16 +392,6 @@ def _along(e) -> tuple[int, ...]:
     return tuple(p["axes"]) if "axes" in p else (p.get("axis", p.get("dimension", -1)),)
 
 
-#: Elementwise primitives: an output entry reads the same entry of each operand (or a scalar).
-_ELEMENTWISE = frozenset((
-    "add", "sub", "mul", "div", "rem", "pow", "max", "min", "neg", "sign", "floor", "ceil",
-    "round", "is_finite", "exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin",
-    "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh", "acosh", "atanh",
-    "sqrt", "rsqrt", "cbrt", "abs", "integer_pow", "square", "erf", "erfc", "erf_inv",
-    "lgamma", "digamma", "convert_element_type", "select_n", "clamp", "eq", "ne", "lt", "le",
-    "gt", "ge", "and", "or", "not", "xor", "nextafter", "copy", "copy_p", "reduce_precision"))
-
-
 def _keeps_rows(e, x_dependent: list[bool], n: int) -> bool:
     """Whether equation ``e``, whose operands marked in ``x_dependent`` are batch-major (axis 0
     the batch, row ``i`` read from example ``i`` alone) and the others independent of ``x``,
@@ -409,7 +399,7 @@ def _keeps_rows(e, x_dependent: list[bool], n: int) -> bool:
     if any(len(o) == 0 or o[0] != n for o in e.out_shapes):
         return False
     name, p = e.name, e.params
-    if name in _ELEMENTWISE:   # every x-dependent operand of the output's shape
+    if elementwise(name):   # every x-dependent operand of the output's shape (graph.rules)
         return all(s == e.out_shapes[0] for s, dep in zip(e.in_shapes, x_dependent,
                                                           strict=True) if dep)
     if name == "dot_general":   # x only on the left, its batch axis a free axis, no batch dims

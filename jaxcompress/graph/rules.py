@@ -96,6 +96,14 @@ def entire(primitive: str) -> bool:
     return entry is not None and entry.entire
 
 
+def elementwise(primitive: str) -> bool:
+    """Whether a primitive is registered with the elementwise rule (:data:`ELEMENTWISE`, or
+    its variant for operands of one group): an output entry reads the same entry of each
+    operand (or a scalar)."""
+    entry = RULES.get(primitive)
+    return entry is not None and entry.rule in (_elementwise, _same)
+
+
 def ties(primitive: str) -> bool:
     """Whether a primitive ties two groups whose neuron blocks line up into one set."""
     entry = RULES.get(primitive)

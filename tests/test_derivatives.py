@@ -66,7 +66,7 @@ def _check(loss_and_kept, params, name):
     if not same:
         pytest.skip(f"{name}: the kept neurons change within +-{H:g} of the parameters, so the "
                     "compression has no derivative there to compare with")
-    fd = float((lp - lm) / (2 * H))
+    fd = (float(lp) - float(lm)) / (2 * H)
     jvp, dot = float(jvp), float(dot)
     assert jvp == pytest.approx(fd, rel=RTOL), (name, "jvp", jvp, fd)
     assert dot == pytest.approx(fd, rel=RTOL), (name, "grad", dot, fd)
@@ -190,14 +190,17 @@ def test_pivoted_qr_coefficients_on_the_upstream_reproduction():
     z = draws.normal(jax.random.PRNGKey(3), (3, 6), jnp.float64)
     dz = draws.normal(jax.random.PRNGKey(4), (3, 6), jnp.float64)
 
+    @jax.jit                # one program (and one for its jvp), not op by op
     def coef(a):
         sel = PivotedQR()(a, 3)
         return sel.coef, sel.perm
 
     (c, perm), (dc, _) = jax.jvp(coef, (z,), (dz,))
+    z, dz, c, perm, dc = (np.asarray(a) for a in (z, dz, c, perm, dc))
     (cp, pp), (cm, pm) = coef(z + H * dz), coef(z - H * dz)
     assert np.array_equal(perm, pp) and np.array_equal(perm, pm)
-    np.testing.assert_allclose(dc, (cp - cm) / (2 * H), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(dc, (np.asarray(cp) - np.asarray(cm)) / (2 * H), rtol=1e-6,
+                               atol=1e-8)
     # and the coefficients are the least-squares ones: Z_K C = Z[:, perm]
     np.testing.assert_allclose(z[:, perm[:3]] @ c, z[:, perm], atol=1e-12)
 
@@ -206,18 +209,21 @@ def test_pivoted_qr_derivative_of_a_rank_deficient_tall_matrix():
     # rank 2 < m = 3 kept columns (a duplicated column), rows > columns: the surplus kept
     # column gets zero coefficients and zero tangent; the rest is the least-squares derivative
     base = draws.normal(jax.random.PRNGKey(5), (8, 2), jnp.float64)
-    z = jnp.concatenate([base, base[:, :1], 0.5 * base[:, 1:] + base[:, :1]], axis=1)
+    b = np.asarray(base)
+    z = np.concatenate([b, b[:, :1], 0.5 * b[:, 1:] + b[:, :1]], axis=1)
 
+    @jax.jit                # one program (and one for its jvp), not op by op
     def coef(a):
         sel = PivotedQR()(a, 3)
         return sel.coef, (sel.perm, sel.rank)
 
     # a direction that keeps the rank (it moves z within its column space's structure)
     mix = draws.normal(jax.random.PRNGKey(6), (2, 4), jnp.float64)
-    dz = base @ mix
+    dz = np.asarray(base @ mix)
     (c, (perm, rank)), (dc, _) = jax.jvp(coef, (z,), (dz,))
     (cp, (pp, rp)), (cm, (pm, rm)) = coef(z + H * dz), coef(z - H * dz)
     assert int(rank) == int(rp) == int(rm) == 2
+    perm, pp, pm = np.asarray(perm), np.asarray(pp), np.asarray(pm)
     # the basis is the same; the pivots past the rank are rounding noise (the two columns left
     # have zero residual: which comes third depends on the last bit), so the coefficients are
     # compared by column, not in pivot order
@@ -226,7 +232,7 @@ def test_pivoted_qr_derivative_of_a_rank_deficient_tall_matrix():
     def by_column(coefs, order):
         return np.asarray(coefs)[:, np.argsort(np.asarray(order))]
 
-    np.testing.assert_array_equal(dc[2], 0.0)
+    np.testing.assert_array_equal(np.asarray(dc)[2], 0.0)
     np.testing.assert_allclose(by_column(dc, perm),
                                (by_column(cp, pp) - by_column(cm, pm)) / (2 * H),
                                rtol=1e-6, atol=1e-8)

@@ -131,7 +131,7 @@ def test_a_linen_result_says_why_fn_did_not_run_on_the_smaller_params():
             return nn.Dense(1)(jnp.tanh(nn.Dense(24)(x)))   # widths are literals
 
     model = MLP()
-    variables = model.init(jax.random.PRNGKey(0), X)
+    variables = jax.jit(model.init)(jax.random.PRNGKey(0), X)
     small, _ = jc.compress(jc.trace_module(model, X, variables=variables), jc.collocation(3),
                            domain=BALL)
     assert small.polymorphic is False and "cannot rebuild MLP with the new widths" in small.why
@@ -155,7 +155,8 @@ def test_pinned_groups_point_at_the_users_line_not_into_flax():
 
     lin = Linen()
     for mnet in (jc.trace_module(Net(nnx.Rngs(0)), X),
-                 jc.trace_module(lin, X, variables=lin.init(jax.random.PRNGKey(0), X))):
+                 jc.trace_module(lin, X, variables=jax.jit(lin.init)(jax.random.PRNGKey(0),
+                                                                      X))):
         lines = [line for g in mnet.network.groups for _, line in g.pins]
         assert lines and all("test_networks.py" in line for line in lines), lines
         assert "flax" not in str(mnet).split("module:")[0].replace("flax.", "")

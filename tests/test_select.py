@@ -49,8 +49,10 @@ def _select(z: np.ndarray, m: int, *, selector: str = "pivoted_qr", radius=None,
             **kwargs) -> tuple[np.ndarray, np.ndarray, int, dict]:
     """``select_columns`` on a NumPy matrix, jit-compiled (one compilation per shape/setting);
     rows scaled by ``radius ** degrees`` when given."""
-    scale = None if degrees is None else jnp.asarray(radius ** np.asarray(degrees, float))
-    sel = _select_jit(jnp.asarray(z), m=m, selector=_selector(selector, **kwargs), scale=scale)
+    # (device_put, not jnp.asarray: that compiles a copy program per shape)
+    scale = None if degrees is None else jax.device_put(radius ** np.asarray(degrees, float))
+    sel = _select_jit(jax.device_put(z), m=m, selector=_selector(selector, **kwargs),
+                      scale=scale)
     return np.asarray(sel.perm), np.asarray(sel.coef), int(sel.rank), {"swaps": sel.swaps}
 
 
@@ -91,7 +93,8 @@ def test_pivots_match_scipy(shape: tuple[int, int], selector: str) -> None:
 def test_greedy_pivoted_qr_pivots_and_r_diagonal_match_scipy(shape: tuple[int, int]) -> None:
     z = _gauss(shape, seed=3 * sum(shape))
     m = min(shape) - 2
-    kept, diag = jaxcompress.select.greedy_pivoted_qr(jnp.asarray(z), m)
+    greedy = jax.jit(jaxcompress.select.greedy_pivoted_qr, static_argnums=1)   # one program
+    kept, diag = greedy(jax.device_put(z), m)
     kept, diag = np.asarray(kept), np.asarray(diag)
     piv, r_ref = _scipy_pivots(z)
     assert kept.shape == diag.shape == (m,)
@@ -142,7 +145,7 @@ def test_coefficients_by_inverse_as_accurate_as_a_triangular_solve(k: int) -> No
     diag = np.abs(np.diagonal(np.asarray(r_mat)))
     assert diag[0] / diag[m - 1] > 1e6  # the case that matters: an ill-conditioned R11
     rank = jnp.int32(m)
-    coef = np.asarray(coefficients_from_r(r_mat[:m], rank))
+    coef = np.asarray(jax.jit(coefficients_from_r)(r_mat[:m], rank))   # one program
     ref = scipy.linalg.solve_triangular(np.asarray(r_mat)[:m, :m], np.asarray(r_mat)[:m])
     zp = np.asarray(z)[:, np.asarray(perm)]
     res = np.max(np.abs(zp[:, :m] @ coef - zp))
@@ -342,9 +345,9 @@ def test_select_under_vmap_matches_loop(selector: str) -> None:
     np.testing.assert_array_equal(np.asarray(got.rank), [6, 4, 6])
     for b in range(3):
         perm, coef, rank, _ = _select(batch[b], 6, selector=selector)
-        np.testing.assert_array_equal(np.asarray(got.perm[b]), perm)
-        np.testing.assert_allclose(np.asarray(got.coef[b]), coef, rtol=0, atol=ATOL)
-        assert int(got.rank[b]) == rank
+        np.testing.assert_array_equal(np.asarray(got.perm)[b], perm)
+        np.testing.assert_allclose(np.asarray(got.coef)[b], coef, rtol=0, atol=ATOL)
+        assert int(np.asarray(got.rank)[b]) == rank
 
 
 # --- argument errors -----------------------------------------------------------------------------

@@ -24,15 +24,27 @@ pytestmark = pytest.mark.usefixtures("user_broadcasting")   # x @ w + b, as user
 
 
 def _measured(fn, teacher, small, domain=BALL):
-    """``max |fn(teacher, p) - small(p)|`` on the error estimate's points of ``domain``."""
+    """``max |fn(teacher, p) - small(p)|`` on the error estimate's points of ``domain``
+    (``fn`` in one jitted program and the difference on the host: op by op, each operation and
+    shape compiled a program of its own)."""
     pts = error_points(domain, dtype=jnp.float32)
-    return float(jnp.max(jnp.abs(fn(teacher, pts) - small(pts))))
+    return float(np.max(np.abs(np.asarray(jax.jit(fn)(teacher, pts)) - np.asarray(small(pts)))))
 
 
 def _dense(key, shape):
     k1, k2 = jax.random.split(key)
-    w = draws.normal(k1, shape, jnp.float32) / float(np.sqrt(shape[0]))
-    return w, 0.1 * draws.normal(k2, (shape[1],), jnp.float32)
+    # the arithmetic on the host (on the device: a program per shape), bit for bit what the
+    # device computed: XLA divides by a constant as a product with its float32 reciprocal
+    scale = np.float32(1) / np.float32(np.sqrt(shape[0]))
+    w = np.asarray(draws.normal(k1, shape, jnp.float32)) * scale
+    b = np.float32(0.1) * np.asarray(draws.normal(k2, (shape[1],), jnp.float32))
+    return jax.device_put(w), jax.device_put(b)
+
+
+def _out_in(params):
+    """The ``(out, in)`` kernels (Equinox / PyTorch layout) of ``(kernel, bias)`` pairs,
+    transposed on the host."""
+    return [(jax.device_put(np.asarray(w).T), b) for w, b in params]
 
 
 def test_one_driver_same_kept_neurons_and_weights():
@@ -69,7 +81,7 @@ def test_nnx_module_custom_call():
     model = nnx.merge(graphdef, small.params)
     assert model.layers[1].kernel[...].shape == (15, 15)
     pts = error_points(BALL, dtype=jnp.float32)
-    np.testing.assert_allclose(model(pts), small(pts), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(jax.jit(model)(pts), small(pts), rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(_measured(fn, state, small), info.error_estimate, rtol=1e-3,
                                atol=1e-6)
     assert float(info.error_estimate) < 0.05
@@ -108,7 +120,7 @@ def test_linen_compact_mlp():
             return nn.Dense(1)(x)
 
     pts = error_points(BALL, dtype=jnp.float32)
-    np.testing.assert_allclose(Small().apply(small.params, pts), small(pts), rtol=1e-6,
+    np.testing.assert_allclose(jax.jit(Small().apply)(small.params, pts), small(pts), rtol=1e-6,
                                atol=1e-6)
 
 
@@ -217,7 +229,7 @@ def test_concatenated_input_is_compressed_group_by_group():
 def test_relu_refused_for_derivatives_compressed_by_collocation():
     """(e) ReLU: derivative matching names `max`, relu and the user's line; collocation (values
     only) compresses it, the user's function on small.params within the reported error."""
-    params = [(w.T, b) for w, b in _mlp_params(jax.random.PRNGKey(5), [2, 24, 24, 1])]
+    params = _out_in(_mlp_params(jax.random.PRNGKey(5), [2, 24, 24, 1]))
     net = jc.trace(_relu, params, X)
     assert "not analytic: `max`" in str(net) and all(g.out_in for g in net.groups)
     with pytest.raises(ValueError, match=r"(?s)max\(u, 0.0\) \(relu\) uses `max` at .*test_trace.py"
@@ -254,7 +266,7 @@ def test_softplus_and_silu_are_the_registered_ones():
         h = act(h @ w2.T + b2)
         return h @ w3.T + b3
 
-    params = [(w.T, b) for w, b in _mlp_params(jax.random.PRNGKey(7), [2, 20, 20, 1])]
+    params = _out_in(_mlp_params(jax.random.PRNGKey(7), [2, 20, 20, 1]))
     silu = jc.trace(lambda p, x: fn(p, x, jax.nn.silu), params, X)
     assert "silu (matches numerically and structurally)" in str(silu)
 
@@ -295,7 +307,7 @@ def test_shared_weights_and_a_wrong_domain_are_refused():
     assert ("the rows of [1][0] read group 1 at one call and group 2 at another (one set of "
             "rows cannot be re-weighted for both)") in str(net)
     assert not net.compressible
-    chain = jc.trace(_relu, [(w.T, b) for w, b in params], X)
+    chain = jc.trace(_relu, _out_in(params), X)
     with pytest.raises(ValueError, match="domain has dim 3; the network takes inputs of size 2"):
         jc.compress(chain, jc.collocation(2), domain=jc.Ball(3, 1.0))
 

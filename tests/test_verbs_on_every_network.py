@@ -37,10 +37,12 @@ def _skip(p, x):
 
 def _skip_params(width=16, seed=1):
     k = jax.random.split(jax.random.PRNGKey(seed), 3)
+    # (/ 4 on the host: on the device it compiled a program per shape)
     return [{"kernel": draws.normal(k[0], (2, width)), "bias": jnp.full((width,), 0.1)},
-            {"kernel": draws.normal(k[1], (width + 2, width)) / 4,
+            {"kernel": jax.device_put(np.asarray(draws.normal(k[1], (width + 2, width))) / 4),
              "bias": jnp.full((width,), 0.1)},
-            {"kernel": draws.normal(k[2], (width, 1)) / 4, "bias": jnp.zeros(1)}]
+            {"kernel": jax.device_put(np.asarray(draws.normal(k[2], (width, 1))) / 4),
+             "bias": jnp.zeros(1)}]
 
 
 def _tanh_mlp(p, x):
@@ -144,12 +146,13 @@ def test_jit_vmap_and_grad_through_compress_of_a_traced_network():
                                            domain=BALL)[0].params)(params)
     for a, b in zip(jax.tree.leaves(jitted), jax.tree.leaves(ref), strict=True):
         np.testing.assert_array_equal(a, b)
-    stack = jax.tree.map(lambda a: jnp.stack([a, 1.01 * a]), _skip_params())
+    stack = jax.tree.map(lambda a: jax.device_put(np.stack([np.asarray(a), 1.01 * np.asarray(a)])),
+                         _skip_params())
     batched = jax.vmap(lambda p: jc.compress(jc.trace(_skip, p, X), method,
                                              domain=BALL)[0].params)(stack)
     one, _ = jc.compress(jc.trace(_skip, _skip_params(), X), method, domain=BALL)
     for a, b in zip(jax.tree.leaves(batched), jax.tree.leaves(one.params), strict=True):
-        np.testing.assert_allclose(a[0], b, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(a)[0], b, rtol=1e-10, atol=1e-12)
 
     def loss(p):
         small, _ = jc.compress(jc.trace(_skip, p, X), method, domain=BALL)

@@ -78,11 +78,12 @@ def test_zoo_quick_all_models(tmp_path):
 def test_torus_sdf_and_laplacian():
     """The torus SDF is zero on its surface points and has unit gradient off it; the generic
     Laplacian (forward over reverse) is the trace of the Hessian."""
-    surface = zoo.torus_surface(jax.random.PRNGKey(0), 64, jnp.float64)
-    np.testing.assert_allclose(zoo.torus_sdf(surface), 0.0, atol=1e-12)
+    surface = jax.jit(zoo.torus_surface, static_argnums=(1, 2))(
+        jax.random.PRNGKey(0), 64, jnp.float64)
+    np.testing.assert_allclose(jax.jit(zoo.torus_sdf)(surface), 0.0, atol=1e-12)
     pts = jax.random.uniform(jax.random.PRNGKey(1), (64, 3), jnp.float64, -1, 1)
-    grads = jax.vmap(jax.grad(zoo.torus_sdf))(pts)
-    np.testing.assert_allclose(jnp.linalg.norm(grads, axis=-1), 1.0, rtol=1e-10)
+    grads = jax.jit(jax.vmap(jax.grad(zoo.torus_sdf)))(pts)
+    np.testing.assert_allclose(np.linalg.norm(np.asarray(grads), axis=-1), 1.0, rtol=1e-10)
     model = Z.build("pinn_tanh", "small", hidden=[7, 5], dtype=jnp.float64)
     x = jax.random.uniform(jax.random.PRNGKey(2), (6, 2), jnp.float64)
     with jax.numpy_rank_promotion("allow"):
@@ -99,11 +100,12 @@ def test_operator_target_is_the_antiderivative_of_each_input_function():
     promotion raised (tests/conftest.py): a target broadcast to ``(n, n, functions)`` trained
     the zoo's first DeepONet."""
     coef, sensors = Z.operator_family()
-    y = jnp.linspace(0.0, 1.0, 7, dtype=jnp.float64)[:, None]
-    g = Z.antiderivative(coef, y)
+    y = np.linspace(0.0, 1.0, 7)[:, None]
+    g = np.asarray(jax.jit(Z.antiderivative)(coef, y))
     assert g.shape == (7, coef.shape[0])
     np.testing.assert_allclose(g[0], 0.0, atol=1e-15)
-    dg = jax.vmap(jax.jacfwd(lambda t: Z.antiderivative(coef, t[None])[0]))(y)[:, :, 0]
+    dg = np.asarray(jax.jit(jax.vmap(jax.jacfwd(
+        lambda t: Z.antiderivative(coef, t[None])[0])))(y))[:, :, 0]
     k = np.arange(1, coef.shape[1])
 
     def inputs(s):  # u_j(s) = c_j + sum_k a_jk cos(k pi s) at s (m, 1): (m, functions)
@@ -132,8 +134,8 @@ def test_every_task_target_has_the_model_output_shape(name):
     output and its task's target have one shape, and the loss is one number."""
     model = Z.build(name, "small")
     task = zoo._TASKS[Z.TASKS[name]](zoo.QUICK)
-    batch = task.sample(jax.random.PRNGKey(0), 8)
-    # shapes only (jax.eval_shape: nothing is compiled or run)
+    # shapes only (jax.eval_shape: nothing is compiled or run, the batch drawn included)
+    batch = jax.eval_shape(lambda key: task.sample(key, 8), jax.random.PRNGKey(0))
     if task.name == "pinn":  # (interior, boundary) points; the residual is per interior point
         xi, _ = batch
         lap = jax.eval_shape(lambda p, x: zoo.laplacian(model.fn, p, x), model.params, xi)
@@ -152,12 +154,13 @@ def test_hamiltonian_model_differentiates_inside_fn_and_its_target_is_the_pendul
     target is ``J grad`` of the pendulum's ``H = p^2 / 2 + (1 - cos q)``."""
     model = Z.build("hamiltonian", "small", dtype=jnp.float64)
     x = jax.random.uniform(jax.random.PRNGKey(0), (5, 2), jnp.float64, -2, 2)
-    g = jax.vmap(jax.grad(lambda xi: jnp.sum(Z.pinn_fn(model.params, xi[None]))))(x)
-    np.testing.assert_allclose(model.fn(model.params, x), jnp.stack([g[:, 1], -g[:, 0]], -1),
-                               rtol=1e-12, atol=1e-12)
+    g = np.asarray(jax.jit(jax.vmap(jax.grad(
+        lambda xi: jnp.sum(Z.pinn_fn(model.params, xi[None])))))(x))
+    np.testing.assert_allclose(jax.jit(model.fn)(model.params, x),
+                               np.stack([g[:, 1], -g[:, 0]], -1), rtol=1e-12, atol=1e-12)
     net = jc.trace(model.fn, model.params, jnp.zeros((4, 2), jnp.float64))
     assert net.derivative
     assert [grp.width for grp in net.compressible] == [24, 24]
-    gh = jax.vmap(jax.grad(lambda z: z[1] ** 2 / 2 + 1 - jnp.cos(z[0])))(x)
-    np.testing.assert_allclose(zoo.pendulum_field(x), jnp.stack([gh[:, 1], -gh[:, 0]], -1),
+    gh = np.asarray(jax.jit(jax.vmap(jax.grad(lambda z: z[1] ** 2 / 2 + 1 - jnp.cos(z[0]))))(x))
+    np.testing.assert_allclose(jax.jit(zoo.pendulum_field)(x), np.stack([gh[:, 1], -gh[:, 0]], -1),
                                rtol=1e-12)

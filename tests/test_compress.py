@@ -23,8 +23,8 @@ def _points(d, n=256, seed=7, radius=1.0):
 
 
 def _max_diff(pa, pb, act, x):
-    diff = jc.apply(pa, x, activation=act) - jc.apply(pb, x, activation=act)
-    return float(jnp.max(jnp.abs(diff)))
+    diff = np.asarray(jc.apply(pa, x, activation=act)) - np.asarray(jc.apply(pb, x, activation=act))
+    return float(np.max(np.abs(diff)))
 
 
 @pytest.mark.parametrize(
@@ -38,19 +38,19 @@ def test_polynomial_network_is_exact(act, sizes, k, deg):
     assert jc.layer_sizes(small)[1:-1] == [jc.taylor.num_monomials(d, k)] * (len(sizes) - 2)
     x = _points(d, radius=3.0)  # exact everywhere, not only on the ball
     assert _max_diff(params, small, act, x) < 1e-11
-    assert float(jnp.max(jnp.asarray([li.residual for li in info.layers]))) < 1e-11
+    assert float(np.max(np.asarray([li.residual for li in info.layers]))) < 1e-11
     del deg
 
 
 def test_duplicated_neurons_merge(tmp_path):
     base = jc.init_mlp(jax.random.PRNGKey(1), [1, 2, 1])
     # three copies of each of the two neurons, outgoing weight split unevenly among the copies
-    k0, b0 = base[0]["kernel"], base[0]["bias"]
-    split = jnp.array([0.2, 0.5, 0.3])
+    k0, b0 = np.asarray(base[0]["kernel"]), np.asarray(base[0]["bias"])
+    split = np.array([0.2, 0.5, 0.3])
     dup = [
-        {"kernel": jnp.repeat(k0, 3, axis=1), "bias": jnp.repeat(b0, 3)},
-        {"kernel": jnp.repeat(base[1]["kernel"], 3, axis=0) * jnp.tile(split, 2)[:, None],
-         "bias": base[1]["bias"]},
+        {"kernel": np.repeat(k0, 3, axis=1), "bias": np.repeat(b0, 3)},
+        {"kernel": np.repeat(np.asarray(base[1]["kernel"]), 3, axis=0) * np.tile(split, 2)[:, None],
+         "bias": np.asarray(base[1]["bias"])},
     ]
     x = _points(1)
     assert _max_diff(base, dup, "sigmoid", x) < 1e-14
@@ -76,12 +76,13 @@ def test_duplicated_neurons_merge(tmp_path):
 def test_permuting_neurons_does_not_change_the_result():
     # the network and configuration of test_jit_nojit_and_one_trace_per_shape (compiled once)
     params = jc.init_mlp(jax.random.PRNGKey(2), [2, 32, 32, 1])
+    p = [{n: np.asarray(v) for n, v in layer.items()} for layer in params]
     perm1 = np.random.default_rng(0).permutation(32)
     perm2 = np.random.default_rng(1).permutation(32)
     shuffled = [
-        {"kernel": params[0]["kernel"][:, perm1], "bias": params[0]["bias"][perm1]},
-        {"kernel": params[1]["kernel"][perm1][:, perm2], "bias": params[1]["bias"][perm2]},
-        {"kernel": params[2]["kernel"][perm2], "bias": params[2]["bias"]},
+        {"kernel": p[0]["kernel"][:, perm1], "bias": p[0]["bias"][perm1]},
+        {"kernel": p[1]["kernel"][perm1][:, perm2], "bias": p[1]["bias"][perm2]},
+        {"kernel": p[2]["kernel"][perm2], "bias": p[2]["bias"]},
     ]
     x = _points(2)
     assert _max_diff(params, shuffled, "sigmoid", x) < 1e-14
@@ -165,7 +166,7 @@ def test_radius_may_be_traced():
 @pytest.mark.parametrize("selector", ["pivoted_qr", "maxvol"])
 def test_vmap_over_teachers_equals_loop(selector):
     teachers = [jc.init_mlp(jax.random.PRNGKey(20 + i), [2, 24, 24, 1]) for i in range(3)]
-    stacked = jax.tree.map(lambda *x: jnp.stack(x), *teachers)
+    stacked = jax.tree.map(lambda *x: np.stack(x), *teachers)
     fn = functools.partial(jc.compress, method=jc.derivative_matching(3, selector=selector),
                            activation="tanh")
     batched, binfo = jax.vmap(fn)(stacked)
@@ -173,8 +174,9 @@ def test_vmap_over_teachers_equals_loop(selector):
     for i, t in enumerate(teachers):
         single, info = fn(t)
         for a, b in zip(single, batched, strict=True):
-            np.testing.assert_allclose(a["kernel"], b["kernel"][i], rtol=1e-9, atol=1e-12)
-        np.testing.assert_array_equal(info.layers[1].kept, binfo.layers[1].kept[i])
+            np.testing.assert_allclose(a["kernel"], np.asarray(b["kernel"])[i], rtol=1e-9,
+                                       atol=1e-12)
+        np.testing.assert_array_equal(info.layers[1].kept, np.asarray(binfo.layers[1].kept)[i])
 
 
 def test_fig2_network_float64():

@@ -14,6 +14,12 @@ jf = pytest.importorskip("jaxcompress.flax")
 X = jc.Ball(2, 1.0).sample(jax.random.PRNGKey(1), 200)
 
 
+def _built(make, seed=0):
+    """``make(nnx.Rngs(seed))``: an nnx module, its initializers run as one compiled program
+    (not op by op)."""
+    return nnx.jit(lambda: make(nnx.Rngs(seed)))()
+
+
 def test_nnx_module_through_trace_module_equals_its_params_list():
     model = jf.MLP([2, 48, 48, 1], activation="sigmoid", rngs=nnx.Rngs(0),
                    param_dtype=jnp.float64)
@@ -57,12 +63,13 @@ def test_modules_have_one_route_through_trace_module():
 
 
 def test_nnx_conventions_of_the_conversion():
-    rngs = nnx.Rngs(3)
-    seq = nnx.Sequential(nnx.Linear(2, 32, rngs=rngs, param_dtype=jnp.float64), jnp.tanh,
-                         nnx.Linear(32, 2, rngs=rngs, param_dtype=jnp.float64))
+    seq = _built(lambda rngs: nnx.Sequential(
+        nnx.Linear(2, 32, rngs=rngs, param_dtype=jnp.float64), jnp.tanh,
+        nnx.Linear(32, 2, rngs=rngs, param_dtype=jnp.float64)), seed=3)
     params, act = jf.nnx_params(seq)
     assert act == "tanh" and jc.layer_sizes(params) == [2, 32, 2]
-    np.testing.assert_allclose(seq(X), jc.apply(params, X, activation="tanh"), rtol=1e-13)
+    np.testing.assert_allclose(nnx.jit(lambda m, x: m(x))(seq, X),
+                               jc.apply(params, X, activation="tanh"), rtol=1e-13)
 
     class Net(nnx.Module):
         def __init__(self, rngs):
@@ -73,7 +80,7 @@ def test_nnx_conventions_of_the_conversion():
         def __call__(self, x):
             return self.out(jax.nn.gelu(self.inp(x)))
 
-    params, act = jf.nnx_params(Net(nnx.Rngs(0)))
+    params, act = jf.nnx_params(_built(Net))
     assert act == "gelu_tanh" and jc.layer_sizes(params) == [2, 24, 1]
 
 
@@ -88,7 +95,7 @@ def test_unsupported_models_are_refused_by_the_conversion():
             return self.layers[1](jax.nn.sigmoid(self.norm(self.layers[0](x))))
 
     with pytest.raises(ValueError, match="'norm' .*LayerNorm"):
-        jf.nnx_params(WithNorm(nnx.Rngs(0)))
+        jf.nnx_params(_built(WithNorm))
 
     class Relu(nnx.Module):
         def __init__(self, rngs):
@@ -96,7 +103,7 @@ def test_unsupported_models_are_refused_by_the_conversion():
             self.activation = jax.nn.relu
 
     with pytest.raises(ValueError, match="not analytic"):
-        jf.nnx_params(Relu(nnx.Rngs(0)))
+        jf.nnx_params(_built(Relu))
 
     class Lies(nnx.Module):  # declares sigmoid, computes tanh: must not be silently wrong
         def __init__(self, rngs):
@@ -107,14 +114,14 @@ def test_unsupported_models_are_refused_by_the_conversion():
             return self.layers[1](jnp.tanh(self.layers[0](x)))
 
     with pytest.raises(ValueError, match="output differs"):
-        jf.nnx_params(Lies(nnx.Rngs(0)))
+        jf.nnx_params(_built(Lies))
 
     class NoAct(nnx.Module):
         def __init__(self, rngs):
             self.layers = nnx.List([nnx.Linear(2, 8, rngs=rngs), nnx.Linear(8, 1, rngs=rngs)])
 
     with pytest.raises(ValueError, match="declares no activation"):
-        jf.nnx_params(NoAct(nnx.Rngs(0)))
+        jf.nnx_params(_built(NoAct))
 
     class Scaled(nn.Module):
         @nn.compact
@@ -122,14 +129,14 @@ def test_unsupported_models_are_refused_by_the_conversion():
             scale = self.param("scale", nn.initializers.ones, (1, 4), jnp.float32)
             return nn.Dense(1)(nn.sigmoid(nn.Dense(4)(x)) * scale)
 
-    bad_vars = Scaled().init(jax.random.PRNGKey(0), jnp.zeros((1, 2), jnp.float32))
+    bad_vars = jax.jit(Scaled().init)(jax.random.PRNGKey(0), np.zeros((1, 2), np.float32))
     with pytest.raises(ValueError, match="scale"):
         jf.linen_params(bad_vars, Scaled(), activation="sigmoid")
 
 
 def test_from_params_builds_models_for_loaded_files():
     params = jc.init_mlp(jax.random.PRNGKey(0), [3, 12, 7, 2])
-    x3 = X[:, :1].repeat(3, axis=1)
+    x3 = np.asarray(X)[:, :1].repeat(3, axis=1)
     model = jf.from_params(params, activation="silu")
     np.testing.assert_allclose(model(x3), jc.apply(params, x3, activation="silu"), rtol=1e-13)
     module, variables = jf.from_params(params, activation="silu", api="linen")

@@ -86,7 +86,8 @@ def test_init_under_jit_and_vmap():
     jitted = jax.jit(lambda k: jc.init_mlp(k, [2, 5, 1]))(keys[1])
     for layer, one in zip(jitted, jc.init_mlp(keys[1], [2, 5, 1]), strict=True):
         np.testing.assert_array_equal(layer["kernel"], one["kernel"])
-    np.testing.assert_array_equal(stack[1]["kernel"][1], jitted[1]["kernel"])  # teacher 1
+    # teacher 1 of the stack
+    np.testing.assert_array_equal(np.asarray(stack[1]["kernel"])[1], jitted[1]["kernel"])
 
 
 @pytest.mark.parametrize("act,ref", [("sigmoid", lambda u: 1 / (1 + np.exp(-u))),
@@ -98,14 +99,14 @@ def test_apply_matches_numpy(act, ref):
     for p in params[:-1]:
         h = ref(h @ np.asarray(p["kernel"]) + np.asarray(p["bias"]))
     want = h @ np.asarray(params[-1]["kernel"]) + np.asarray(params[-1]["bias"])
-    np.testing.assert_allclose(jc.apply(params, jnp.asarray(x), activation=act), want,
+    np.testing.assert_allclose(jc.apply(params, jax.device_put(x), activation=act), want,
                                rtol=1e-12, atol=1e-14)
     # any leading shape, and one point
-    y = jc.apply(params, jnp.asarray(x).reshape(11, 1, 2), activation=act)
-    np.testing.assert_allclose(y.reshape(11, 3), want, rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(jc.apply(params, jnp.asarray(x[0]), activation=act), want[0],
+    y = jc.apply(params, jax.device_put(x.reshape(11, 1, 2)), activation=act)
+    np.testing.assert_allclose(np.asarray(y).reshape(11, 3), want, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(jc.apply(params, jax.device_put(x[0]), activation=act), want[0],
                                rtol=1e-12, atol=1e-14)
-    hs = hidden_activations(params, jnp.asarray(x), activation=act)
+    hs = hidden_activations(params, jax.device_put(x), activation=act)
     assert [h.shape for h in hs] == [(11, 9), (11, 7)]
 
 
@@ -114,7 +115,7 @@ def test_sizes_and_parameter_counts():
     assert jc.layer_sizes(params) == [2, 6, 4, 1]
     assert jc.num_params(params) == param_count([2, 6, 4, 1]) == 2 * 6 + 6 + 6 * 4 + 4 + 4 + 1
     # a stack of networks (vmap): counts are per network
-    stacked = jax.tree.map(lambda *a: jnp.stack(a), params, params)
+    stacked = jax.tree.map(lambda *a: np.stack(a), params, params)
     assert jc.layer_sizes(stacked) == [2, 6, 4, 1]
     assert jc.num_params(stacked) == jc.num_params(params)
 
@@ -122,8 +123,8 @@ def test_sizes_and_parameter_counts():
 def test_validate_accepts_tuples_and_stacks_and_refuses_the_rest():
     params = jc.init_mlp(jax.random.PRNGKey(3), [2, 5, 1])
     assert jc.mlp.validate_params(tuple(params)) == params
-    stacked = jax.tree.map(lambda *a: jnp.stack(a), params, params)
+    stacked = jax.tree.map(lambda *a: np.stack(a), params, params)
     assert len(jc.mlp.validate_params(stacked)) == 2
-    bad = [params[0], {"kernel": params[1]["kernel"][:, :1], "bias": jnp.zeros((2,))}]
+    bad = [params[0], {"kernel": np.asarray(params[1]["kernel"])[:, :1], "bias": np.zeros((2,))}]
     with pytest.raises(ValueError, match=r"layer 1 bias has shape \(2,\); expected \(1,\)"):
         jc.mlp.validate_params(bad, where="here")

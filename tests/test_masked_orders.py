@@ -48,8 +48,8 @@ def test_a_masked_run_is_the_network_of_its_order(teacher, family):
     assert masked_runs(fam(6))
     for k in (0, 3, 4, 6):
         exact, info = compress_network(net, fam(k), BALL)
-        padded, pinfo = masked_jit(net.leaves, fam(6), BALL, jnp.full(2, k, jnp.int32),
-                                   plan=plan)
+        padded, pinfo = masked_jit(net.leaves, fam(6), BALL,
+                                   jax.device_put(np.full(2, k, np.int32)), plan=plan)
         assert plan.set_widths(padded) == (10, 28)          # the widths of K = 6
         np.testing.assert_allclose(_f(net, padded, X), _f(net, exact, X), rtol=0, atol=1e-12)
         np.testing.assert_allclose(float(pinfo.error_estimate), float(info.error_estimate),
@@ -84,14 +84,15 @@ def test_a_traced_network_called_twice_runs_masked():
         return mlp(p, x) + mlp(p, -x)      # every group at two sites: stacked feature blocks
 
     net = jc.trace(fn, params, jnp.zeros((4, 2), jnp.float64))
+    run = jax.jit(fn)   # the user's function compiled (op by op: a program per operation)
     for family in ("derivative", "collocation"):
         cands = UniformOrders(net, FAMILIES[family], BALL, max_order=4)
         assert cands.masked
         for k in (1, 2):
             small, info = cands(k)
             exact, exact_info = cands.exact(k)
-            a = fn(compressed_like(net, net, small, info, BALL).params, X)
-            b = fn(compressed_like(net, net, exact, exact_info, BALL).params, X)
+            a = run(compressed_like(net, net, small, info, BALL).params, X)
+            b = run(compressed_like(net, net, exact, exact_info, BALL).params, X)
             np.testing.assert_allclose(a, b, rtol=0, atol=1e-11)
 
 
@@ -143,15 +144,16 @@ def test_tied_sets_and_a_residual_stream_run_masked(name):
     net = jc.trace(model.fn, model.params, jnp.zeros((4, model.d_in), jnp.float32))
     ball = jc.Ball(model.d_in, 1.0)
     x = ball.sobol(128, dtype=jnp.float32)
-    y = model.fn(model.params, x)
+    run = jax.jit(model.fn)   # the model compiled (op by op: a program per operation)
+    y = np.asarray(run(model.params, x))
     cands = UniformOrders(net, jc.collocation, ball, max_order=4)
     assert cands.masked
     for k in (1, 3):
         small, info = cands(k)
         exact, exact_info = cands.exact(k)
-        a = model.fn(compressed_like(net, net, small, info, ball).params, x)
-        b = model.fn(compressed_like(net, net, exact, exact_info, ball).params, x)
-        scale = float(jnp.max(jnp.abs(y))) + float(jnp.max(jnp.abs(b - y)))
+        a = np.asarray(run(compressed_like(net, net, small, info, ball).params, x))
+        b = np.asarray(run(compressed_like(net, net, exact, exact_info, ball).params, x))
+        scale = float(np.max(np.abs(y))) + float(np.max(np.abs(b - y)))
         np.testing.assert_allclose(a, b, rtol=0, atol=2e-5 * scale)
 
 
@@ -174,14 +176,17 @@ def test_a_masked_shrink_step_is_the_shrink_step_in_one_program(case):
     from jaxcompress.shrink import Bench, _bucket, _narrow_step, _Space
 
     if case == "chain/derivative":
-        params = [dict(layer, bias=layer["bias"] - 3.0) for layer in
+        params = [dict(layer, bias=jax.device_put(np.asarray(layer["bias"]) - 3.0)) for layer in
                   jc.init_mlp(jax.random.PRNGKey(2), [2, 12, 12, 1], dtype=jnp.float64)]
         net, method = as_network(params, activation="sigmoid"), jc.derivative_matching(3)
     else:
-        k = jax.random.split(jax.random.PRNGKey(1), 3)
-        params = [{"kernel": draws.normal(k[0], (2, 12)), "bias": jnp.full((12,), -3.0)},
-                  {"kernel": draws.normal(k[1], (14, 12)) / 4, "bias": jnp.full((12,), -3.0)},
-                  {"kernel": draws.normal(k[2], (12, 1)) / 4, "bias": jnp.zeros(1)}]
+        # built on the host (host keys and arithmetic: no program per operation and shape)
+        k = np.asarray(jax.random.split(jax.random.PRNGKey(1), 3))
+        normal = [np.asarray(draws.normal(k[i], shape)) for i, shape in
+                  enumerate([(2, 12), (14, 12), (12, 1)])]
+        params = jax.device_put([{"kernel": normal[0], "bias": np.full((12,), -3.0)},
+                                 {"kernel": normal[1] / 4, "bias": np.full((12,), -3.0)},
+                                 {"kernel": normal[2] / 4, "bias": np.zeros(1)}])
         net = jc.trace(_skip_net, params, jnp.zeros((4, 2)))
         method = jc.collocation(3, layer_order="forward")
     bench = Bench(params, net, BALL, "sup", key=jax.random.PRNGKey(0), emit=lambda line: None)

@@ -38,7 +38,7 @@ def test_truncated_product_matches_a_dictionary_reference(d, k):
     rng = np.random.default_rng(d * 10 + k)
     mons = jc.taylor.monomials(d, k)
     a, b = rng.standard_normal(len(mons)), rng.standard_normal(len(mons))
-    got = np.asarray(taylor.poly_mul(jnp.asarray(a), jnp.asarray(b), d, k))
+    got = np.asarray(taylor.poly_mul(jax.device_put(a), jax.device_put(b), d, k))
     want = dict.fromkeys(map(tuple, mons.tolist()), 0.0)
     for (ea, ca), (eb, cb) in itertools.product(_dict_poly(a, mons).items(),
                                                 _dict_poly(b, mons).items()):
@@ -57,10 +57,10 @@ def test_compose_matches_horner_with_full_truncated_products(d, k):
     # checked against a dictionary above); compose skips the pairs that are zero
     rng = np.random.default_rng(7 * d + k)
     n = 5
-    u = jnp.asarray(rng.standard_normal((jc.taylor.num_monomials(d, k), n)))
-    series = jnp.asarray(rng.standard_normal((k + 1, n)))
-    # both sides compiled (op by op, the Horner loop compiled ~4x as many small programs)
-    @jax.jit
+    u = rng.standard_normal((jc.taylor.num_monomials(d, k), n))
+    series = rng.standard_normal((k + 1, n))
+    # both sides compiled, in one program (op by op, the Horner loop compiled ~4x as many small
+    # programs)
     def horner(series, u):
         u_hat = u.at[0].set(0)
         want = jnp.zeros_like(u).at[0].set(series[k])
@@ -68,8 +68,8 @@ def test_compose_matches_horner_with_full_truncated_products(d, k):
             want = taylor.poly_mul(want, u_hat, d, k).at[0].add(series[j])
         return want
 
-    got = jax.jit(lambda s, v: taylor.compose(s, v, d, k))(series, u)
-    np.testing.assert_allclose(got, horner(series, u), rtol=1e-13, atol=1e-13)
+    got, want = jax.jit(lambda s, v: (taylor.compose(s, v, d, k), horner(s, v)))(series, u)
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
     # u^^j has no terms below degree j: the table for u^^(j+1) = u^^j u^ has fewer pairs
     for v in range(1, k):
         ii, jj, _ = taylor._power_table(d, k, v)
@@ -87,10 +87,10 @@ def test_compose_in_neuron_blocks_is_the_same_computation(n, block):
     # (XLA compiles the loop body apart, and may contract multiply-adds differently)
     d, k = 3, 5
     rng = np.random.default_rng(n)
-    u = jnp.asarray(rng.standard_normal((jc.taylor.num_monomials(d, k), n)))
-    series = jnp.asarray(rng.standard_normal((k + 1, n)))
-    want = jax.jit(lambda s, v: taylor.compose(s, v, d, k))(series, u)
-    got = jax.jit(lambda s, v: taylor.compose(s, v, d, k, block=block))(series, u)
+    u = rng.standard_normal((jc.taylor.num_monomials(d, k), n))
+    series = rng.standard_normal((k + 1, n))
+    want, got = jax.jit(lambda s, v: (taylor.compose(s, v, d, k),
+                                      taylor.compose(s, v, d, k, block=block)))(series, u)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15)
 
@@ -119,7 +119,7 @@ def test_product_block_only_when_the_products_outgrow_the_cache():
         assert taylor.product_block(2, 4, 40, 8) == 16
         blocked = features(params)
         # under jax.vmap over a stack of two networks the loop is batched, not broken
-        stack = jax.tree.map(lambda a, b: jnp.stack([a, b]), params, other)
+        stack = jax.tree.map(lambda a, b: np.stack([a, b]), params, other)  # on the host
         batched = jax.jit(jax.vmap(lambda p: taylor.taylor_features(p, activation="sigmoid",
                                                                     order=4)))(stack)
     finally:
@@ -128,33 +128,35 @@ def test_product_block_only_when_the_products_outgrow_the_cache():
         np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)
     for i, want in enumerate((feats, want_other)):
         for a, b in zip(want, batched, strict=True):
-            np.testing.assert_allclose(b[i], a, rtol=1e-13, atol=1e-15)
+            np.testing.assert_allclose(np.asarray(b)[i], a, rtol=1e-13, atol=1e-15)
 
 
 def test_compose_and_input_polynomial():
     d, k = 2, 4
-    center = jnp.array([0.3, -0.2])
+    center = jax.device_put(np.array([0.3, -0.2]))
     x = taylor.input_polynomial(center, k)
     assert x.shape == (jc.taylor.num_monomials(d, k), d)
+    x = np.asarray(x)   # checked on the host (slicing a device array compiles a program)
     np.testing.assert_array_equal(x[0], center)
     np.testing.assert_array_equal(x[1:3], np.eye(2))
-    assert not np.any(np.asarray(x[3:]))
-    # the identity series (u0, 1, 0, ...) composed with u gives u back
-    u = jnp.asarray(np.random.default_rng(0).standard_normal((jc.taylor.num_monomials(d, k), 3)))
-    ident = jnp.stack([u[0], jnp.ones(3)] + [jnp.zeros(3)] * (k - 1))
+    assert not np.any(x[3:])
+    # the identity series (u0, 1, 0, ...) composed with u gives u back (inputs built on the host)
+    u = np.random.default_rng(0).standard_normal((jc.taylor.num_monomials(d, k), 3))
+    ident = np.stack([u[0], np.ones(3)] + [np.zeros(3)] * (k - 1))
     compose = jax.jit(taylor.compose, static_argnums=(2, 3))   # one program, not op by op
     np.testing.assert_allclose(compose(ident, u, d, k), u, rtol=1e-14, atol=1e-15)
     # exp(u0 + t x1) along x1: coefficients exp(u0) / j!
-    t = jnp.zeros((jc.taylor.num_monomials(1, k), 1)).at[0, 0].set(0.5).at[1, 0].set(1.0)
-    series = jnp.stack([jnp.full((1,), math.exp(0.5) / math.factorial(j)) for j in range(k + 1)])
-    np.testing.assert_allclose(compose(series, t, 1, k)[:, 0],
+    t = np.zeros((jc.taylor.num_monomials(1, k), 1))
+    t[0, 0], t[1, 0] = 0.5, 1.0
+    series = np.stack([np.full((1,), math.exp(0.5) / math.factorial(j)) for j in range(k + 1)])
+    np.testing.assert_allclose(np.asarray(compose(series, t, 1, k))[:, 0],
                                [math.exp(0.5) / math.factorial(j) for j in range(k + 1)],
                                rtol=1e-14)
 
 
 def test_propagation_is_the_taylor_expansion_of_the_network():
     params = jc.init_mlp(jax.random.PRNGKey(0), [2, 7, 5, 1])
-    center = jnp.array([0.2, 0.1])
+    center = jax.device_put(np.array([0.2, 0.1]))
     feats = taylor.taylor_features(params, activation="tanh", order=3, center=center)
     # the pass: layer 1 in closed form, then propagation (tests/test_closed_form.py compares it
     # with propagate_polynomial from input_polynomial, 1e-12 relative)
@@ -164,10 +166,11 @@ def test_propagation_is_the_taylor_expansion_of_the_network():
     # evaluate the degree-3 Taylor polynomial of layer 2 near the centre: error O(|h|^4)
     mons = jc.taylor.monomials(2, 3)
     for h in (1e-1, 5e-2):
-        dx = jnp.array([h, -0.5 * h])
-        poly = jnp.prod(dx[None, :] ** mons.astype(np.float64), axis=1) @ feats[1]
-        exact = jc.features.point_features(params, (center + dx)[None], activation="tanh")[1][0]
-        assert float(jnp.max(jnp.abs(poly - exact))) < 5 * h**4
+        dx = np.array([h, -0.5 * h])   # the polynomial and the error on the host
+        poly = np.prod(dx[None, :] ** mons.astype(np.float64), axis=1) @ np.asarray(feats[1])
+        x = jax.device_put((np.asarray(center) + dx)[None])
+        exact = np.asarray(jc.features.point_features(params, x, activation="tanh")[1])[0]
+        assert float(np.max(np.abs(poly - exact))) < 5 * h**4
 
 
 def test_feature_budget_refuses_huge_tables():

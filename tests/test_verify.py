@@ -87,7 +87,7 @@ def perturbed(params, key, eps):
 
 def shifted(params, delta):
     *rest, (w, b) = params
-    return [*rest, (w, b + delta)]
+    return [*rest, (w, jax.device_put(np.asarray(b) + delta))]  # on the host: no program
 
 
 def grid_max(fa, fb, domain, n=201):
@@ -107,12 +107,20 @@ def grid_max(fa, fb, domain, n=201):
             th = np.linspace(0, 2 * np.pi, 4 * n, endpoint=False)
             pts = np.concatenate([pts, c + r * (1 - 1e-12) * np.stack([np.cos(th),
                                                                        np.sin(th)], 1)])
-    x = jnp.asarray(pts)
-    return float(jnp.max(jnp.abs(fa(x) - fb(x))))
+    ya, yb = both(fa, fb, pts)
+    return float(np.max(np.abs(ya - yb)))
 
 
 def value_at(fa, fb, x):
-    return float(jnp.max(jnp.abs(fa(jnp.asarray(x)[None]) - fb(jnp.asarray(x)[None]))))
+    ya, yb = both(fa, fb, np.asarray(x)[None])
+    return float(np.max(np.abs(ya - yb)))
+
+
+def both(fa, fb, x):
+    """``F_a(x)`` and ``F_b(x)`` (NumPy) from one compiled program (run op by op, the networks
+    would compile a program per operation and shape)."""
+    ya, yb = jax.jit(lambda x: (fa(x), fb(x)))(x)
+    return np.asarray(ya), np.asarray(yb)
 
 
 def inside(domain, x):
@@ -182,9 +190,9 @@ def test_sound_against_dense_grid(d, kind):
     fa = mixed_mlp(params)
     fb = mixed_mlp(perturbed(params, jax.random.fold_in(key, 1), 0.05))
     if kind == "box":
-        domain = Box(-1.5 * jnp.ones(d), jnp.linspace(1.0, 2.0, d))
+        domain = Box(jax.device_put(-1.5 * np.ones(d)), jax.device_put(np.linspace(1.0, 2.0, d)))
     else:
-        domain = Ball(d, 1.5, center=0.25 * jnp.ones(d))
+        domain = Ball(d, 1.5, center=jax.device_put(0.25 * np.ones(d)))
     res = verify(fa, fb, domain=domain, order=2, tol=0.05, max_seconds=10.0)
     truth = grid_max(fa, fb, domain, n=4001 if d == 1 else 201)
     assert res.status == "converged"
@@ -282,10 +290,12 @@ def test_user_registered_rule():
 
 def _random_model(key, mono, shape, center, spread, rad):
     k1, k2, k3 = jax.random.split(key, 3)
-    coef = spread * draws.normal(k1, (mono.size, *shape), jnp.float64)
-    coef = coef / (1.0 + jnp.asarray(mono.degree, jnp.float64).reshape((-1,) + (1,) * len(shape)))
-    coef = coef.at[0].set(center + draws.uniform(k2, shape, jnp.float64, -1, 1))
-    return TaylorModel(coef, rad * draws.uniform(k3, shape, jnp.float64))
+    # built on the host (the same IEEE operations; on the device, a program per operation)
+    coef = spread * np.asarray(draws.normal(k1, (mono.size, *shape), jnp.float64))
+    coef = coef / (1.0 + np.asarray(mono.degree, np.float64).reshape((-1,) + (1,) * len(shape)))
+    coef[0] = center + np.asarray(draws.uniform(k2, shape, jnp.float64, -1, 1))
+    return TaylorModel(jax.device_put(coef),
+                       jax.device_put(rad * np.asarray(draws.uniform(k3, shape, jnp.float64))))
 
 
 def _evaluate(model: TaylorModel, mono, t, rho):
@@ -349,10 +359,11 @@ def _check_all(fns: dict, nargs: int, seed: int, order: int = 2) -> None:
         return claimed, undefined, jnp.max(jnp.where(ok[None], excess, -jnp.inf), axis=0)
 
     key = jax.random.PRNGKey(seed)
-    t = draws.uniform(jax.random.fold_in(key, 99), (300, 2), jnp.float64, -1, 1)
-    t = jnp.concatenate([t, jnp.array([[1.0, 1.0], [-1.0, 1.0], [1.0, -1.0], [-1.0, -1.0]])])
+    t = np.asarray(draws.uniform(jax.random.fold_in(key, 99), (300, 2), jnp.float64, -1, 1))
+    t = np.concatenate([t, np.array([[1.0, 1.0], [-1.0, 1.0], [1.0, -1.0], [-1.0, -1.0]])])
     for spread, rad in ((0.02, 1e-4), (0.3, 1e-2), (2.0, 0.5)):
-        keys = jax.random.split(jax.random.fold_in(key, int(spread * 100)), 2 * nargs)
+        # the keys as host arrays: indexing a device array compiles a program
+        keys = np.asarray(jax.random.split(jax.random.fold_in(key, int(spread * 100)), 2 * nargs))
         ins = [_random_model(keys[i], mono, shape, 0.0, spread, rad) for i in range(nargs)]
         rhos = [draws.uniform(keys[nargs + i], (len(t), *shape), jnp.float64, -1, 1)
                 for i in range(nargs)]
@@ -400,8 +411,11 @@ def test_function_accuracy_assumption():
         "expm1": (jnp.expm1, mpmath.expm1, x), "sqrt": (jnp.sqrt, mpmath.sqrt, pos),
         "rsqrt": (jax.lax.rsqrt, lambda v: 1 / mpmath.sqrt(v), pos),
     }
-    for name, (f, ref, pts) in cases.items():
-        got = np.asarray(jax.jit(f)(jnp.asarray(pts)))
+    # every function compiled, all in one program (elementwise: each computed as on its own)
+    values = jax.jit(lambda xs: {name: cases[name][0](v) for name, v in xs.items()})(
+        {name: pts for name, (_, _, pts) in cases.items()})
+    for name, (_, ref, pts) in cases.items():
+        got = np.asarray(values[name])
         want = np.array([float(ref(mpmath.mpf(float(v)))) for v in pts])
         ok = np.abs(want) > 1e-290
         rel = np.max(np.abs(got[ok] - want[ok]) / np.abs(want[ok]))
@@ -438,7 +452,8 @@ def test_input_validation(tanh_pair):
 
 def test_user_config_is_left_alone():
     params = init(jax.random.PRNGKey(5), [2, 4, 1])
-    p32 = [(w.astype(jnp.float32), b.astype(jnp.float32)) for w, b in params]
+    p32 = [(jax.device_put(np.asarray(w, np.float32)), jax.device_put(np.asarray(b, np.float32)))
+           for w, b in params]
     with jax.enable_x64(False):
         fa = mlp(p32, jnp.tanh)
         fb = mlp(shifted(p32, np.float32(1e-3)), jnp.tanh)
@@ -450,7 +465,8 @@ def test_user_config_is_left_alone():
         assert before == after and after[0] is False
         assert jnp.zeros(1).dtype == jnp.float32
     # float32 constants, the program computed in float64: the difference of the two biases
-    delta = float(np.float64(p32[-1][1][0] + np.float32(1e-3)) - np.float64(p32[-1][1][0]))
+    b0 = np.asarray(p32[-1][1])[0]
+    delta = float(np.float64(b0 + np.float32(1e-3)) - np.float64(b0))
     assert abs(res.lower - delta) < 1e-12 and delta <= res.upper <= 1.05 * delta
 
 
@@ -550,9 +566,10 @@ def test_certify_proves_what_the_paper_cannot(chain_pair):
     def skip(p, x):
         return jnp.concatenate([jnp.tanh(x @ p["w1"] + p["b1"][None]), x], axis=1) @ p["w2"]
 
-    k = jax.random.split(jax.random.PRNGKey(5), 3)
-    q = {"w1": draws.normal(k[0], (2, 16)), "b1": 0.1 * draws.normal(k[1], (16,)),
-         "w2": draws.normal(k[2], (18, 1)) / 6}
+    k = np.asarray(jax.random.split(jax.random.PRNGKey(5), 3))  # host keys: no slicing programs
+    q = {"w1": draws.normal(k[0], (2, 16)),
+         "b1": jax.device_put(0.1 * np.asarray(draws.normal(k[1], (16,)))),
+         "w2": jax.device_put(np.asarray(draws.normal(k[2], (18, 1))) / 6)}
     net = jc.trace(skip, q, jnp.zeros((4, 2)))
     skip_small, _ = jc.compress(net, jc.collocation(3), domain=Ball(2, 1.0))
     with pytest.raises(ValueError, match="(?s)not one.*pass compressed="):

@@ -38,7 +38,8 @@ def test_truncated_product_matches_a_dictionary_reference(d, k):
     rng = np.random.default_rng(d * 10 + k)
     mons = jc.taylor.monomials(d, k)
     a, b = rng.standard_normal(len(mons)), rng.standard_normal(len(mons))
-    got = np.asarray(taylor.poly_mul(jax.device_put(a), jax.device_put(b), d, k))
+    # one program (op by op, the truncated product compiled ~11 programs per case)
+    got = np.asarray(jax.jit(taylor.poly_mul, static_argnums=(2, 3))(a, b, d, k))
     want = dict.fromkeys(map(tuple, mons.tolist()), 0.0)
     for (ea, ca), (eb, cb) in itertools.product(_dict_poly(a, mons).items(),
                                                 _dict_poly(b, mons).items()):
@@ -134,7 +135,7 @@ def test_product_block_only_when_the_products_outgrow_the_cache():
 def test_compose_and_input_polynomial():
     d, k = 2, 4
     center = jax.device_put(np.array([0.3, -0.2]))
-    x = taylor.input_polynomial(center, k)
+    x = jax.jit(taylor.input_polynomial, static_argnums=1)(center, k)   # one program
     assert x.shape == (jc.taylor.num_monomials(d, k), d)
     x = np.asarray(x)   # checked on the host (slicing a device array compiles a program)
     np.testing.assert_array_equal(x[0], center)
@@ -157,10 +158,13 @@ def test_compose_and_input_polynomial():
 def test_propagation_is_the_taylor_expansion_of_the_network():
     params = jc.init_mlp(jax.random.PRNGKey(0), [2, 7, 5, 1])
     center = jax.device_put(np.array([0.2, 0.1]))
-    feats = taylor.taylor_features(params, activation="tanh", order=3, center=center)
+    # both in one program each (op by op they compiled ~70 programs)
+    feats = jax.jit(lambda p, c: taylor.taylor_features(p, activation="tanh", order=3,
+                                                        center=c))(params, center)
     # the pass: layer 1 in closed form, then propagation (tests/test_closed_form.py compares it
     # with propagate_polynomial from input_polynomial, 1e-12 relative)
-    again = taylor.taylor_pass(center, params[:2], activation="tanh", order=3)
+    again = jax.jit(lambda c, p: taylor.taylor_pass(c, p, activation="tanh", order=3))(
+        center, params[:2])
     for a, b in zip(feats, again, strict=True):
         np.testing.assert_array_equal(a, b)
     # evaluate the degree-3 Taylor polynomial of layer 2 near the centre: error O(|h|^4)

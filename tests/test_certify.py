@@ -36,8 +36,10 @@ def _scaled(seed, sizes, scale):
     params = []
     for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
         bound = 1.0 / np.sqrt(fan_in)
-        params.append({"kernel": jnp.asarray(scale * rng.uniform(-bound, bound, (fan_in, fan_out))),
-                       "bias": jnp.asarray(rng.uniform(-bound, bound, (fan_out,)))})
+        # device_put, not jnp.asarray (which compiles a program per shape)
+        params.append({"kernel": jax.device_put(scale * rng.uniform(-bound, bound,
+                                                                     (fan_in, fan_out))),
+                       "bias": jax.device_put(rng.uniform(-bound, bound, (fan_out,)))})
     return params
 
 

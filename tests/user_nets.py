@@ -11,8 +11,12 @@ def ensemble(key, members, sizes):
     """The stacked dense layers of ``members`` networks of layer ``sizes``: kernels
     ``(members, a, b)``, biases ``(members, b)`` (for ``jax.vmap`` over the members)."""
     keys = jax.random.split(key, len(sizes))
-    return [{"kernel": draws.normal(k, (members, a, b)) / np.sqrt(a),
-             "bias": 0.1 * draws.normal(jax.random.fold_in(k, 1), (members, b))}
+    # scaled on the host, bit for bit what the device gave (XLA divides by a constant as a
+    # product with its reciprocal): on the device each shape compiled two programs
+    return [{"kernel": jax.device_put(np.asarray(draws.normal(k, (members, a, b)))
+                                      * (1.0 / np.sqrt(a))),
+             "bias": jax.device_put(0.1 * np.asarray(draws.normal(jax.random.fold_in(k, 1),
+                                                                  (members, b))))}
             for k, a, b in zip(keys, sizes[:-1], sizes[1:], strict=False)]
 
 

@@ -67,24 +67,26 @@ def user_broadcasting():
 
 
 #: The files that take longest, longest first (CPU seconds of the test process and the processes
-#: it starts, in a default run on two cores from an empty compilation cache, 2026-12-05, from
-#: ``JAXCOMPRESS_TEST_PROFILE`` and ``tests/profile_report.py``: test_docs 90,
-#: test_benchmarks_figures 52 (its five benchmark processes), test_verify 51,
-#: test_trace_derivative 33, test_derivatives 32, test_masked_orders 31, test_searches 30, ...
-#: down to test_bad_inputs 9), started first: with one worker per core and a file per work unit
-#: (``--dist loadfile``), each worker takes the next file when it is done, so the long ones must
-#: not come last (a long file left to the end keeps one core busy while the other idles). The
-#: other files follow in their collection order.
+#: it starts, in a default run on two cores from an empty compilation cache, 2026-12-06 on a
+#: Xeon, from ``JAXCOMPRESS_TEST_PROFILE`` and ``tests/profile_report.py``: test_docs 70,
+#: test_benchmarks_figures 47 (its five benchmark processes), test_verify 36,
+#: test_masked_orders 29, test_derivatives 23, test_sharding 21, ... down to test_flax 5),
+#: started first: with one worker per core and a file per work unit (``--dist loadfile``), each
+#: worker takes the next file when it is done, so the long ones must not come last (a long file
+#: left to the end keeps one core busy while the other idles; the two workers then ended 1.6 s
+#: apart). The other files follow in their collection order.
 HEAVY_FILES = ("test_docs.py", "test_benchmarks_figures.py", "test_verify.py",
-               "test_trace_derivative.py", "test_derivatives.py", "test_masked_orders.py",
-               "test_searches.py", "test_trace_graphs.py", "test_sharding.py",
-               "test_verbs_on_every_network.py", "test_methods.py", "test_certify.py",
-               "test_benchmarks_zoo.py", "test_activations.py", "test_trace_scan.py",
-               "test_compress.py", "test_trace_property.py", "test_trace_module.py",
-               "test_trace_shared.py", "test_select.py", "test_benchmarks_compile.py",
-               "test_trace_tied.py", "test_trace_residual.py", "test_trace.py",
-               "test_many_inputs.py", "test_features.py", "test_networks.py", "test_taylor.py",
-               "test_defaults.py", "test_bad_inputs.py")
+               "test_masked_orders.py", "test_derivatives.py", "test_sharding.py",
+               "test_verbs_on_every_network.py", "test_searches.py", "test_methods.py",
+               "test_trace_graphs.py", "test_compiling.py", "test_trace_derivative.py",
+               "test_compress.py", "test_benchmarks_zoo.py", "test_certify.py",
+               "test_trace_shared.py", "test_trace_module.py", "test_benchmarks_compile.py",
+               "test_trace_scan.py", "test_activations.py", "test_stored.py", "test_trace.py",
+               "test_select.py", "test_bad_inputs.py", "test_many_inputs.py", "test_features.py",
+               "test_cli.py", "test_bad_inputs_fuzz.py", "test_trace_tied.py",
+               "test_certify_validity.py", "test_defaults.py", "test_polish.py",
+               "test_trace_residual.py", "test_networks.py", "test_zoo.py",
+               "test_trace_property.py", "test_flax.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -73,8 +73,9 @@ def user_broadcasting():
 #: test_masked_orders 29, test_derivatives 23, test_sharding 21, ... down to test_flax 5),
 #: started first: with one worker per core and a file per work unit (``--dist loadfile``), each
 #: worker takes the next file when it is done, so the long ones must not come last (a long file
-#: left to the end keeps one core busy while the other idles; the two workers then ended 1.6 s
-#: apart). The other files follow in their collection order.
+#: left to the end keeps one core busy while the other idles; in the profiled run, with the
+#: previous order, the two workers ended 1.6 s apart). The other files follow in their
+#: collection order.
 HEAVY_FILES = ("test_docs.py", "test_benchmarks_figures.py", "test_verify.py",
                "test_masked_orders.py", "test_derivatives.py", "test_sharding.py",
                "test_verbs_on_every_network.py", "test_searches.py", "test_methods.py",

@@ -57,16 +57,27 @@ LBFGS_MEMORY = 100
 CHUNKS = 10
 
 
-@functools.cache
 def default_optimizer(batch: int | None = None, steps: int = DEFAULT_STEPS):
     """The optimizer :func:`polish` uses when none is given (cached: one object, one compilation).
 
-    ``optax.lbfgs(memory_size=100)`` (zoom line search) on the fixed points; with minibatches
-    (``batch`` given) a line search has no fixed objective to search, so Adam with a cosine decay
-    from ``1e-3`` to ``1e-6`` over ``steps``.
+    ``optax.lbfgs(memory_size=100)`` (zoom line search) on the fixed points: one object for
+    every ``steps`` (it does not depend on them; keyed by ``steps`` too, a polish of 30 steps
+    after one of 20 compiled its first program and its loop again); with minibatches (``batch``
+    given) a line search has no fixed objective to search, so Adam with a cosine decay from
+    ``1e-3`` to ``1e-6`` over ``steps``.
     """
     if batch is None:
-        return optax.lbfgs(memory_size=LBFGS_MEMORY)
+        return _lbfgs()
+    return _adam(steps)
+
+
+@functools.cache
+def _lbfgs():
+    return optax.lbfgs(memory_size=LBFGS_MEMORY)
+
+
+@functools.cache
+def _adam(steps: int):
     return optax.adam(optax.cosine_decay_schedule(1e-3, steps, alpha=1e-3))
 
 
@@ -578,13 +589,14 @@ def polish_leaves(plan: Plan, leaves, teacher_plan: Plan, teacher_leaves, *, dom
     return best, history
 
 
-def _joined(parts, traced: bool, stack: bool = False):
-    """The chunks' losses in one array (``stack``: scalars into a vector); on the host when
-    they are concrete, so no program is compiled for it."""
+def _joined(parts, traced: bool, stack: bool = False, length: int | None = None):
+    """The chunks' losses in one array (``stack``: scalars into a vector), its first
+    ``length`` entries (default all); on the host when they are concrete, so no program is
+    compiled for it (a slice of the joined device array compiled one per step count)."""
     if traced:
-        return jnp.stack(parts) if stack else jnp.concatenate(parts)
+        return (jnp.stack(parts) if stack else jnp.concatenate(parts))[:length]
     host = [np.asarray(p) for p in parts]
-    return jax.device_put(np.stack(host) if stack else np.concatenate(host))
+    return jax.device_put((np.stack(host) if stack else np.concatenate(host))[:length])
 
 
 def _cast(a, dtype):
@@ -692,7 +704,8 @@ def _polish_run(student, teacher, model, domain, n, *, info, steps, optimizer, p
         jax.block_until_ready(best)
         seconds = time.perf_counter() - t0
     history = PolishHistory(
-        loss=_joined(losses, traced)[:steps], chunk_loss=_joined(chunk_loss, traced, stack=True),
+        loss=_joined(losses, traced, length=steps),
+        chunk_loss=_joined(chunk_loss, traced, stack=True),
         best_step=best_step, error_before=before, error_after=after, info=info, steps=int(steps),
         n_points=int(n), batch=None if batch is None else int(batch),
         optimizer="user" if user_opt else "default", seconds=seconds,

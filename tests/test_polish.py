@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from programs import programs_compiled
 
 import jaxcompress as jc
 from jaxcompress.measure import error_estimate
@@ -126,6 +127,20 @@ def test_the_default_optimizer_runs_on_one_vector_a_users_on_the_tree(run):
     for a, b in zip(jax.tree_util.tree_leaves(tree_params), jax.tree_util.tree_leaves(params),
                     strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-8)
+
+
+def test_another_step_count_compiles_only_the_loop_and_only_for_another_chunk_length(run):
+    """L-BFGS's default object does not depend on ``steps`` (keyed by it, a polish of 55 steps
+    after one of 60 compiled its first program and its loop again): the same chunk length
+    compiles nothing, another compiles the loop alone. The result is the one of that many
+    steps."""
+    teacher, student, *_ = run
+    (params, history), names = programs_compiled(lambda: jc.polish(
+        student, teacher, activation=ACT, domain=DISK, steps=STEPS - 5))   # chunks of 6 steps
+    assert names == [] and history.steps == STEPS - 5 and np.shape(history.loss) == (STEPS - 5,)
+    (_, history), names = programs_compiled(lambda: jc.polish(
+        student, teacher, activation=ACT, domain=DISK, steps=STEPS + 10))  # chunks of 7
+    assert names == ["jit(_run_chunk)"] and history.steps == STEPS + 10
 
 
 def test_polish_reports_progress(run, capsys):

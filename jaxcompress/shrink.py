@@ -241,6 +241,12 @@ class Bench:
         self.n_samples, self.local_search_steps = n_samples, local_search_steps
         self.widths = tuple(s.width for s in self.plan.sets)
 
+    def space(self, cand: Candidate) -> _Space:
+        """The padded widths ``cand`` is polished and measured at (:func:`_bucket`: its widths
+        rounded up to powers of two), where it shares its programs with the candidates of its
+        bucket."""
+        return _Space(self.plan, _bucket(cand.widths, self.widths))
+
     # -- measuring ----------------------------------------------------------------------------
 
     def function(self, leaves) -> Callable[[jax.Array], jax.Array]:
@@ -488,7 +494,7 @@ def _orders(bench: Bench, family, eps, max_order, polish, rows, emit, fail):
         method = family(k)
         cand = bench.compress(method, k, where, orders)
         # measured padded: the orders of one bucket share the metric's program
-        space = _Space(bench.plan, _bucket(cand.widths, bench.widths))
+        space = bench.space(cand)
         before = bench.measure(space.pad(cand.leaves)[0])
         error = before
         if polish is not None:
@@ -521,7 +527,7 @@ def _widths(bench: Bench, cand: Candidate, error: float, eps, polish, rows, emit
     """Phase 2: neurons removed per set while the metric stays within ``eps``, in steps that
     double after a success and halve after a failure (down to one neuron: the search ends when
     no set can lose one)."""
-    space = _Space(bench.plan, _bucket(cand.widths, bench.widths))
+    space = bench.space(cand)
     failed: set[int] = set()
     step = [1] * len(cand.widths)
     while True:
@@ -693,7 +699,7 @@ def frontier(
         cand = bench.compress(method, order, where,
                               None if factory is None else by_order[id(factory)])
         # measured and polished padded, as the search: one program per bucket of widths
-        space = _Space(bench.plan, _bucket(cand.widths, bench.widths))
+        space = bench.space(cand)
         padded = space.pad(cand.leaves)[0]
         before = bench.measure(padded)
         error = before

@@ -574,11 +574,13 @@ def _search_widths(strategy: Measured | Verified, problem: _Problem, metric,
     found = shrink_search(bench, family, problem.eps, max_order=strategy.max_order,
                           polish=strategy.polish, widths=strategy.shrink, fail=problem.fail)
     cand = found.best
-    sup = bench.sup(cand.leaves)
+    # measured padded to its bucket (the same function: the padding's neurons are read by zero
+    # rows): the programs of the search's own measurements, and of another eps's result nearby
+    padded, _ = bench.space(cand).pad(cand.leaves)
+    sup = bench.sup(padded)
     what = cand.method.describe() + (", polished" if strategy.polish is not None else "") + (
         ", widths searched" if strategy.shrink else "")
-    info = dataclasses.replace(cand.info, method=what,
-                               error_estimate=bench.estimate(cand.leaves))
+    info = dataclasses.replace(cand.info, method=what, error_estimate=bench.estimate(padded))
     cand = dataclasses.replace(cand, info=info)
     result = bench.result(cand)   # what compress returns for the user's network
     if isinstance(result, NetworkLike):

@@ -282,3 +282,23 @@ def test_the_command_line_shrinks_a_saved_network_by_rel_l2_without_polishing(tm
     assert math.isclose(small.metadata["metric_value"],
                         min(r["error"] for r in front["rows"]
                             if r["num_params"] == jc.num_params(small.params)), rel_tol=1e-12)
+
+
+def test_a_search_measures_its_result_padded_to_its_bucket():
+    """The result's sup error and error estimate are measured padded to its bucket of widths,
+    by the programs the search measured its candidates with: a second eps whose result lands
+    in the same bucket compiles nothing (measured at the result's own widths, it compiled the
+    sup error and the estimate again). The padding changes the function by rounding only."""
+    teacher = jc.init_mlp(jax.random.PRNGKey(0), [2, 24, 24, 1])
+
+    def search(eps):
+        return jc.compress_to_tolerance(teacher, jc.Measured(), activation="tanh", domain=BALL,
+                                        eps=eps)
+
+    first = search(1e-3)
+    second, names = programs_compiled(lambda: search(3e-3))
+    assert names == [], names
+    for res, eps in ((first, 1e-3), (second, 3e-3)):
+        assert max(res.widths) <= 16 and float(res.measured_error) <= eps
+        own = jc.measure.error_estimate(teacher, res.params, activation="tanh", domain=BALL)
+        np.testing.assert_allclose(float(res.info.error_estimate), float(own), rtol=1e-9)

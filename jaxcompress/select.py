@@ -718,13 +718,32 @@ def selector_dataclass(cls=None, *, data_fields: tuple[str, ...] = ()):
     """Make ``cls`` a frozen dataclass registered as a pytree (``data_fields`` traced).
 
     Every other field is static configuration (hashed into the compilation cache key).
+    Registered as a custom node, not with ``jax.tree_util.register_dataclass``: in JAX 0.10 the
+    structures of two *different* dataclasses registered that way compare equal when their
+    static fields do (``PivotedQR()`` and ``OMP()``: both ``rtol=None``), so ``jax.jit``'s cache
+    could hand one selector's compiled program to the other when their hashes met in its table
+    (seen twice in full test runs: ``select_columns(..., "omp")`` ran pivoted QR's program).
     """
 
     def wrap(cls):
         cls = dataclasses.dataclass(frozen=True)(cls)
-        meta = [f.name for f in dataclasses.fields(cls) if f.name not in data_fields]
-        return jax.tree_util.register_dataclass(cls, data_fields=list(data_fields),
-                                                meta_fields=meta)
+        names = [f.name for f in dataclasses.fields(cls)]
+        data = [n for n in names if n in data_fields]
+        meta = [n for n in names if n not in data_fields]
+
+        def flatten_with_keys(obj):
+            return ([(jax.tree_util.GetAttrKey(n), getattr(obj, n)) for n in data],
+                    tuple(getattr(obj, n) for n in meta))
+
+        def flatten(obj):
+            return [getattr(obj, n) for n in data], tuple(getattr(obj, n) for n in meta)
+
+        def unflatten(static, children):
+            return cls(**dict(zip(meta, static, strict=True)),
+                       **dict(zip(data, children, strict=True)))
+
+        jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten)
+        return cls
 
     return wrap if cls is None else wrap(cls)
 

@@ -251,8 +251,9 @@ def test_select_columns_called_eagerly_is_one_program():
         cached = jc.select._select_jit._cache_size()
         got, names = programs_compiled(lambda s=sel: jc.select.select_columns(
             z, 7, s, out_kernel=kernel))
-        # (once, in a full run, OMP compiled nothing here: the sizes of jit's own cache before
-        # and after say whether it found the program there or compiled it unreported)
+        # (once, in a full run, OMP compiled nothing here: jit's cache handed it pivoted QR's
+        # program, their pytree structures comparing equal; see test_select.py's
+        # test_selectors_of_different_classes_have_different_structures)
         assert len(names) == 1, (sel, names, cached, jc.select._select_jit._cache_size())
         # the selector itself in a program of the caller's (op by op it compiled ~100 more)
         obj = jc.select.as_selector(sel)

@@ -377,3 +377,22 @@ def test_more_columns_than_rows(selector: str) -> None:
     np.testing.assert_array_equal(coef[rank:], 0.0)
     np.testing.assert_allclose(coef[:, :rank], np.eye(m, rank), rtol=0, atol=ATOL)
     assert _reconstruction_error(z, perm, coef) < ATOL
+
+
+def test_selectors_of_different_classes_have_different_structures() -> None:
+    """``jax.jit`` keys its compiled programs by the pytree structure of the arguments: two
+    selector classes with the same static fields must not compare equal there (registered
+    with ``jax.tree_util.register_dataclass``, JAX 0.10 compared ``PivotedQR()`` and ``OMP()``
+    equal, both ``rtol=None``, and once ran pivoted QR's program for ``"omp"``). A selector
+    still flattens to its array fields, with their names as key paths, and back."""
+    sels = [jc.select.PivotedQR(), jc.select.GreedyGS(), jc.MaxVol(), jc.select.Exhaustive(),
+            jc.OMP(), jc.select.WeightNorm(), jc.select.RandomChoice(jax.random.PRNGKey(0))]
+    structs = [jax.tree_util.tree_structure(s) for s in sels]
+    for (i, a), (j, b) in itertools.product(enumerate(structs), repeat=2):
+        assert (a == b) == (i == j), (sels[i], sels[j])
+    assert jax.tree_util.tree_structure(jc.OMP(rtol=1e-3)) != structs[4]
+    choice = sels[-1]
+    (path, leaf), = jax.tree_util.tree_flatten_with_path(choice)[0]
+    assert jax.tree_util.keystr(path) == ".key" and leaf is choice.key
+    assert jax.tree.map(lambda a: a, choice) == choice
+    assert jax.tree.map(lambda a: a, sels[4]) == sels[4] and jax.tree.leaves(sels[4]) == []

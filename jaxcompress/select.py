@@ -229,15 +229,22 @@ def _lapack_pivoted_qr(z: jax.Array, m: int) -> tuple[jax.Array, jax.Array]:
 # The selection below therefore carries its own JVP: the derivative of the least-squares
 # coefficients with the pivots (and the rank) held fixed. Once JAX's rule is fixed the custom
 # rule can go: ``_lapack_selection`` is then ``_qr_selection(*_lapack_pivoted_qr(z, m)...)``.
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2))
-def _lapack_selection(z: jax.Array, m: int, rtol: float) -> Selection:
+def _lapack_selection(z: jax.Array, m: int, rtol) -> Selection:
+    # rtol may be traced (a selector's pytree leaf): an argument of the rule, not a
+    # nondifferentiable one (JAX refuses a tracer there under differentiation)
+    return _lapack_selection_rule(z, jnp.asarray(rtol, z.dtype), m)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
+def _lapack_selection_rule(z: jax.Array, rtol: jax.Array, m: int) -> Selection:
     perm, r_mat = _lapack_pivoted_qr(z, m)
     return _qr_selection(r_mat, perm, m, rtol)
 
 
-@_lapack_selection.defjvp
-def _lapack_selection_jvp(m, rtol, primals, tangents):
-    (z,), (dz,) = primals, tangents
+@_lapack_selection_rule.defjvp
+def _lapack_selection_jvp(m, primals, tangents):
+    # the threshold only moves the rank, a step function: no tangent of its own
+    (z, rtol), (dz, _) = primals, tangents
     q, r_full, perm = _geqp3(z)
     out = _qr_selection(_rows(r_full, m), perm, m, rtol)
     dcoef = lstsq_tangent(z[:, perm], dz[:, perm], q, _rows(r_full, m), out.coef, out.rank)
@@ -650,7 +657,8 @@ class Selector(abc.ABC):
     """
 
     #: The relative rank threshold (``None``: :func:`default_rtol` of the dtype); also used by
-    #: the least-squares re-weighting of forward order.
+    #: the least-squares re-weighting of forward order. The library's selectors trace it (a
+    #: pytree leaf): another value runs the same compiled program.
     rtol: float | None = None
     #: ``True`` for baselines whose coefficients come from an SVD least-squares fit (every row of
     #: ``coef`` counts for ``max |C|``), ``False`` for QR selectors (rows past the rank are zero).
@@ -749,15 +757,22 @@ def selector_dataclass(cls=None, *, data_fields: tuple[str, ...] = ()):
 
 
 def _check_rtol(rtol, where: str) -> None:
-    if rtol is None:
+    if rtol is None or isinstance(rtol, jax.core.Tracer):   # traced: checked where it was given
         return
     if isinstance(rtol, bool) or np.ndim(rtol) != 0 or not 0 <= float(rtol) < 1:
         raise ValueError(f"{where}: rtol must be a number in [0, 1) (a relative rank threshold; "
                          f"default 10 eps of the dtype), got {rtol!r}")
 
 
-def _rtol(rtol, dtype) -> float:
-    return default_rtol(dtype) if rtol is None else float(rtol)
+def _rtol(rtol, dtype):
+    """The rank threshold: the dtype's default, a given number, or a traced one (the
+    selectors' ``rtol`` is a pytree leaf: another value runs the same compiled program) cast
+    to ``dtype`` as a Python number would be."""
+    if rtol is None:
+        return default_rtol(dtype)
+    if isinstance(rtol, jax.core.Tracer) or isinstance(rtol, jax.Array):
+        return jnp.asarray(rtol, dtype)
+    return float(rtol)
 
 
 def _distributed_qr(z, m, axis, rtol) -> DistributedSelection:
@@ -782,7 +797,7 @@ def _qr_selection(r_mat, perm, m, rtol) -> Selection:
                      swaps=jnp.int32(0))
 
 
-@selector_dataclass
+@functools.partial(selector_dataclass, data_fields=("rtol",))
 class PivotedQR(Selector):
     """Column-pivoted QR (Businger-Golub; LAPACK ``geqp3``, greedy Gram-Schmidt on TPU).
 
@@ -811,7 +826,7 @@ class PivotedQR(Selector):
         return _distributed_qr(z, m, axis, _rtol(self.rtol, z.dtype))
 
 
-@selector_dataclass
+@functools.partial(selector_dataclass, data_fields=("rtol",))
 class GreedyGS(Selector):
     """Greedy pivoted Gram-Schmidt (:func:`greedy_pivoted_qr`): pivoted QR in pure JAX.
 
@@ -836,7 +851,7 @@ class GreedyGS(Selector):
         return _distributed_qr(z, m, axis, _rtol(self.rtol, z.dtype))
 
 
-@selector_dataclass
+@functools.partial(selector_dataclass, data_fields=("rtol",))
 class MaxVol(Selector):
     """Pivoted QR, then maxvol swaps until every ``|C_ij| <= 1 + delta`` (Lemma 10).
 
@@ -882,7 +897,7 @@ class MaxVol(Selector):
         return DistributedSelection(kept=kept, rank=start.rank, swaps=swaps)
 
 
-@selector_dataclass
+@functools.partial(selector_dataclass, data_fields=("rtol",))
 class Exhaustive(Selector):
     """The maximum-volume subset by enumeration (Algorithm 1, line 8): tiny problems only.
 
@@ -911,7 +926,7 @@ class Exhaustive(Selector):
         return _qr_selection(_r_of(z[:, perm], m), perm, m, _rtol(self.rtol, z.dtype))
 
 
-@selector_dataclass
+@functools.partial(selector_dataclass, data_fields=("rtol",))
 class OMP(Selector):
     """Output-aware greedy selection (see the module docstring; ours, not the paper's).
 
@@ -958,7 +973,7 @@ def _lstsq_selection(z, perm, m, rtol) -> Selection:
     return Selection(perm=perm, coef=coef, rank=rank, swaps=jnp.int32(0))
 
 
-@selector_dataclass
+@functools.partial(selector_dataclass, data_fields=("rtol",))
 class WeightNorm(Selector):
     """Baseline: keep the largest outgoing-weight norms ``||K_{l+1}[i, :]||`` (magnitude pruning).
 
@@ -988,7 +1003,7 @@ class WeightNorm(Selector):
         return _lstsq_selection(z, perm, m, _rtol(self.rtol, z.dtype))
 
 
-@functools.partial(selector_dataclass, data_fields=("key",))
+@functools.partial(selector_dataclass, data_fields=("key", "rtol"))
 class RandomChoice(Selector):
     """Baseline: keep ``m`` columns chosen uniformly at random.
 

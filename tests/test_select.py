@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.linalg
+from programs import programs_compiled
 
 import jaxcompress as jc
 import jaxcompress.select
@@ -396,3 +397,32 @@ def test_selectors_of_different_classes_have_different_structures() -> None:
     assert jax.tree_util.keystr(path) == ".key" and leaf is choice.key
     assert jax.tree.map(lambda a: a, choice) == choice
     assert jax.tree.map(lambda a: a, sels[4]) == sels[4] and jax.tree.leaves(sels[4]) == []
+
+
+def test_another_rank_threshold_runs_the_same_program() -> None:
+    """A selector's ``rtol`` is a pytree leaf, traced: compressing with another value compiles
+    nothing (static, it compiled a program per value), the ranks follow the value, a bad
+    value is still refused before tracing, and the derivative through pivoted QR's own JVP
+    rule runs with the threshold traced (a nondifferentiable argument there refused it)."""
+    teacher = jc.init_mlp(jax.random.PRNGKey(0), [2, 24, 24, 1])
+    ball = jc.Ball(2, 1.0)
+
+    def run(sel, params=teacher):
+        return jc.compress(params, jc.derivative_matching(4, selector=sel), activation="tanh",
+                           domain=ball)
+
+    run(jc.select.WeightNorm(rtol=1e-9))
+    (_, loose), names = programs_compiled(lambda: run(jc.select.WeightNorm(rtol=1e-3)))
+    assert names == []
+    tight = run(jc.select.WeightNorm(rtol=1e-9))[1]
+    assert [int(li.rank) for li in tight.layers] == [15, 15]
+    assert [int(li.rank) for li in loose.layers] == [14, 14]
+    with pytest.raises(ValueError, match="rtol must be a number in"):
+        run(jc.select.PivotedQR(rtol=2.0))
+
+    def loss(params, rtol):
+        small, _ = run(jc.select.PivotedQR(rtol=rtol), params)
+        return jnp.sum(jc.apply(small, jnp.ones((3, 2)), activation="tanh") ** 2)
+
+    grad = jax.jit(jax.grad(loss))(teacher, 1e-8)
+    assert all(np.all(np.isfinite(np.asarray(g))) for g in jax.tree.leaves(grad))

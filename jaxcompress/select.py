@@ -747,8 +747,13 @@ def selector_dataclass(cls=None, *, data_fields: tuple[str, ...] = ()):
             return [getattr(obj, n) for n in data], tuple(getattr(obj, n) for n in meta)
 
         def unflatten(static, children):
-            return cls(**dict(zip(meta, static, strict=True)),
-                       **dict(zip(data, children, strict=True)))
+            # no __init__: the checks of __post_init__ are for values a user gives; JAX
+            # rebuilds selectors with tracers and placeholders (ShapeDtypeStruct, ArgInfo)
+            obj = object.__new__(cls)
+            for name, value in (*zip(meta, static, strict=True),
+                                *zip(data, children, strict=True)):
+                object.__setattr__(obj, name, value)
+            return obj
 
         jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten)
         return cls
@@ -851,12 +856,13 @@ class GreedyGS(Selector):
         return _distributed_qr(z, m, axis, _rtol(self.rtol, z.dtype))
 
 
-@functools.partial(selector_dataclass, data_fields=("rtol",))
+@functools.partial(selector_dataclass, data_fields=("delta", "rtol"))
 class MaxVol(Selector):
     """Pivoted QR, then maxvol swaps until every ``|C_ij| <= 1 + delta`` (Lemma 10).
 
     Args:
-      delta: the tolerance ``delta >= 0`` of the coefficient bound ``|C_ij| <= 1 + delta``.
+      delta: the tolerance ``delta >= 0`` of the coefficient bound ``|C_ij| <= 1 + delta``
+        (traced, as ``rtol``: another value runs the same compiled program).
       max_swaps: cap on the swaps (default ``50 m``); each swap multiplies the volume by more
         than ``1 + delta``, so the cap is rarely reached.
       rtol: relative rank threshold (default :func:`default_rtol`).

@@ -400,10 +400,11 @@ def test_selectors_of_different_classes_have_different_structures() -> None:
 
 
 def test_another_rank_threshold_runs_the_same_program() -> None:
-    """A selector's ``rtol`` is a pytree leaf, traced: compressing with another value compiles
-    nothing (static, it compiled a program per value), the ranks follow the value, a bad
-    value is still refused before tracing, and the derivative through pivoted QR's own JVP
-    rule runs with the threshold traced (a nondifferentiable argument there refused it)."""
+    """A selector's ``rtol`` (and maxvol's ``delta``) is a pytree leaf, traced: compressing with
+    another value compiles nothing (static, it compiled a program per value), the ranks follow
+    the value, a bad value is still refused before tracing, and the derivative through pivoted
+    QR's own JVP rule runs with the threshold traced (a nondifferentiable argument there
+    refused it)."""
     teacher = jc.init_mlp(jax.random.PRNGKey(0), [2, 24, 24, 1])
     ball = jc.Ball(2, 1.0)
 
@@ -419,6 +420,12 @@ def test_another_rank_threshold_runs_the_same_program() -> None:
     assert [int(li.rank) for li in loose.layers] == [14, 14]
     with pytest.raises(ValueError, match="rtol must be a number in"):
         run(jc.select.PivotedQR(rtol=2.0))
+    # maxvol's coefficient bound delta too
+    run(jc.MaxVol(delta=0.01))
+    (_, exact), names = programs_compiled(lambda: run(jc.MaxVol(delta=0.0)))
+    assert names == [] and max(int(li.swaps) for li in exact.layers) > 0
+    with pytest.raises(ValueError, match="delta must be a finite number"):
+        jc.MaxVol(delta=-1.0)
 
     def loss(params, rtol):
         small, _ = run(jc.select.PivotedQR(rtol=rtol), params)

@@ -61,10 +61,10 @@ def default_optimizer(batch: int | None = None, steps: int = DEFAULT_STEPS):
     """The optimizer :func:`polish` uses when none is given (cached: one object, one compilation).
 
     ``optax.lbfgs(memory_size=100)`` (zoom line search) on the fixed points: one object for
-    every ``steps`` (it does not depend on them; keyed by ``steps`` too, a polish of 30 steps
-    after one of 20 compiled its first program and its loop again); with minibatches (``batch``
-    given) a line search has no fixed objective to search, so Adam with a cosine decay from
-    ``1e-3`` to ``1e-6`` over ``steps``.
+    every ``steps`` (it does not depend on them; keyed by ``steps`` too, another step count
+    compiled polishing's programs again even where its chunks kept their length); with
+    minibatches (``batch`` given) a line search has no fixed objective to search, so Adam with a
+    cosine decay from ``1e-3`` to ``1e-6`` over ``steps``.
     """
     if batch is None:
         return _lbfgs()

@@ -731,6 +731,8 @@ def selector_dataclass(cls=None, *, data_fields: tuple[str, ...] = ()):
     static fields do (``PivotedQR()`` and ``OMP()``: both ``rtol=None``), so ``jax.jit``'s cache
     could hand one selector's compiled program to the other when their hashes met in its table
     (seen twice in full test runs: ``select_columns(..., "omp")`` ran pivoted QR's program).
+    JAX rebuilds a selector without calling ``__init__``: the checks of ``__post_init__`` are for
+    the values a user gives, not for tracers and placeholders.
     """
 
     def wrap(cls):

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from programs import programs_compiled
 
 from jaxcompress.domains import Ball, Box, Points
 from jaxcompress.verification import (
@@ -594,10 +595,16 @@ def test_the_smallest_network_with_a_proven_error(chain_pair, tmp_path, capsys):
 
     teacher, small, _ = chain_pair
     ball = Ball(2, 1.0)
-    res = jc.compress_to_tolerance(teacher, jc.Verified(method=jc.collocation(2), shrink=False,
-                                                        n_samples=512),
-                                   activation="tanh", domain=ball, eps=3e-2)
+    res, names = programs_compiled(lambda: jc.compress_to_tolerance(
+        teacher, jc.Verified(method=jc.collocation(2), shrink=False, n_samples=512),
+        activation="tanh", domain=ball, eps=3e-2))
     assert res.mode == "verified" and res.verification.status == "certified"
+    # the final proof is the search's own: the candidate padded to its bucket, by the program
+    # the search compiled (at its own widths it compiled the proof again)
+    assert names.count("jit(bound)") == 1, names
+    # ... so its bracket is the one the search proved for that candidate, to the last bit
+    proved = [row.error for row in res.frontier.rows if tuple(row.widths) == tuple(res.widths)]
+    assert res.verification.upper in proved, (res.verification.upper, proved)
     assert res.verification.upper <= 3e-2 and res.measured_error <= res.verification.upper
     again = jc.verify(teacher, res.params, activation="tanh", domain=ball, eps=3e-2)
     assert again.status == "certified"

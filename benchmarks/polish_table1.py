@@ -94,6 +94,11 @@ def optimizers(cfg):
     configs = {
         "lbfgs m100, 4096 fixed (default)": {"steps": lb},
         "lbfgs m10, 4096 fixed": {"steps": lb, "optimizer": optax.lbfgs(memory_size=10)},
+        # the zoom line search is ~0.6 s of the polishing loop's 0.85 s compile; backtracking
+        # (Armijo only) compiles in ~0.36 s, but polishes worse (benchmarks/README.md)
+        "lbfgs m100 backtracking, 4096 fixed": {"steps": lb, "optimizer": optax.lbfgs(
+            memory_size=100, linesearch=optax.scale_by_backtracking_linesearch(
+                max_backtracking_steps=15, store_grad=True))},
         "adam cosine 1e-3, 4096 fixed": {"steps": ad, "optimizer": cosine},
         "adam cosine 1e-3, batch 1024 of 65536": {"steps": ad, "optimizer": cosine,
                                                   "points": 65536, "batch": 1024},

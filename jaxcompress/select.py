@@ -777,7 +777,7 @@ def _rtol(rtol, dtype):
     to ``dtype`` as a Python number would be."""
     if rtol is None:
         return default_rtol(dtype)
-    if isinstance(rtol, jax.core.Tracer) or isinstance(rtol, jax.Array):
+    if isinstance(rtol, jax.Array):   # a tracer too
         return jnp.asarray(rtol, dtype)
     return float(rtol)
 

@@ -241,6 +241,11 @@ class Bench:
         self.n_samples, self.local_search_steps = n_samples, local_search_steps
         self.widths = tuple(s.width for s in self.plan.sets)
 
+    def padded(self, cand: Candidate) -> list:
+        """``cand``'s leaves padded to its bucket (:meth:`space`): the same function, measured
+        and proven by the programs of its bucket's candidates."""
+        return self.space(cand).pad(cand.leaves)[0]
+
     def space(self, cand: Candidate) -> _Space:
         """The padded widths ``cand`` is polished and measured at (:func:`_bucket`: its widths
         rounded up to powers of two), where it shares its programs with the candidates of its

@@ -576,7 +576,7 @@ def _search_widths(strategy: Measured | Verified, problem: _Problem, metric,
     cand = found.best
     # measured padded to its bucket (the same function: the padding's neurons are read by zero
     # rows): the programs of the search's own measurements, and of another eps's result nearby
-    padded, _ = bench.space(cand).pad(cand.leaves)
+    padded = bench.padded(cand)
     sup = bench.sup(padded)
     what = cand.method.describe() + (", polished" if strategy.polish is not None else "") + (
         ", widths searched" if strategy.shrink else "")
@@ -647,8 +647,7 @@ class Verified(ToleranceStrategy):
         # function, the padding's neurons read by zero rows), so by the programs the search
         # compiled (at its own widths it compiled the proof's three again: 1.2 s of a 4.7 s
         # search of a [2, 24, 24, 1] teacher)
-        padded, _ = bench.space(cand).pad(cand.leaves)
-        proof = verify(teacher, bench.function(padded), domain=problem.domain,
+        proof = verify(teacher, bench.function(bench.padded(cand)), domain=problem.domain,
                        eps=problem.eps, max_seconds=float(self.max_seconds))
         problem.emit(f"proven: sup error in [{proof.lower:.4g}, {proof.upper:.4g}] "
                      f"({proof.status}, {proof.seconds:.1f} s)")

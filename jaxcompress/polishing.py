@@ -100,8 +100,10 @@ class PolishHistory:
       error_before, error_after: :func:`jaxcompress.measure.error_estimate` of the student
         against the teacher (max error on 256 fixed Sobol points of the domain, none of them a
         polishing point) before and after.
-      info: the ``CompressInfo`` passed in, with its ``error_estimate`` refreshed to
-        ``error_after``; ``None`` when none was given.
+      info: the ``CompressInfo`` passed in (for a compressed traced network, its own record
+        when none was passed), refreshed by :func:`polished_info`: ``error_estimate`` is
+        ``error_after``, ``estimated_on`` names its points and ``method`` ends with the
+        polishing; ``None`` when there was none.
       steps, n_points, batch: the run's size (``batch`` is ``None`` for full-batch steps).
       optimizer: ``"default"`` or ``"user"``.
       seconds: wall time of the whole call (compilation included); ``None`` when traced (under
@@ -480,9 +482,12 @@ def polish(
       domain: a :class:`~jaxcompress.Ball`, :class:`~jaxcompress.Box` or
         :class:`~jaxcompress.Parameterization`: where the points are drawn and where the error
         estimate is measured.
-      info: the ``CompressInfo`` of the compression that made ``student``: returned in the history
-        with its ``error_estimate`` replaced by the polished student's. Its hidden widths and
-        activation must be the student's (a record of another network is a ``ValueError``).
+      info: the ``CompressInfo`` of the compression that made ``student`` (a compressed
+        traced network's own ``student.info`` when ``None``): returned in the history, and
+        with a compressed traced network in the result, refreshed by :func:`polished_info`
+        (the polished student's error estimate, so that :func:`~jaxcompress.save` stores
+        it). Its hidden widths and activation must be the student's (a record of another
+        network is a ``ValueError``).
       steps: optimizer steps (default :data:`DEFAULT_STEPS`).
       optimizer: an optax ``GradientTransformation``; its ``update`` receives ``value``, ``grad``
         and ``value_fn`` as extra arguments (what ``optax.lbfgs`` needs). Default
@@ -511,8 +516,8 @@ def polish(
 
     Returns:
       ``(params, history)``: the polished student (the parameters with the lowest objective seen
-      at a chunk boundary, so never worse on the points than the start) and a
-      :class:`PolishHistory`.
+      at a chunk boundary, so never worse on the points than the start; a compressed traced
+      network comes back as one, carrying ``history.info``) and a :class:`PolishHistory`.
 
     The loop is ``jax.lax.scan`` inside ``jax.jit``, in :data:`CHUNKS` chunks of equal length.
     ``polish`` works under ``jax.vmap`` over stacks of (student, teacher) pairs of equal shapes
@@ -556,11 +561,38 @@ def _polish_traced(student, teacher, *, activation, domain, info, steps, optimiz
     d_in = teacher.x.shape[-1]
     check_domain(domain, d_in, where, jnp.result_type(*jax.tree_util.tree_leaves(student.params)))
     n = _check_points(points, d_in, steps, batch, where)
+    if info is None:
+        info = student.info
+    elif info is not student.info:
+        check_info_matches(info, student.layer_sizes(), None, where)
     best, history = _polish_loop(student.params, teacher.params,
                                  _FnModel(student.apply, teacher.fn), domain, n, info=info,
                                  steps=steps, optimizer=optimizer, points=points, batch=batch,
                                  key=key, progress=progress, dtype=dtype)
-    return student.replace(best), history
+    return dataclasses.replace(student, params=best, info=history.info), history
+
+
+def polished_info(info, error: jax.Array, domain, *, steps: int, n_points: int):
+    """The record ``info`` of a compression after :func:`polish`: every field that describes
+    the student's weights, as they now are.
+
+    * ``error_estimate``: ``error`` (:func:`~jaxcompress.measure.error_estimate` of the polished
+      student on ``domain``'s fixed points), and ``estimated_on`` those points in words (the
+      domain polished on may be another than the one compressed on);
+    * ``method``: the compression's description, then ``"; polished (S steps on N points)"``,
+      so a saved or printed record says that the weights are not the compression's.
+
+    The per-layer records (:class:`~jaxcompress.layer.LayerInfo`: kept neurons, ranks, the
+    Eq. (41) residual, ``max |C|``) describe the compression's selection and re-weighting and
+    stay as they were: polishing keeps the neurons and moves their weights. ``None`` stays
+    ``None``.
+    """
+    if info is None:
+        return None
+    note = f"polished ({steps} steps on {n_points} points)"
+    return dataclasses.replace(info, error_estimate=error,
+                               estimated_on=domain.estimate_description(),
+                               method=f"{info.method}; {note}" if info.method else note)
 
 
 def polish_leaves(plan: Plan, leaves, teacher_plan: Plan, teacher_leaves, *, domain,
@@ -697,8 +729,7 @@ def _polish_run(student, teacher, model, domain, n, *, info, steps, optimizer, p
     after = _finish(teacher, best, domain, model=model)
     if flat is not None:
         best = _student(flat.unravel(carry[2]), fixed)
-    if info is not None:
-        info = dataclasses.replace(info, error_estimate=after)
+    info = polished_info(info, after, domain, steps=int(steps), n_points=int(n))
     seconds = None
     if not traced:
         jax.block_until_ready(best)

@@ -102,9 +102,52 @@ def test_polish_refreshes_the_compression_record(run):
     np.testing.assert_allclose(info.error_estimate, history.error_before, rtol=1e-12)
     assert float(history.info.error_estimate) == pytest.approx(float(after), rel=1e-12)
     assert float(info.error_estimate) > float(after)
+    # the record says the weights were polished, and on which points the estimate was taken
+    assert history.info.method == f"{info.method}; polished ({STEPS} steps on 4096 points)"
+    assert history.info.estimated_on == info.estimated_on == "256 Sobol points of the domain"
     for f in dataclasses.fields(info):
-        if f.name != "error_estimate":
+        if f.name not in ("error_estimate", "method", "estimated_on"):
             assert getattr(history.info, f.name) is getattr(info, f.name)
+
+
+def test_a_saved_polished_network_stores_its_polished_record(run, tmp_path):
+    """Polish, save, load: the stored error estimate is a fresh measurement of the loaded
+    network, not the compression's (issue 62: 0.401 stored for 0.00245)."""
+    teacher, student, info, params, history, _ = run
+    jc.save(tmp_path / "polished.jcz", params, activation=ACT, info=history.info)
+    loaded = jc.load(tmp_path / "polished.jcz")
+    fresh = _error(teacher, loaded.params, domain=DISK)
+    assert float(loaded.info.error_estimate) == pytest.approx(float(fresh), rel=1e-12)
+    assert float(fresh) < 0.5 * float(info.error_estimate)
+    assert loaded.info.method.endswith("; polished (60 steps on 4096 points)")
+
+
+def test_a_polished_traced_network_carries_its_polished_record(tmp_path):
+    """A compressed traced network comes back from polish with its own record refreshed (no
+    ``info=`` needed), and ``jc.save`` stores that: after loading, the record's error estimate
+    is what ``jc.error_estimate`` measures afresh on the loaded network."""
+    teacher = _teacher(0)
+
+    def fn(params, x):
+        for layer in params[:-1]:
+            x = jax.nn.sigmoid(x @ layer["kernel"] + layer["bias"][None])
+        return x @ params[-1]["kernel"] + params[-1]["bias"][None]
+
+    net = jc.trace(fn, teacher, jnp.zeros((4, 2)))
+    small, info = jc.compress(net, jc.collocation(2), domain=DISK)
+    polished, history = jc.polish(small, net, domain=DISK, steps=20, points=512)
+    assert polished.info is history.info
+    assert float(polished.info.error_estimate) < 0.5 * float(info.error_estimate)
+    assert polished.info.method == f"{info.method}; polished (20 steps on 512 points)"
+    assert small.info is info                        # the student given is unchanged
+    jc.save(tmp_path / "polished.jcz", polished)
+    loaded = jc.load(tmp_path / "polished.jcz")
+    fresh = jc.error_estimate(net, loaded, domain=DISK)
+    np.testing.assert_allclose(loaded.info.error_estimate, fresh, rtol=1e-6)
+    assert loaded.info.method == polished.info.method
+    with pytest.raises(ValueError, match="info describes hidden widths"):
+        jc.polish(small, net, domain=DISK, steps=2, points=64,
+                  info=dataclasses.replace(info, layers=info.layers[:1]))
 
 
 def test_the_default_optimizer_runs_on_one_vector_a_users_on_the_tree(run):

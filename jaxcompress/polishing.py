@@ -42,7 +42,7 @@ from jaxcompress.networks import as_network
 from jaxcompress.protocol import NetworkLike
 
 __all__ = ["DEFAULT_POINTS", "DEFAULT_STEPS", "PolishHistory", "default_optimizer", "polish",
-           "polish_leaves"]
+           "polish_leaves", "polished_info"]
 
 #: Steps of the default optimizer (with 1000, every width-10 student of the five Table 1 teachers
 #: met the task criterion; benchmarks/README.md, "Data-free polishing").

@@ -27,7 +27,23 @@ dimension ``(b, d_in)``, lowered for CPU and CUDA, matmuls at ``HIGHEST`` precis
      "params_are_inputs": true,     # program(leaves, x); false: program(x), weights inside
      "d_in": 2, "dtype": "float32",
      "metadata": {..., "compression": CompressInfo.to_dict()},
-     "sha256": "<hash of the paths, leaves and program>"}
+     "sha256": "<hash of the paths, leaves and program>",
+     "jaxpr": <MessagePack bytes>,  # the same program as a jaxpr (jaxcompress._jaxpr_io)
+     "jaxpr_sha256": "<hash of those bytes>",
+     "chain": {"activation": ..., "params": [...]} or None,  # a chain of dense layers
+     "chain_sha256": "<hash of its params>"}
+
+The ``jaxpr`` is what the library's own readers of programs need: :func:`jaxcompress.verify`
+interprets it a second time (bounds on the difference of two networks) and
+:func:`jaxcompress.trace` finds its neuron groups, so a loaded traced network is compressed,
+certified, searched and verified as the network that was saved. It is the jaxpr of
+``program(leaves, x)`` traced with a symbolic batch ``(b, d_in)``, its output flattened to one
+array, its equations stored with their primitives' names and parameters and rebuilt on load by
+binding those primitives (:mod:`jaxcompress._jaxpr_io`); :func:`save` checks the rebuilt program
+against ``small(x)`` before writing it. A program that cannot be stored so (a primitive JAX
+does not list, a parameter that is a Python function) is saved without it
+(``"jaxpr_why"`` says why) and runs as before; files saved before it existed load too, and the
+verbs that need it say so.
 
 :func:`load` returns a :class:`LoadedNetwork` for it: ``loaded(x)``, ``loaded.params`` (leaves
 by path) and ``loaded.info``; no Python code of the original model is needed. The program takes
@@ -43,18 +59,22 @@ The hash makes a corrupted file an error instead of a silently different model. 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import msgpack
 import numpy as np
 
+from jaxcompress import _jaxpr_io
 from jaxcompress._checks import check_info_matches
 from jaxcompress.activations import get_activation, registered_activations
-from jaxcompress.graph import Compressed, Network
-from jaxcompress.graph.network import apply_fn
+from jaxcompress.graph import Compressed, Network, trace
+from jaxcompress.graph.network import apply_fn, compressed
+from jaxcompress.graph.plan import flat_output
 from jaxcompress.layer import CompressInfo
 from jaxcompress.mlp import Params, apply, layer_sizes, leaf_count, validate_params
 from jaxcompress.protocol import NetworkLike
@@ -99,6 +119,10 @@ class LoadedNetwork(NetworkLike):
       chain: the params list of its chain of dense layers with a registered activation, or
         ``None``: what :func:`jaxcompress.compress` and :func:`jaxcompress.certify` of the
         loaded network read.
+      program: a traced network's stored jaxpr as ``program(params, x)`` (the leaves by path;
+        one output array), or ``None``: what :func:`jaxcompress.verify` interprets and
+        :func:`jaxcompress.trace` reads when the file holds no chain.
+      program_why: why a traced network has no ``program`` (``""`` when it has one).
     """
 
     params: Any
@@ -109,6 +133,8 @@ class LoadedNetwork(NetworkLike):
     params_are_inputs: bool = False
     stored_sizes: tuple[int, ...] | None = None
     chain: Params | None = None
+    program: StoredProgram | None = None
+    program_why: str = ""
 
     def __call__(self, x: jax.Array) -> jax.Array:
         """The network on a batch ``x`` of shape ``(n, d_in)``, any ``n``."""
@@ -149,15 +175,30 @@ class LoadedNetwork(NetworkLike):
     def function(self):
         if self.chain is not None:   # a params list, or a traced network stored with its chain
             return apply_fn(get_activation(self.activation)), self.chain
+        if self.program is not None:   # the stored jaxpr, readable by the verifier
+            return self.program, self.params
         return self.apply, ()
 
+    def readable(self, where: str) -> None:
+        """Raise a ``ValueError`` naming ``where`` when the library cannot read this network's
+        program (a traced network saved without its jaxpr: by an older jaxcompress, or with a
+        primitive that could not be stored; ``program_why`` says which)."""
+        if self.chain is None and self.program is None and self.exported is not None:
+            raise ValueError(f"{where}: this saved traced network holds its program only "
+                             f"exported (StableHLO), which jaxcompress cannot read: "
+                             f"{self.program_why}")
+
     def as_network(self) -> Network:
-        if self.chain is None:
-            raise ValueError(
-                "this saved network is not a chain of dense layers, and its program is stored "
-                "exported (StableHLO), which the trace cannot read; trace your own function "
-                "again with its parameters (loaded.params, by path)")
-        return Network.from_params(self.chain, self.activation)
+        if self.chain is not None:
+            return Network.from_params(self.chain, self.activation)
+        self.readable("as_network")
+        return self._traced
+
+    @functools.cached_property
+    def _traced(self) -> Network:
+        """The stored jaxpr traced (once): its neuron groups."""
+        spec = jax.ShapeDtypeStruct((1, self.layer_sizes()[0]), jnp.dtype(self.program.dtype))
+        return trace(self.program, self.params, spec)
 
     def check_activation(self, activation, where: str) -> None:
         if activation is None:
@@ -168,9 +209,12 @@ class LoadedNetwork(NetworkLike):
             raise ValueError(f"{where}: the file says activation {self.activation!r}; got "
                              f"activation={activation!r}")
 
-    def compressed_as(self, net: Network, leaves: list, info, domain=None) -> Params:
-        """A loaded chain compresses to a params list (what a saved params list is)."""
-        del info, domain
+    def compressed_as(self, net: Network, leaves: list, info, domain=None):
+        """A loaded chain compresses to a params list (what a saved params list is); a traced
+        network read from its stored jaxpr to a :class:`~jaxcompress.Compressed` of it."""
+        del domain
+        if self.chain is None:
+            return compressed(net, leaves, info)
         return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(net.params), leaves)
 
     def with_params(self, params) -> LoadedNetwork:
@@ -192,6 +236,25 @@ class LoadedNetwork(NetworkLike):
 
     def __getitem__(self, i: int):
         return self._triple()[i]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class StoredProgram:
+    """``fn(params, x)`` of a saved traced network: its stored jaxpr
+    (:mod:`jaxcompress._jaxpr_io`) on the leaves of ``params`` (a dict by path) and ``x``
+    (``(n, d_in)`` of :attr:`dtype`, any ``n``), one output array ``(n, d_out)``."""
+
+    rebuilt: _jaxpr_io.Rebuilt
+    paths: tuple[str, ...]
+
+    @property
+    def dtype(self) -> str:
+        """The dtype of ``x`` it was saved for (it takes no other: no silent cast)."""
+        return self.rebuilt.in_specs[-1][1]
+
+    def __call__(self, params, x):
+        (out,) = self.rebuilt(*[params[p] for p in self.paths], x)
+        return out
 
 
 def _digest(params: list[dict[str, np.ndarray]]) -> str:
@@ -353,7 +416,9 @@ def _traced_doc(obj, *, metadata, info, x) -> dict:
     if metadata is not None and not isinstance(metadata, dict):
         raise TypeError(f"{where}: metadata must be a dict, got {type(metadata).__name__}")
     pairs, treedef = jax.tree_util.tree_flatten_with_path(comp.params)
-    paths = [jax.tree_util.keystr(p) for p, _ in pairs]
+    # a network loaded from a file keeps that file's paths (its params are a dict by path)
+    again = isinstance(comp.network.fn, StoredProgram)
+    paths = [p[0].key if again else jax.tree_util.keystr(p) for p, _ in pairs]
     leaves = [np.asarray(leaf) for _, leaf in pairs]
     pts = jax.random.normal(jax.random.PRNGKey(0), (16, d_in), dtype)
     (b,) = jax.export.symbolic_shape("b")
@@ -382,15 +447,48 @@ def _traced_doc(obj, *, metadata, info, x) -> dict:
             if not err <= tol:
                 raise RuntimeError(f"{where}: the exported program differs from small(x) by "
                                    f"{err:.3g} on 16 inputs (tolerance {tol:.2g})")
+        jaxpr, why = _jaxpr_blob(comp, treedef, specs, xs, leaves, pts, want, tol)
     program = bytes(exported.serialize())
     meta = _plain(dict(metadata or {}))
     if info is not None:
         meta["compression"] = info_to_dict(info)
-    return {"format": FORMAT, "version": TRACED_VERSION, "kind": "traced", "paths": paths,
-            "leaves": leaves, "program": program, "params_are_inputs": bool(inputs),
-            "d_in": d_in, "dtype": dtype.name, "metadata": meta,
-            "sizes": [int(v) for v in comp.layer_sizes()], "chain": _chain_doc(comp),
-            "sha256": _traced_digest(paths, leaves, program)}
+    doc = {"format": FORMAT, "version": TRACED_VERSION, "kind": "traced", "paths": paths,
+           "leaves": leaves, "program": program, "params_are_inputs": bool(inputs),
+           "d_in": d_in, "dtype": dtype.name, "metadata": meta,
+           "sizes": [int(v) for v in comp.layer_sizes()], "chain": _chain_doc(comp),
+           "sha256": _traced_digest(paths, leaves, program)}
+    if doc["chain"] is not None:   # what compress and certify read: never a silent change
+        doc["chain_sha256"] = _digest(doc["chain"]["params"])
+    if jaxpr is None:
+        doc["jaxpr_why"] = why
+    else:
+        doc.update(jaxpr=jaxpr, jaxpr_sha256=hashlib.sha256(jaxpr).hexdigest())
+    return doc
+
+
+def _jaxpr_blob(comp: Compressed, treedef, specs, xs, leaves, pts, want, tol
+                ) -> tuple[bytes | None, str]:
+    """The program as a stored jaxpr (MessagePack bytes) and ``""``, or ``None`` and why it
+    cannot be stored. The stored program is rebuilt and checked against ``small(x)`` on the
+    16 inputs ``pts`` first."""
+    def program(ls, x):
+        return flat_output(comp.apply(jax.tree_util.tree_unflatten(treedef, ls), x), x)
+
+    try:
+        blob = msgpack.packb(_jaxpr_io.to_doc(jax.make_jaxpr(program)(specs, xs)))
+        rebuilt = _jaxpr_io.rebuild(msgpack.unpackb(blob))
+        (got,) = rebuilt(*leaves, pts)
+    except _jaxpr_io.Unstorable as e:
+        return None, f"its program could not be stored as a jaxpr when it was saved: {e}"
+    except Exception as e:  # noqa: BLE001 - the file stays usable through its exported program
+        return None, (f"its program could not be stored as a jaxpr when it was saved "
+                      f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+    got = np.asarray(got).reshape(want.shape[0], -1)
+    err = float(np.max(np.abs(got - want.reshape(want.shape[0], -1))))
+    if not err <= tol:
+        return None, (f"its program stored as a jaxpr differed from the network by {err:.3g} "
+                      f"on 16 inputs when it was saved (tolerance {tol:.2g}), so it was left out")
+    return blob, ""
 
 
 def _chain_doc(comp: Compressed) -> dict | None:
@@ -404,7 +502,18 @@ def _chain_doc(comp: Compressed) -> dict | None:
             "params": [{k: np.asarray(v) for k, v in layer.items()} for layer in comp.lowered]}
 
 
+#: Every field of a traced network's document (a file with another is damaged or foreign).
+_TRACED_FIELDS = frozenset({
+    "format", "version", "kind", "paths", "leaves", "program", "params_are_inputs", "d_in",
+    "dtype", "metadata", "sizes", "chain", "chain_sha256", "sha256", "jaxpr", "jaxpr_sha256",
+    "jaxpr_why"})
+
+
 def _load_traced(path, doc: dict) -> LoadedNetwork:
+    unknown = sorted(set(doc) - _TRACED_FIELDS)
+    if unknown:
+        raise _bad(path, f"unknown field(s) {unknown} (damaged, or written by a newer "
+                         "jaxcompress)")
     try:
         paths = [str(p) for p in _as_list(doc["paths"])]
         leaves = [np.asarray(a) for a in _as_list(doc["leaves"])]
@@ -430,12 +539,35 @@ def _load_traced(path, doc: dict) -> LoadedNetwork:
     if chain is not None:
         chain, activation = ([{k: np.asarray(v) for k, v in layer.items()} for layer in
                               _as_list(chain["params"])], str(chain["activation"]))
+        if "chain_sha256" in doc and _digest(chain) != doc["chain_sha256"]:
+            raise _bad(path, "the stored chain does not match its checksum (corrupted)")
+    program, why = _load_jaxpr(path, doc, paths)
     return LoadedNetwork(params=dict(zip(paths, leaves, strict=True)), metadata=metadata,
                          info=info, activation=activation, exported=exported,
                          params_are_inputs=inputs,
                          stored_sizes=None if sizes is None else tuple(int(v) for v in
                                                                        _as_list(sizes)),
-                         chain=chain)
+                         chain=chain, program=program, program_why=why)
+
+
+def _load_jaxpr(path, doc: dict, paths: list[str]) -> tuple[StoredProgram | None, str]:
+    """The stored jaxpr of a traced network's document, or ``None`` and why there is none."""
+    blob = doc.get("jaxpr")
+    if blob is None:
+        return None, str(doc.get("jaxpr_why") or (
+            "the file was saved by a jaxcompress that did not store the program as a jaxpr; "
+            "load it with that version's jc.load, or trace the network again, and save it "
+            "again with jc.save"))
+    blob = bytes(blob)
+    if hashlib.sha256(blob).hexdigest() != doc.get("jaxpr_sha256"):
+        raise _bad(path, "the stored jaxpr does not match its checksum (corrupted)")
+    try:
+        rebuilt = _jaxpr_io.rebuild(msgpack.unpackb(blob))
+    except ValueError as e:
+        return None, f"its stored jaxpr cannot be read: {e}"
+    except Exception as e:  # noqa: BLE001 - msgpack raises several types for garbage
+        raise _bad(path, f"the stored jaxpr is unreadable ({type(e).__name__}: {e})") from None
+    return StoredProgram(rebuilt, tuple(paths)), ""
 
 
 def _as_list(v) -> list:

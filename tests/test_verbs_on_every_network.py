@@ -211,10 +211,13 @@ def test_a_compressed_result_is_a_network_again(tmp_path):
     ref, _ = jc.compress(params, jc.derivative_matching(3), activation="tanh", domain=BALL)
     for a, b in zip(again, ref, strict=True):
         np.testing.assert_array_equal(a["kernel"], b["kernel"])
-    # not a chain: refused with what to do
+    # not a chain: read from its stored jaxpr, the same network compressed the same way
     jc.save(tmp_path / "s.jcz", net)
-    with pytest.raises(ValueError, match="not a chain of dense layers"):
-        jc.compress(jc.load(tmp_path / "s.jcz"), jc.collocation(2), domain=BALL)
+    from_file, _ = jc.compress(jc.load(tmp_path / "s.jcz"), jc.collocation(2), domain=BALL)
+    direct, _ = jc.compress(net, jc.collocation(2), domain=BALL)
+    assert jc.layer_sizes(from_file) == jc.layer_sizes(direct)
+    np.testing.assert_allclose(from_file(jnp.ones((3, 2))), direct(jnp.ones((3, 2))), rtol=1e-9,
+                               atol=1e-12)
 
 
 def test_the_command_line_compresses_and_certifies_a_saved_module(tmp_path, monkeypatch):

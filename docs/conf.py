@@ -72,4 +72,4 @@ html_theme_options = {
     "navigation_with_keys": False,
 }
 html_static_path = ["_static"]
-html_css_files = ["wide.css"]  # a wide display formula scrolls instead of being clipped
+html_css_files = ["wide.css"]  # wide formulas scroll, long code lines wrap (never clipped)

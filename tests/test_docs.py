@@ -11,7 +11,22 @@ line ends in a comment that starts with a Python literal is checked against it::
     jc.sup_error(...)                   # 2.6e-09   (floats: within one unit of the last digit)
 
 Text after the literal that starts with a bracket, a colon, a comparison or the like is prose
-(``# 4.9e-07 <= eps: a proof``); a comment that does not start with a literal is not checked.
+(``# 4.9e-07 <= eps: a proof``, ``# (3, 1): your fn``); a comment that does not start with a
+literal is not checked. A ``print`` of several values (or one whose comment is not one literal)
+is checked against the text it printed, and so is a print followed by comment lines that show
+its output::
+
+    print(jc.layer_sizes(small), jc.num_params(small))  # [2, 28, 28, 1] 981
+    print(jc.layer_sizes(small), flag)
+    # [2, 21, 21, 1] True
+
+The printed text and the comment are compared token by token (runs of whitespace are one
+space): text exactly, integers exactly, a number written with a decimal point or an exponent
+within one unit of its last digit shown, ``...`` any text. A comment that shows a value (it
+starts with a digit, a bracket, a quote, ``True``, ``False`` or ``None``) on a line the checker
+cannot check (not a top-level expression or print, or a literal it cannot read) fails the block:
+no printed value in the docs goes unchecked (``test_every_shown_value_is_checked`` finds them
+without running anything).
 
 HTML comments right before a block (invisible on GitHub and in the docs) adjust its run:
 
@@ -44,6 +59,7 @@ typeset by the MathJax shipped with the site, not one from a CDN.
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import doctest
 import functools
@@ -56,6 +72,7 @@ import shlex
 import sys
 import tokenize
 import types
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -191,10 +208,11 @@ def _scalar(actual):
 def expected_output(comment: str):
     """``(predicate, literal text)`` if the comment starts with a literal, else ``None``."""
     text = comment.lstrip("#").strip()
-    cuts = [len(text)] + [m.start() for m in re.finditer(r"\s", text)][::-1]
+    # the literal ends at a space or right before prose glued to it ("(3, 1): your fn")
+    cuts = sorted({len(text)} | {m.start() for m in re.finditer(r"[\s:;]", text)}, reverse=True)
     for cut in cuts:
         head, rest = text[:cut].strip(), text[cut:].strip()
-        if not head or (rest and rest[0].isalnum()):
+        if not head or (rest and (rest[0].isalnum() or rest[0] in "_.")):
             continue
         try:
             tree = ast.parse(head, mode="eval")
@@ -202,6 +220,111 @@ def expected_output(comment: str):
         except SyntaxError:
             continue
     return None
+
+
+#: A comment that shows a value: it starts with a number, a bracket, a quote or a constant.
+_SHOWS_VALUE = re.compile(r"""^#\s*(-?\.?\d|[\[({'"]|(True|False|None)\b)""")
+#: A number in printed text: an integer, or a float with a decimal point and/or an exponent.
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)"
+
+
+def shows_value(comment: str) -> bool:
+    return _SHOWS_VALUE.match(comment.strip()) is not None
+
+
+def printed_matches(shown: str, printed: str) -> bool:
+    """Whether ``printed`` (what a print wrote) reads as ``shown`` (the text a comment shows):
+    token by token, whitespace runs as one space, text exactly, integers exactly, other
+    numbers within one unit of their last digit shown, ``...`` any text."""
+    def norm(t):
+        return " ".join(t.split())
+
+    shown, printed = norm(shown), norm(printed)
+    pattern, wanted = [], []
+    for i, part in enumerate(shown.split("...")):
+        if i:
+            pattern.append(".*?")
+        pos = 0
+        for m in re.finditer(_NUMBER, part):
+            pattern.append(re.escape(part[pos:m.start()]).replace(r"\ ", " "))
+            pattern.append(f"({_NUMBER})")
+            wanted.append(m.group())
+            pos = m.end()
+        pattern.append(re.escape(part[pos:]).replace(r"\ ", " "))
+    m = re.fullmatch("".join(pattern), printed, re.S)
+    if m is None:
+        return False
+    for text, got in zip(wanted, m.groups(), strict=True):
+        if not re.search(r"[.eE]|nan|inf", text):
+            if not re.fullmatch(r"[-+]?\d+", got) or int(got) != int(text):
+                return False
+            continue
+        mantissa = re.split(r"[eE]", text.lstrip("+-"))[0]
+        decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+        exponent = int(re.split(r"[eE]", text)[1]) if re.search(r"[eE]", text) else 0
+        unit = 10.0 ** (exponent - decimals)
+        a, b = float(got), float(text)
+        if not (a == b or abs(a - b) <= unit * (1 + 1e-9)):
+            return False
+    return True
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """How one top-level statement's output is checked: by ``value`` (the expression's value
+    against the literal of its comment) or by ``printed`` text (what a ``print`` wrote against
+    the comment's text, or the comment lines below it)."""
+
+    kind: str  # "value" or "printed"
+    shown: str
+    predicate: Any = None
+
+
+def _is_print(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name) and node.value.func.id == "print")
+
+
+def plan_checks(code: str) -> tuple[dict[int, Check], list[str]]:
+    """``({statement index: Check}, problems)`` for a block: every comment that shows a value
+    is either checked or a problem (its line and why)."""
+    tree = ast.parse(code)
+    comments = _comments(code)
+    lines = code.splitlines()
+    checks: dict[int, Check] = {}
+    used: set[int] = set()
+    for i, stmt in enumerate(tree.body):
+        comment = comments.get(stmt.end_lineno)
+        inline = comment if comment and lines[stmt.end_lineno - 1].split("#")[0].strip() else None
+        below, n = [], stmt.end_lineno + 1
+        while n <= len(lines) and lines[n - 1].strip().startswith("#") and shows_value(
+                lines[n - 1]):
+            below.append(lines[n - 1].strip()[1:].strip())
+            n += 1
+        if not isinstance(stmt, ast.Expr):
+            continue
+        one_arg = not _is_print(stmt) or (len(stmt.value.args) == 1 and not stmt.value.keywords)
+        literal = expected_output(inline) if inline and one_arg else None
+        if literal is not None:
+            checks[i] = Check("value", literal[1], literal[0])
+            used.add(stmt.end_lineno)
+        elif _is_print(stmt) and (below or (inline and shows_value(inline))):
+            shown = "\n".join(below) if below else inline.lstrip("#").strip()
+            checks[i] = Check("printed", shown)
+            used.update(range(stmt.end_lineno, stmt.end_lineno + len(below) + 1))
+    problems = [f"line {ln}: {lines[ln - 1].strip()}" for ln, c in sorted(comments.items())
+                if shows_value(c) and ln not in used and _on_expression_or_alone(tree, lines, ln)]
+    return checks, problems
+
+
+def _on_expression_or_alone(tree: ast.Module, lines: list[str], ln: int) -> bool:
+    """Whether line ``ln``'s comment is where a printed value would be shown: alone on its
+    line, or ending an expression statement (at any depth); a comment on an assignment or an
+    ``assert`` describes the code, it is not output."""
+    if not lines[ln - 1].split("#")[0].strip():
+        return True
+    return any(isinstance(node, ast.Expr) and node.end_lineno == ln
+               for node in ast.walk(tree))
 
 
 def _comments(code: str) -> dict[int, str]:
@@ -230,22 +353,30 @@ def _run_in(ns: dict, code: str, setup: str, name: str) -> None:
     if setup:
         exec(compile(setup, f"{name} (setup)", "exec"), ns)
     tree = ast.parse(code)
-    comments = _comments(code)
-    for stmt in tree.body:
-        comment = comments.get(stmt.end_lineno)
-        check = expected_output(comment) if comment and isinstance(stmt, ast.Expr) else None
+    checks, problems = plan_checks(code)
+    assert not problems, (f"{name}: comments that show a value the test cannot check (see "
+                          "tests/test_docs.py's docstring): " + "; ".join(problems))
+    for i, stmt in enumerate(tree.body):
+        check = checks.get(i)
         if check is None:
             exec(compile(ast.Module([stmt], []), name, "exec"), ns)
             continue
+        if check.kind == "printed":
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                exec(compile(ast.Module([stmt], []), name, "exec"), ns)
+            sys.stdout.write(out.getvalue())
+            assert printed_matches(check.shown, out.getvalue()), (
+                f"{name}, line {stmt.lineno}: {ast.get_source_segment(code, stmt)}\n"
+                f"  printed {out.getvalue().rstrip()!r}\n  the text shows {check.shown!r}")
+            continue
         expr = stmt.value
-        if (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name)
-                and expr.func.id == "print" and len(expr.args) == 1):
+        if _is_print(stmt):
             expr = expr.args[0]
         actual = eval(compile(ast.Expression(expr), name, "eval"), ns)
-        predicate, shown = check
         source = ast.get_source_segment(code, expr)
-        assert predicate(actual), (f"{name}, line {stmt.lineno}: {source}\n  is   {actual!r}\n"
-                                   f"  the text shows {shown}")
+        assert check.predicate(actual), (f"{name}, line {stmt.lineno}: {source}\n  is   "
+                                         f"{actual!r}\n  the text shows {check.shown}")
 
 
 def _block_params():
@@ -340,6 +471,50 @@ def test_markers_and_literals() -> None:
         assert expected_output(prose) is None, prose
     with pytest.raises(AssertionError, match="the text shows"):
         run_block("x = [1, 2]\nx  # [1, 3]\n", "", "self-test")
+
+
+def test_printed_text_checker() -> None:
+    """The checker of printed text: tokens, integers exactly, floats to the last digit shown,
+    ellipses; and which comments it plans to check."""
+    assert printed_matches("[2, 28, 28, 1] 981", "[2, 28, 28, 1] 981\n")
+    assert not printed_matches("[2, 28, 28, 1] 1709", "[2, 28, 28, 1] 981\n")
+    assert not printed_matches("[2, 28, 28, 1] 981", "[2, 28, 28, 1] 982")
+    assert printed_matches("error 2.6e-09 in  ... s", "error 2.64e-09 in 3.1 s")
+    assert not printed_matches("error 2.6e-09", "error 2.8e-09")
+    assert printed_matches("0.137 True", "0.1374 True") and not printed_matches("0.137", "0.139")
+    assert not printed_matches("[2, 21] True", "[2, 21] False")
+    assert not printed_matches("7", "7.5") and printed_matches("7.5", "7.5")
+    code = ("x = 3                 # 6 neurons: describes the code\n"
+            "print(x, 2 * x)       # 3 6\n"
+            "print(x, x)\n"
+            "# 3 3\n"
+            "x                     # 3\n"
+            "(x, x)                # (3, 3): prose after the literal\n")
+    checks, problems = plan_checks(code)
+    assert [c.kind for c in checks.values()] == ["printed", "printed", "value", "value"]
+    assert not problems
+    run_block(code, "", "self-test")
+    for bad in ("x = 3\nx  # 3 apples\n", "x = 3\n# 3\n", "for i in [1]:\n    i  # 1\n"):
+        assert plan_checks(bad)[1], bad
+        with pytest.raises(AssertionError, match="cannot check"):
+            run_block(bad, "", "self-test")
+    with pytest.raises(AssertionError, match="the text shows"):
+        run_block("x = [1, 2]\nprint(x, 3)  # [1, 2] 4\n", "", "self-test")
+
+
+def test_every_shown_value_is_checked() -> None:
+    """Every comment of the README and the docs pages that shows a value is checked when its
+    block runs (without running it: a block of the slow run is planned here too), and no block
+    that never runs shows one."""
+    problems = []
+    for path in [ROOT / "README.md"] + _handwritten_pages():
+        for b in code_blocks(path):
+            checks, found = plan_checks(b.code)
+            if b.skip:
+                found += [f"line {ln}: {c}" for ln, c in _comments(b.code).items()
+                          if shows_value(c)]
+            problems += [f"{b.id}: {p}" for p in found]
+    assert not problems, "\n".join(problems)
 
 
 def test_readme_is_short() -> None:

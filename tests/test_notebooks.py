@@ -7,7 +7,8 @@ an error, every notebook has at least one figure, and the file stays small enoug
 ``test_notebook_executes`` re-runs each top to bottom in a fresh ``python3`` kernel whose working
 directory is ``notebooks/``, with matplotlib on the Agg backend, and fails on the first cell
 error (their own checks are ``assert`` cells). Executing them is slow (20-70 s each on two
-cores), so in the default run every notebook gets a fast twin instead,
+cores, about three minutes for ``04_coordinate_networks``, which trains its teachers), so in
+the default run every notebook gets a fast twin instead,
 ``test_notebook_code_matches_the_api``: every code cell compiles, and every ``jc.<name>`` /
 ``jf.<name>`` it uses, and every keyword it passes to one of them, exists in the installed
 library (what breaks a notebook when the API moves). The executions are ``-m slow``.

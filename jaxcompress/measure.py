@@ -6,6 +6,10 @@
   projected back onto the domain after each step) (:func:`search_sup`). The largest ``e`` seen
   is a lower bound on the true sup norm that is tight in practice; :func:`jaxcompress.verify`
   proves an upper bound, and the certificates (Theorems 5-6) give one for analytic chains.
+* :func:`psnr` (ours): the peak signal-to-noise ratio of one network against another (the
+  teacher as the reference image) on fixed Sobol points of the domain, in dB, what
+  ``metric="psnr"`` of the searches measures; :func:`psnr_drop` the dB a network loses
+  against the teacher on the user's own data (a task metric for the searches).
 * :func:`error_estimate`: the cheap, deterministic, jit-able companion (ours, not the paper's):
   the largest ``e`` over :data:`ERROR_POINTS` fixed Sobol points of the domain
   (:func:`error_points`); :func:`plan_estimate` is the same on one network at two sets of
@@ -50,8 +54,9 @@ from jaxcompress.networks import network_like
 from jaxcompress.placement import Placement
 from jaxcompress.protocol import NetworkLike
 
-__all__ = ["ERROR_POINTS", "ERROR_SKIP", "error_estimate", "error_points", "network_sup_error",
-           "plan_estimate", "search_sup", "sup_error"]
+__all__ = ["ERROR_POINTS", "ERROR_SKIP", "PSNR_POINTS", "error_estimate", "error_points",
+           "network_sup_error", "plan_estimate", "psnr", "psnr_db", "psnr_drop", "search_sup",
+           "sup_error"]
 
 
 #: Points per chunk of :func:`error_estimate` in a sharded compression.
@@ -484,3 +489,119 @@ def plan_estimate(plan: Plan, teacher, small, domain, placement: Placement | Non
     pts = error_points(domain, dtype=plan.x.dtype)
     est = jnp.max(jnp.abs(plan.apply(teacher, pts) - plan.apply(small, pts)))
     return jnp.where(domain.valid(), est, jnp.nan)
+
+
+#: Fixed Sobol points of :func:`psnr` (those of :func:`error_points`, as the searches' relative
+#: L2 distance uses).
+PSNR_POINTS = 4096
+
+
+def psnr_db(reference, estimate, data_range=None) -> jax.Array:
+    r"""The peak signal-to-noise ratio of ``estimate`` against ``reference``, in dB:
+
+    .. math::
+       \mathrm{PSNR} = 10 \log_{10} \frac{R^2}{\mathrm{MSE}}, \qquad
+       \mathrm{MSE} = \frac{1}{n} \sum_{i} (r_i - e_i)^2,
+
+    the mean over every entry (points and outputs), :math:`R` = ``data_range`` or, when
+    ``None``, the reference's own range :math:`\max_i r_i - \min_i r_i` (scikit-image's
+    ``peak_signal_noise_ratio`` with ``data_range`` given). ``inf`` when the two are equal.
+    Traceable.
+    """
+    ref = jnp.asarray(reference)
+    est = jnp.asarray(estimate, ref.dtype)
+    mse = jnp.mean((ref - est) ** 2)
+    peak = jnp.max(ref) - jnp.min(ref) if data_range is None else jnp.asarray(data_range,
+                                                                              ref.dtype)
+    return 10 * jnp.log10(peak * peak / mse)
+
+
+def _check_range(data_range, where: str):
+    if data_range is None:
+        return None
+    if isinstance(data_range, bool) or not isinstance(data_range, (int, float, np.number)) or \
+            not np.isfinite(data_range) or data_range <= 0:
+        raise ValueError(f"{where}: data_range must be None (the reference's max - min) or one "
+                         f"finite number > 0, got {describe(data_range)}")
+    return float(data_range)
+
+
+def psnr(a, b, *, activation=None, domain, n_points: int = PSNR_POINTS,
+         data_range: float | None = None) -> jax.Array:
+    r"""The PSNR of network ``b`` against network ``a`` (the reference: a teacher, its
+    compression ``b``) on ``domain``, in dB (ours):
+
+    .. math::
+       \mathrm{PSNR}(F_a, F_b) = 10 \log_{10} \frac{R^2}{\frac{1}{n\,o}
+       \sum_{p, j} (F_a(x_p)_j - F_b(x_p)_j)^2}
+
+    over the ``n`` fixed Sobol points :math:`x_p` of :func:`error_points` (deterministic; the
+    points of the searches' ``metric="psnr"``) and the ``o`` outputs, with peak
+    :math:`R` = ``data_range`` or, when ``None``, the range of the reference's outputs there,
+    :math:`\max_{p,j} F_a(x_p)_j - \min_{p,j} F_a(x_p)_j` (an image field's values span its
+    range, so the network's PSNR is the image's). ``inf`` for equal networks. Higher is
+    better, and 40 dB is a relative RMS error of 1% of the range.
+
+    >>> teacher = jc.init_mlp(jax.random.PRNGKey(0), [2, 32, 32, 1])
+    >>> small, _ = jc.compress(teacher, jc.derivative_matching(3), activation="tanh")
+    >>> db = jc.measure.psnr(teacher, small, activation="tanh", domain=jc.Ball(2, 1.0))
+    >>> bool(db > 40)
+    True
+
+    Args:
+      a, b: two networks with the same input and output sizes (as :func:`sup_error`).
+      activation: the activation of the params lists among them.
+      domain: a :class:`~jaxcompress.Ball`, :class:`~jaxcompress.Box` (or any domain with fixed
+        Sobol points).
+      n_points: the number of points.
+      data_range: the peak :math:`R` (e.g. ``1.0`` for an image in ``[0, 1]``); ``None``: the
+        reference's range on the points.
+    """
+    where = "psnr"
+    n_points = check_positive_int(n_points, where, "n_points")
+    data_range = _check_range(data_range, where)
+    fa, pa, fb, pb, dtype = _both(a, b, activation, domain, where)
+    x = error_points(domain, n_points, dtype)
+    return psnr_db(fa(pa, x), fb(pb, x), data_range)
+
+
+def psnr_drop(teacher: Callable, x, y, *, data_range: float | None = None) -> Callable:
+    r"""A task metric for the searches: the dB of PSNR a candidate loses against the teacher
+    on your data ``(x, y)`` (ours),
+
+    .. math::
+       \mathrm{drop}(f) = \mathrm{PSNR}(y, T(x)) - \mathrm{PSNR}(y, f(x))
+
+    (:func:`psnr_db` with ``y`` the reference), so that ``jc.Measured(metric=jc.measure
+    .psnr_drop(teacher, x, y), ...)`` with ``eps=0.5`` finds the smallest network within
+    0.5 dB of the teacher's PSNR on the image: its MSE at most :math:`10^{0.05} \approx 1.122`
+    times the teacher's. The teacher's own drop is 0; a candidate better than the teacher has a
+    negative one.
+
+    Args:
+      teacher: the teacher as a batched function ``T(x)`` (a network, a module, any callable).
+      x, y: the coordinates and the values they should give (e.g. the pixels of the image the
+        teacher was trained on, held-out ones if you have them).
+      data_range: the peak (``1.0`` for values in ``[0, 1]``, ``255`` for bytes); ``None``:
+        ``max(y) - min(y)``.
+
+    Returns:
+      ``metric(f) -> float`` of a candidate ``f(x)``, named ``psnr_drop`` in tables.
+    """
+    where = "psnr_drop"
+    if not callable(teacher):
+        raise TypeError(f"{where}: teacher must be a batched function T(x) (a network, a module "
+                        f"or any callable), got {describe(teacher)}")
+    data_range = _check_range(data_range, where)
+    x = jnp.asarray(x)
+    y = np.asarray(y)
+    pred = np.asarray(teacher(x))
+    if pred.shape != y.shape:
+        raise ValueError(f"{where}: the teacher gives values of shape {pred.shape} at x; y has "
+                         f"shape {y.shape}; expected the same")
+    base = float(psnr_db(y, pred, data_range))
+
+    def psnr_drop(f) -> float:   # the name tables show
+        return base - float(psnr_db(y, np.asarray(f(x)), data_range))
+
+    return psnr_drop

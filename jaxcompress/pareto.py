@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from jaxcompress.stopping import Stop
+
 __all__ = ["Frontier", "FrontierRow"]
 
 
@@ -96,10 +98,14 @@ class Frontier:
       metric: the metric's name (``"sup"``, ``"rel_l2"`` or the callable's name).
       teacher_params: the teacher's parameter count.
       teacher_error: the teacher's own value of the metric (``0`` for ``"sup"`` and
-        ``"rel_l2"``, which compare against it).
+        ``"rel_l2"``, which compare against it; ``inf`` for ``"psnr"``).
       teacher_points_per_s: the teacher's throughput, same batch and run as the rows'.
       domain: the domain's description.
       history: what was done, one line per step.
+      higher_is_better: the metric's direction (``True`` for ``"psnr"``: a row "beats"
+        another with a larger value, and :meth:`smallest` wants ``error >= eps``).
+      stop: why the search or frontier stopped (a :class:`~jaxcompress.stopping.Stop`;
+        ``None`` when not recorded).
     """
 
     rows: tuple[FrontierRow, ...]
@@ -109,35 +115,47 @@ class Frontier:
     teacher_points_per_s: float | None = None
     domain: str = ""
     history: tuple[str, ...] = ()
+    higher_is_better: bool = False
+    stop: Stop | None = None
+
+    def _loss(self, error: float) -> float:
+        """``error`` with lower better (the metric's value, negated for PSNR)."""
+        return -error if self.higher_is_better else error
+
+    def _within(self, error: float, eps: float) -> bool:
+        return error >= eps if self.higher_is_better else error <= eps
 
     def pareto(self) -> tuple[FrontierRow, ...]:
         """The rows no other row beats on both counts (no row has at most as many parameters
-        and at most the error, one of them strictly less), by parameter count."""
-        rows = sorted((r for r in self.rows if math.isfinite(r.error)),
-                      key=lambda r: (r.num_params, r.error))
+        and at most the error, one of them strictly less; for PSNR at least the dB), by
+        parameter count."""
+        rows = sorted((r for r in self.rows if not math.isnan(r.error)
+                       and self._loss(r.error) < math.inf),
+                      key=lambda r: (r.num_params, self._loss(r.error)))
         front, best = [], math.inf
         for r in rows:
-            if r.error < best:
+            if self._loss(r.error) < best:
                 front.append(r)
-                best = r.error
+                best = self._loss(r.error)
         return tuple(front)
 
     def smallest(self, eps: float) -> Any:
-        """The network of the smallest row with ``error <= eps`` (fewest parameters; the smaller
-        error on ties), as the kind of network the teacher is."""
+        """The network of the smallest row with ``error <= eps`` (``>= eps`` dB for PSNR; fewest
+        parameters, the better error on ties), as the kind of network the teacher is."""
         return self.smallest_row(eps).network
 
     def smallest_row(self, eps: float) -> FrontierRow:
         """The row :meth:`smallest` returns the network of."""
-        ok = [r for r in self.rows if r.error <= eps]
+        ok = [r for r in self.rows if self._within(r.error, eps)]
         if not ok:
-            best = min(self.rows, key=lambda r: r.error, default=None)
+            best = min(self.rows, key=lambda r: self._loss(r.error), default=None)
             seen = "" if best is None else (f"; the best is {best.error:.3e} with "
                                             f"{best.num_params:,} parameters (widths "
                                             f"{list(best.widths)})")
-            raise ValueError(f"Frontier.smallest: no candidate has {self.metric} <= {eps:g}"
+            sign = ">=" if self.higher_is_better else "<="
+            raise ValueError(f"Frontier.smallest: no candidate has {self.metric} {sign} {eps:g}"
                              f"{seen}; add larger orders or widths, or polish")
-        return min(ok, key=lambda r: (r.num_params, r.error))
+        return min(ok, key=lambda r: (r.num_params, self._loss(r.error)))
 
     def table(self) -> str:
         """A text table of the rows (``*``: on the Pareto front)."""
@@ -154,7 +172,7 @@ class Frontier:
         speed = any(r.points_per_s is not None for r in self.rows)
         head += [name for name, _ in extra] + (["points/s"] if speed else []) + ["seconds"]
         lines = [head]
-        for r in sorted(self.rows, key=lambda r: (r.num_params, r.error)):
+        for r in sorted(self.rows, key=lambda r: (r.num_params, self._loss(r.error))):
             row = ["*" if id(r) in front else "", _short(r.method),
                    "-" if r.order is None else str(r.order),
                    str(list(r.widths)), f"{r.num_params:,}", _num(r.error)]
@@ -170,9 +188,12 @@ class Frontier:
                 for line in lines]
         speed = ("" if self.teacher_points_per_s is None
                  else f", {self.teacher_points_per_s:.3g} points/s")
+        stopped = ([] if self.stop is None or self.stop.status in ("met", "complete")
+                   else [f"stopped ({self.stop.status}): {self.stop.reason}"])
         return "\n".join([f"teacher: {self.teacher_params:,} parameters, {self.metric} "
                           f"{_num(self.teacher_error)}{speed}; domain {self.domain}", *text,
-                          "* on the Pareto front (no candidate both smaller and better)"])
+                          "* on the Pareto front (no candidate both smaller and better)",
+                          *stopped])
 
     def __str__(self) -> str:
         return self.table()
@@ -184,7 +205,8 @@ class Frontier:
                 "teacher_points_per_s": self.teacher_points_per_s, "domain": self.domain,
                 "rows": [r.to_dict() for r in self.rows],
                 "pareto": [self.rows.index(r) for r in self.pareto()],
-                "history": list(self.history)}
+                "history": list(self.history), "higher_is_better": self.higher_is_better,
+                "stop": None if self.stop is None else self.stop.to_dict()}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Frontier:
@@ -195,7 +217,9 @@ class Frontier:
         return cls(rows=rows, metric=d["metric"], teacher_params=d["teacher_params"],
                    teacher_error=d["teacher_error"],
                    teacher_points_per_s=d.get("teacher_points_per_s"),
-                   domain=d.get("domain", ""), history=tuple(d.get("history", ())))
+                   domain=d.get("domain", ""), history=tuple(d.get("history", ())),
+                   higher_is_better=bool(d.get("higher_is_better", False)),
+                   stop=None if d.get("stop") is None else Stop(**d["stop"]))
 
     def plot(self, path: str | Path, *, eps: float | None = None,
              scratch: Sequence[tuple[int, float]] | None = None,
@@ -224,52 +248,65 @@ class Frontier:
         teacher's size (and its own error, for a task metric) as lines, ``eps`` dashed with the
         smallest row within it starred, and optional ``scratch`` points ``(num_params,
         error)`` of networks trained from scratch. Log-log; zeros are drawn a decade below the
-        smallest positive value."""
-        floor = _floor(self, scratch)
+        smallest positive value. PSNR (higher is better) on a linear axis in dB, an infinite
+        value (a candidate equal to the teacher) drawn 5 dB above the largest finite one."""
+        clip = _clip(self, scratch)
         methods = list(dict.fromkeys(_short(r.method) for r in self.rows))
         colors = {m: f"C{i % 10}" for i, m in enumerate(methods)}
         for m in methods:
             rows = [r for r in self.rows if _short(r.method) == m]
-            ax.scatter([r.num_params for r in rows], [max(r.error, floor) for r in rows],
+            ax.scatter([r.num_params for r in rows], [clip(r.error) for r in rows],
                        s=22, color=colors[m], label=m, zorder=3)
             for r in rows:
                 if r.polished and math.isfinite(r.error_before):
-                    ax.plot([r.num_params] * 2, [max(r.error_before, floor), max(r.error, floor)],
+                    ax.plot([r.num_params] * 2, [clip(r.error_before), clip(r.error)],
                             color=colors[m], lw=0.6, alpha=0.5, zorder=2)
-                    ax.scatter([r.num_params], [max(r.error_before, floor)], s=16,
+                    ax.scatter([r.num_params], [clip(r.error_before)], s=16,
                                facecolors="none", edgecolors=colors[m], lw=0.8, zorder=2)
         if any(r.polished for r in self.rows):
             ax.scatter([], [], s=16, facecolors="none", edgecolors="0.4",
                        label="before polishing")
         front = self.pareto()
         if front:
-            ax.step([r.num_params for r in front], [max(r.error, floor) for r in front],
+            ax.step([r.num_params for r in front], [clip(r.error) for r in front],
                     where="post", color="k", lw=1.2, label="Pareto front", zorder=4)
         if scratch:
-            ax.scatter([p for p, _ in scratch], [max(e, floor) for _, e in scratch], marker="x",
+            ax.scatter([p for p, _ in scratch], [clip(e) for _, e in scratch], marker="x",
                        s=36, color="0.25", label="trained from scratch", zorder=5)
         ax.axvline(self.teacher_params, color="0.5", lw=1, ls=":",
                    label=f"teacher ({self.teacher_params:,} params)")
-        if self.teacher_error > 0:
+        if 0 < self.teacher_error < math.inf:
             ax.axhline(self.teacher_error, color="0.5", lw=1, ls="-.",
                        label=f"teacher's {self.metric}")
         if eps is not None:
             ax.axhline(eps, color="C3", lw=1, ls="--", label=f"eps = {eps:.3g}")
-            ok = [r for r in self.rows if r.error <= eps]
+            ok = [r for r in self.rows if self._within(r.error, eps)]
             if ok:
-                best = min(ok, key=lambda r: (r.num_params, r.error))
-                ax.scatter([best.num_params], [max(best.error, floor)], marker="*", s=160,
+                best = min(ok, key=lambda r: (r.num_params, self._loss(r.error)))
+                ax.scatter([best.num_params], [clip(best.error)], marker="*", s=160,
                            color="C3", edgecolors="k", lw=0.6, zorder=6,
                            label=f"smallest within eps: {best.num_params:,} params, widths "
                                  f"{list(best.widths)}")
         ax.set_xscale("log")
-        ax.set_yscale("log")
+        ax.set_yscale("linear" if self.higher_is_better else "log")
         ax.set_xlabel("parameters")
-        ax.set_ylabel(self.metric)
+        ax.set_ylabel(f"{self.metric} (dB)" if self.higher_is_better else self.metric)
         ax.set_title(title or f"size against {self.metric} ({self.domain})", fontsize=10)
         ax.grid(True, which="both", lw=0.3, alpha=0.5)
         if legend:
             ax.legend(fontsize=7, loc="best")
+
+
+def _clip(front: Frontier, scratch) -> Callable[[float], float]:
+    """How a value is drawn: at least the floor of :func:`_floor` on the log axis; for PSNR
+    (linear axis) as it is, infinities 5 dB above the largest finite value."""
+    if front.higher_is_better:
+        vals = [v for r in front.rows for v in (r.error, r.error_before)
+                if v is not None and math.isfinite(v)] + [e for _, e in scratch or ()]
+        top = max(vals, default=0.0) + 5.0
+        return lambda v: min(v, top)
+    floor = _floor(front, scratch)
+    return lambda v: max(v, floor)
 
 
 def _floor(front: Frontier, scratch) -> float:

@@ -6,9 +6,13 @@ that still does *their* job. This module measures candidates the way the user as
 
 * a **metric**: ``"sup"`` (:func:`jaxcompress.sup_error` against the teacher: samples plus
   projected gradient ascent), ``"rel_l2"`` (:math:`\|F - \tilde F\|_2 / \|F\|_2` over
-  :data:`REL_L2_POINTS` fixed Sobol points of the domain, none of them a polishing point), or
-  a callable ``metric(f) -> float`` that receives the candidate as a batched function ``f(x)``
-  (MSE against the user's held-out data, a PDE residual, minus a PSNR): lower is better;
+  :data:`REL_L2_POINTS` fixed Sobol points of the domain, none of them a polishing point),
+  ``"psnr"`` (:func:`jaxcompress.measure.psnr` of the candidate against the teacher on the same
+  points, in dB, the peak the teacher's range there: *higher* is better, and ``eps`` is the
+  least PSNR a candidate must reach), or a callable ``metric(f) -> float`` that receives the
+  candidate as a batched function ``f(x)`` (MSE against the user's held-out data, a PDE
+  residual, the dB lost against the teacher on an image,
+  :func:`jaxcompress.measure.psnr_drop`): lower is better;
 * **polishing** (:func:`jaxcompress.polish`: distillation towards the teacher on Sobol points,
   the widths unchanged), with :class:`PolishSettings`.
 
@@ -69,12 +73,20 @@ from jaxcompress.driver import run
 from jaxcompress.graph import Network
 from jaxcompress.graph.plan import Plan
 from jaxcompress.layer import CompressInfo
-from jaxcompress.measure import error_points, network_sup_error, plan_estimate
+from jaxcompress.measure import error_points, network_sup_error, plan_estimate, psnr_db
 from jaxcompress.methods import BestOf, Method, collocation, derivative_matching
 from jaxcompress.mlp import leaf_count
 from jaxcompress.networks import as_network, network_placement
 from jaxcompress.pareto import Frontier, FrontierRow
 from jaxcompress.polishing import DEFAULT_POINTS, DEFAULT_STEPS, polish_leaves
+from jaxcompress.stopping import (
+    Clock,
+    Stop,
+    Stopped,
+    best_index,
+    check_max_seconds,
+    check_stall,
+)
 
 __all__ = ["REL_L2_POINTS", "SHRINK_STEPS", "PolishSettings", "frontier", "search"]
 
@@ -157,6 +169,35 @@ def _rel_l2(teacher, leaves, domain, *, plan: Plan, n: int):
     return jnp.sqrt(jnp.sum(gap * gap) / jnp.sum(f * f))
 
 
+@functools.partial(jax.jit, static_argnames=("plan", "n"))
+def _psnr(teacher, leaves, domain, *, plan: Plan, n: int):
+    x = error_points(domain, n, plan.x.dtype)
+    return psnr_db(plan.apply(teacher, x), plan.apply(leaves, x))
+
+
+#: The metrics named by a string.
+METRICS = ("sup", "rel_l2", "psnr")
+
+
+def higher_is_better(metric) -> bool:
+    """Whether larger values of ``metric`` are better (``"psnr"``; every other metric is an
+    error: lower is better)."""
+    return isinstance(metric, str) and metric == "psnr"
+
+
+def within(value: float, eps: float, metric) -> bool:
+    """Whether ``value`` of ``metric`` meets the target ``eps`` (``<= eps``; for PSNR
+    ``>= eps`` dB)."""
+    return value >= eps if higher_is_better(metric) else value <= eps
+
+
+def loss(value: float, metric) -> float:
+    r"""``value`` of ``metric`` as a loss, lower is better and relative changes meaningful (what
+    the stall rule compares and the best candidate minimises): the value itself, and for PSNR
+    the normalised MSE :math:`10^{-\mathrm{PSNR}/10}`."""
+    return 10.0 ** (-value / 10.0) if higher_is_better(metric) else value
+
+
 def metric_name(metric) -> str:
     """How tables and messages name a metric."""
     if isinstance(metric, str):
@@ -166,13 +207,13 @@ def metric_name(metric) -> str:
 
 def check_metric(metric, where: str):
     if isinstance(metric, str):
-        if metric not in ("sup", "rel_l2"):
-            raise ValueError(f"{where}: metric must be 'sup', 'rel_l2' or a callable "
+        if metric not in METRICS:
+            raise ValueError(f"{where}: metric must be 'sup', 'rel_l2', 'psnr' or a callable "
                              f"metric(f) -> float, got {metric!r}")
         return metric
     if not callable(metric):
-        raise TypeError(f"{where}: metric must be 'sup', 'rel_l2' or a callable metric(f) -> "
-                        f"float (f the candidate as a batched function f(x)), got "
+        raise TypeError(f"{where}: metric must be 'sup', 'rel_l2', 'psnr' or a callable "
+                        f"metric(f) -> float (f the candidate as a batched function f(x)), got "
                         f"{describe(metric)}")
     return metric
 
@@ -237,6 +278,7 @@ class Bench:
         self.teacher = [jax.device_put(np.asarray(v)) if getattr(v, "weak_type", False) else v
                         for v in net.leaves]
         self.metric, self.name = metric, metric_name(metric)
+        self.higher = higher_is_better(metric)
         self.key, self.emit = key, emit
         self.n_samples, self.local_search_steps = n_samples, local_search_steps
         self.widths = tuple(s.width for s in self.plan.sets)
@@ -265,6 +307,9 @@ class Bench:
             value = self.sup(leaves)
         elif self.metric == "rel_l2":
             value = self.rel_l2(leaves)
+        elif self.metric == "psnr":
+            value = self.psnr(leaves)
+            return value if not math.isnan(value) else -math.inf
         else:
             value = self.metric(self.function(leaves))
             try:
@@ -282,7 +327,17 @@ class Bench:
             return self.teacher_value
         if self.metric in ("sup", "rel_l2"):
             return 0.0
+        if self.metric == "psnr":
+            return math.inf
         return self.measure(self.teacher)
+
+    def within(self, value: float, eps: float) -> bool:
+        """Whether ``value`` of the metric meets ``eps`` (:func:`within`)."""
+        return within(value, eps, self.metric)
+
+    def loss(self, value: float) -> float:
+        """``value`` of the metric as a loss, lower is better (:func:`loss`)."""
+        return loss(value, self.metric)
 
     def sup(self, leaves) -> float:
         return float(network_sup_error(self.plan, self.teacher, list(leaves), self.domain,
@@ -298,6 +353,10 @@ class Bench:
     def rel_l2(self, leaves) -> float:
         return float(_rel_l2(self.teacher, list(leaves), self.domain, plan=self.plan,
                              n=REL_L2_POINTS))
+
+    def psnr(self, leaves) -> float:
+        return float(_psnr(self.teacher, list(leaves), self.domain, plan=self.plan,
+                           n=REL_L2_POINTS))
 
     def throughput(self, leaves, batch: int, repeats: int = 5) -> float:
         """Points per second of the jitted network on ``batch`` points (median of
@@ -399,12 +458,14 @@ class Bench:
         """``cand`` as the kind of network the teacher is."""
         return compressed_like(self.obj, self.net, list(cand.leaves), cand.info, self.domain)
 
-    def frontier(self, rows, history, batch: int | None) -> Frontier:
+    def frontier(self, rows, history, batch: int | None, stop: Stop | None = None
+                 ) -> Frontier:
         speed = None if batch is None else self.throughput(self.teacher, batch)
         return Frontier(rows=tuple(rows), metric=self.name,
                         teacher_params=leaf_count(self.teacher),
                         teacher_error=self.teacher_error, teacher_points_per_s=speed,
-                        domain=repr(self.domain), history=tuple(history))
+                        domain=repr(self.domain), history=tuple(history),
+                        higher_is_better=self.higher, stop=stop)
 
 
 class _Space:
@@ -456,19 +517,30 @@ def _saving(plan: Plan, cand: Candidate, s: int) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class SearchResult:
-    """What :func:`search` found: the smallest candidate meeting the budget, its error, and
-    every candidate measured on the way (a :class:`~jaxcompress.Frontier`)."""
+    """What :func:`search` found: the smallest candidate meeting the budget (or, when the
+    search stopped before one did, the best candidate measured), its error, every candidate
+    measured on the way (a :class:`~jaxcompress.Frontier`) and why it stopped."""
 
     best: Candidate
     error: float
     frontier: Frontier
+    stop: Stop = Stop()
 
 
 def search(bench: Bench, family, eps: float, *, max_order: int, polish: PolishSettings | None,
-           widths: bool, fail: Callable[[str], Exception]) -> SearchResult:
-    """The smallest network with ``metric <= eps`` (see the module docstring): orders, then
-    widths per set. ``family(k)`` is the method at order ``k``; ``fail(message)`` the error
-    raised when no order meets ``eps``."""
+           widths: bool, fail: Callable[[str], Exception], clock: Clock | None = None
+           ) -> SearchResult:
+    """The smallest network with ``metric <= eps`` (``>= eps`` for PSNR; see the module
+    docstring): orders, then widths per set. ``family(k)`` is the method at order ``k``;
+    ``fail(message)`` the error raised when the teacher itself misses ``eps``.
+
+    The search stops early as ``clock`` says (:mod:`jaxcompress.stopping`: its time budget,
+    checked between candidates; the stall rule on the orders' errors); it then returns the best
+    candidate it has: the smallest that met ``eps`` (when the budget ran out in the width
+    search), else the one of the smallest error, with the :class:`~jaxcompress.stopping.Stop`
+    saying why (``met`` whether it meets ``eps``). Running out of orders is such a stop too
+    (``"out_of_orders"``)."""
+    clock = Clock() if clock is None else clock
     rows: list[FrontierRow] = []
     history: list[str] = []
 
@@ -477,24 +549,39 @@ def search(bench: Bench, family, eps: float, *, max_order: int, polish: PolishSe
         bench.emit(line)
 
     teacher = bench.teacher_error
-    if teacher > eps:
-        raise fail(f"the teacher itself has {bench.name} {teacher:.4g} > eps = {eps:g}; no "
-                   "compression of it can do better by measurement")
-    start, error = _orders(bench, family, eps, max_order, polish, rows, emit, fail)
+    if not bench.within(teacher, eps):
+        raise fail(f"the teacher itself has {bench.name} {teacher:.4g} "
+                   f"{'<' if bench.higher else '>'} eps = {eps:g}; no compression of it can do "
+                   "better by measurement")
+    tried: list[tuple[Candidate, float]] = []
+    try:
+        start, error = _orders(bench, family, eps, max_order, polish, rows, emit, clock, tried)
+    except Stopped as why:
+        best, error = tried[best_index([bench.loss(e) for _, e in tried])]
+        stop = clock.stop(why.status, why.reason, met=False)
+        emit(f"stopped ({why.status}): {why.reason}; target not met: the best candidate has "
+             f"widths {list(best.widths)}, {leaf_count(best.leaves):,} parameters, "
+             f"{bench.name} {error:.4g} (eps {eps:g})")
+        return SearchResult(best, error, bench.frontier(rows, history, None, stop), stop)
+    stop = clock.stop("met", "the target was met", met=True)
     if widths:
-        start, error = _widths(bench, start, error, eps, polish, rows, emit)
+        start, error, stop = _widths(bench, start, error, eps, polish, rows, emit, clock)
     emit(f"smallest: widths {list(start.widths)}, {leaf_count(start.leaves):,} parameters, "
          f"{bench.name} {error:.4g} (eps {eps:g}; the teacher has "
          f"{leaf_count(bench.teacher):,})")
-    return SearchResult(start, error, bench.frontier(rows, history, None))
+    return SearchResult(start, error, bench.frontier(rows, history, None, stop), stop)
 
 
-def _orders(bench: Bench, family, eps, max_order, polish, rows, emit, fail):
-    """Phase 1: the smallest order whose candidate (polished if asked) meets ``eps``."""
+def _orders(bench: Bench, family, eps, max_order, polish, rows, emit, clock: Clock, tried):
+    """Phase 1: the smallest order whose candidate (polished if asked) meets ``eps``; every
+    candidate appended to ``tried``. :class:`~jaxcompress.stopping.Stopped` when the budget is
+    spent, the errors stalled, or no order is left."""
     errors = []
     where = "compress_to_tolerance"
     orders = UniformOrders(bench.net, family, bench.domain, max_order=max_order, where=where)
+    last = _full_order(family, bench, max_order)
     for k in range(max_order + 1):
+        clock.check()
         t0 = time.perf_counter()
         method = family(k)
         cand = bench.compress(method, k, where, orders)
@@ -507,58 +594,96 @@ def _orders(bench: Bench, family, eps, max_order, polish, rows, emit, fail):
             error = bench.measure(polished)
             cand = dataclasses.replace(cand, leaves=space.unpad(polished, cand.widths))
         errors.append(error)
+        tried.append((cand, error))
+        clock.tick()
         rows.append(bench.row(cand, error=error, error_before=before if polish else None,
                               seconds=time.perf_counter() - t0, stage="order"))
         polished = f" -> polished {error:.4g}" if polish is not None else ""
+        met = bench.within(error, eps)
+        full = cand.widths == bench.widths   # nothing left to compress: larger orders are equal
+        left = 0 if met or full else max(last - k, 1)
         emit(f"order k = {k}: widths {list(cand.widths)}, {leaf_count(cand.leaves):,} params, "
-             f"{bench.name} {before:.4g}{polished} ({time.perf_counter() - t0:.1f} s)")
-        if error <= eps:
+             f"{bench.name} {before:.4g}{polished} ({time.perf_counter() - t0:.1f} s)"
+             + clock.eta(left, "orders"))
+        if met:
             return cand, error
-        if cand.widths == bench.widths:
-            break   # nothing left to compress: larger orders give the same network
-    best = int(np.argmin(errors))
+        if full:
+            break
+        clock.check_stall([bench.loss(e) for e in errors], bench.name)
+    best = int(best_index([bench.loss(e) for e in errors]))
     advice = []
     if polish is None:
         advice.append("polish=True (distil each candidate towards the teacher)")
     if method.features.name == "taylor":
         advice.append("method=jc.collocation (matching values on the domain, not derivatives "
                       "at its centre)")
-    raise fail(f"no order <= {len(errors) - 1} reaches {bench.name} <= {eps:g}; the best is "
-               f"{errors[best]:.4g} at k = {best}"
-               + (f"; try {' or '.join(advice)}" if advice else "; raise max_order or eps"))
+    raise Stopped("out_of_orders",
+                  f"no order <= {len(errors) - 1} reaches {bench.name} "
+                  f"{'>=' if bench.higher else '<='} {eps:g}; the best is {errors[best]:.4g} at "
+                  f"k = {best}" + (f"; try {' or '.join(advice)}" if advice
+                                   else "; raise max_order or eps"))
 
 
-def _widths(bench: Bench, cand: Candidate, error: float, eps, polish, rows, emit):
+def _full_order(family, bench: Bench, max_order: int) -> int:
+    """The last order the search can reach: the first whose method has as many features as
+    every set has neurons (its candidate keeps them all; for a stack, as
+    :func:`_order_for`), at most ``max_order``."""
+    for k in range(max_order + 1):
+        counts = family(k).features.num_features(bench.plan.sizes, bench.domain)
+        if (all(c >= w for c, w in zip(counts, bench.widths, strict=True))
+                if len(counts) == len(bench.widths) else min(counts) >= max(bench.widths)):
+            return k
+    return max_order
+
+
+def _widths(bench: Bench, cand: Candidate, error: float, eps, polish, rows, emit, clock: Clock):
     """Phase 2: neurons removed per set while the metric stays within ``eps``, in steps that
     double after a success and halve after a failure (down to one neuron: the search ends when
-    no set can lose one)."""
+    no set can lose one). Cut short by the clock's budget, it returns the smallest candidate
+    that met ``eps`` so far. Returns ``(candidate, error, stop)``."""
     space = bench.space(cand)
     failed: set[int] = set()
     step = [1] * len(cand.widths)
-    while True:
-        sets = [s for s, w in enumerate(cand.widths) if w > 1]
-        sets.sort(key=lambda s: (s in failed, -_saving(bench.plan, cand, s), -s))
-        accepted = False
-        for s in sets:
-            while not accepted:
-                by = min(step[s], cand.widths[s] - 1)
-                trial, ok, after = _try(bench, cand, s, by, eps, polish, space, rows, emit)
-                if ok:
-                    cand, error, accepted = trial, after, True
-                    failed.discard(s)
-                    step[s] = 2 * by
-                elif by > 1:
-                    step[s] = by // 2      # too far: half the step, same set
-                else:
-                    failed.add(s)          # not even one neuron: the next set
+    try:
+        while True:
+            sets = [s for s, w in enumerate(cand.widths) if w > 1]
+            sets.sort(key=lambda s: (s in failed, -_saving(bench.plan, cand, s), -s))
+            accepted = False
+            for s in sets:
+                while not accepted:
+                    clock.check()
+                    by = min(step[s], cand.widths[s] - 1)
+                    trial, ok, after = _try(bench, cand, s, by, eps, polish, space, rows, emit,
+                                            clock)
+                    if ok:
+                        cand, error, accepted = trial, after, True
+                        failed.discard(s)
+                        step[s] = 2 * by
+                    elif by > 1:
+                        step[s] = by // 2      # too far: half the step, same set
+                    else:
+                        failed.add(s)          # not even one neuron: the next set
+                        break
+                if accepted:
                     break
-            if accepted:
-                break
-        if not accepted:
-            return cand, error
+            if not accepted:
+                return cand, error, clock.stop("met", "the target was met; no layer can lose "
+                                               "a neuron", met=True)
+    except Stopped as why:
+        emit(f"stopped ({why.status}): {why.reason}; the width search was cut short: the "
+             f"smallest network that met the target so far has widths {list(cand.widths)}")
+        return cand, error, clock.stop(why.status, why.reason + "; the width search was cut "
+                                       "short (the target was met)", met=True)
 
 
-def _try(bench: Bench, cand: Candidate, s: int, by: int, eps, polish, space, rows, emit):
+def _steps_left(widths: Sequence[int]) -> int:
+    """A guess of the width search's steps left: about ``log2`` of each width steps of
+    doubling and halving, and one failure, per set that can still lose a neuron."""
+    return sum(max(1, (w - 1).bit_length()) + 1 for w in widths if w > 1)
+
+
+def _try(bench: Bench, cand: Candidate, s: int, by: int, eps, polish, space, rows, emit,
+         clock: Clock):
     """``cand`` with ``by`` neurons fewer in set ``s``, polished if asked and measured:
     ``(trial, within eps, error)``; its row recorded and reported."""
     t0 = time.perf_counter()
@@ -570,13 +695,16 @@ def _try(bench: Bench, cand: Candidate, s: int, by: int, eps, polish, space, row
         polished = bench.polish(trial.leaves, polish, polish.shrink_steps, space=space)
         after = bench.measure(polished)
         trial = dataclasses.replace(trial, leaves=space.unpad(polished, trial.widths))
-    ok = after <= eps
+    ok = bench.within(after, eps)
+    clock.tick()
     rows.append(bench.row(trial, error=after, error_before=before if polish else None,
                           seconds=time.perf_counter() - t0, stage="shrink"))
     polished_note = f" -> polished {after:.4g}" if polish is not None else ""
     emit(f"set {s + 1} -{by} -> widths {list(trial.widths)}, {leaf_count(trial.leaves):,} "
          f"params: {bench.name} {before:.4g}{polished_note} "
-         f"{'kept' if ok else 'over eps'} ({time.perf_counter() - t0:.1f} s)")
+         f"{'kept' if ok else 'below eps' if bench.higher else 'over eps'} "
+         f"({time.perf_counter() - t0:.1f} s)"
+         + clock.eta(_steps_left((trial if ok else cand).widths), "steps", about=True))
     return trial, ok, after
 
 
@@ -632,6 +760,8 @@ def frontier(
     batch: int | None = 16384,
     n_samples: int = 4096,
     progress=None,
+    max_seconds: float | None = None,
+    stall=True,
 ) -> Frontier:
     r"""Compress ``net`` by every method at every order (or width), polish if asked, and
     measure each result: the size-accuracy frontier of the network (ours, not the paper's).
@@ -665,12 +795,18 @@ def frontier(
       key: the sup measurement's PRNG key (default ``PRNGKey(0)``).
       batch: the batch of the throughput measurement (``None``: not measured).
       n_samples: the sup measurement's uniform samples.
-      progress: ``None``, ``True`` (a line per candidate to stderr) or a callable receiving
-        each line.
+      progress: ``None``, ``True`` (a line per candidate to stderr, with the time so far and
+        an estimate of the time left) or a callable receiving each line.
+      max_seconds: the time budget (``None``: no limit): checked between candidates, the
+        candidates measured by then are returned (``0``: the first alone).
+      stall: the :class:`~jaxcompress.stopping.StallRule` (``True``: its defaults; ``None``:
+        never): a factory whose errors stopped improving with the order has its larger orders
+        skipped (they would be larger and no better: off the Pareto front).
 
     Returns:
       A :class:`~jaxcompress.Frontier`: ``print`` it, ``.pareto()``, ``.smallest(eps)``,
-      ``.plot(path)``.
+      ``.plot(path)``; ``.stop`` says whether it was measured whole (``"complete"``) or cut
+      short (``"budget"``, ``"stalled"``: some factory's orders skipped).
     """
     where = "frontier"
     settings = as_polish(polish, where)
@@ -684,6 +820,7 @@ def frontier(
         check_key(key, where)
     if batch is not None:
         check_positive_int(batch, where, "batch")
+    clock = Clock(check_max_seconds(max_seconds, where), check_stall(stall, where))
     history: list[str] = []
     emit = reporter(progress, history, where)
     bench = Bench(net_obj, net, domain, metric, key=key, emit=emit,
@@ -699,7 +836,19 @@ def frontier(
     by_order = {id(f): UniformOrders(bench.net, f, domain, where=where,
                                      max_order=max(k for _, k, g in cands if g is f))
                 for _, _, f in cands if f is not None}
+    errors: dict[int, list[float]] = {}     # a factory's errors by order, for the stall rule
+    stalled: dict[int, str] = {}
+    status, reason = "complete", "every candidate was measured"
     for i, (method, order, factory) in enumerate(cands, start=1):
+        if factory is not None and id(factory) in stalled:
+            continue
+        try:
+            clock.check()
+        except Stopped as why:
+            status, reason = why.status, why.reason
+            emit(f"stopped ({why.status}): {why.reason}; {len(cands) - i + 1} candidates not "
+                 "measured")
+            break
         t0 = time.perf_counter()
         cand = bench.compress(method, order, where,
                               None if factory is None else by_order[id(factory)])
@@ -716,11 +865,23 @@ def frontier(
                         seconds=time.perf_counter() - t0, stage="candidate", extra=True,
                         batch=batch, measured=padded)
         rows.append(row)
+        clock.tick()
         polished = f" -> polished {error:.4g}" if settings is not None else ""
         emit(f"[{i}/{len(cands)}] {method.describe()}: widths {list(row.widths)}, "
              f"{row.num_params:,} params, {bench.name} {before:.4g}{polished} "
-             f"({row.seconds:.1f} s)")
-    return bench.frontier(rows, history, batch)
+             f"({row.seconds:.1f} s)" + clock.eta(len(cands) - i, "candidates"))
+        if factory is not None:
+            errors.setdefault(id(factory), []).append(bench.loss(error))
+            try:
+                clock.check_stall(errors[id(factory)], bench.name)
+            except Stopped as why:
+                stalled[id(factory)] = why.reason
+                skipped = sum(1 for _, _, f in cands[i:] if f is factory)
+                if skipped:
+                    status, reason = "stalled", why.reason
+                    emit(f"stalled: {why.reason}; its {skipped} larger orders skipped")
+    stop = clock.stop(status, reason, met=None)
+    return bench.frontier(rows, history, batch, stop)
 
 
 def _check_domain(domain, net: Network, where: str) -> None:

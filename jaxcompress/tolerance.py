@@ -16,6 +16,14 @@ for what it searches and how it knows the error:
 Every candidate of the order searches is a run of the one driver (:func:`jaxcompress.driver.run`)
 on the teacher's derivative features, computed once at the largest order needed and truncated
 per layer (:class:`_Candidates`).
+
+Every search takes a time budget (``max_seconds``) and stops early when its error stopped
+improving with the order (:mod:`jaxcompress.stopping`: one clock, one stall rule, one progress
+format for every strategy, :func:`jaxcompress.frontier` and the command line). Whatever
+stopped it, it has the best network it found: the result's ``status`` says why it stopped
+(``"met"``, ``"budget"``, ``"stalled"``, ``"out_of_orders"``) and ``met`` whether that network
+meets ``eps``; one that does not is raised as :class:`ToleranceNotMet` (with the result as its
+``result``) unless ``throw=False``.
 """
 
 from __future__ import annotations
@@ -66,11 +74,19 @@ from jaxcompress.shrink import (
     reporter,
 )
 from jaxcompress.shrink import search as shrink_search
+from jaxcompress.stopping import (
+    Clock,
+    Stop,
+    Stopped,
+    best_index,
+    check_max_seconds,
+    check_stall,
+)
 from jaxcompress.taylor import num_monomials
 from jaxcompress.verification import Verification, verify
 
-__all__ = ["Certified", "Measured", "MeasuredOrders", "ToleranceResult", "ToleranceStrategy",
-           "Verified",
+__all__ = ["Certified", "Measured", "MeasuredOrders", "ToleranceNotMet", "ToleranceResult",
+           "ToleranceStrategy", "Verified",
            "compress_to_tolerance", "order_advice", "smallest_uniform_order"]
 
 
@@ -100,6 +116,8 @@ class ToleranceResult:
         search by another metric or with polishing), e.g. ``result.frontier.plot(path)``.
       verification: for :class:`Verified`, the proven bracket of the network returned (a
         :class:`~jaxcompress.Verification`).
+      stop: why the search stopped (a :class:`~jaxcompress.stopping.Stop`; also as
+        :attr:`status`, :attr:`met` and :attr:`reason`).
     """
 
     params: Params
@@ -115,6 +133,25 @@ class ToleranceResult:
     metric_value: float | None = None
     frontier: Frontier | None = None
     verification: Verification | None = None
+    stop: Stop = Stop()
+
+    @property
+    def status(self) -> str:
+        """Why the search stopped: ``"met"`` (it met ``eps`` and ran to its end), ``"budget"``
+        (``max_seconds`` spent), ``"stalled"`` (the error stopped improving with the order) or
+        ``"out_of_orders"`` (``max_order`` reached, or nothing left to compress)."""
+        return self.stop.status
+
+    @property
+    def met(self) -> bool:
+        """Whether the network returned meets ``eps`` (a search cut short by its budget after
+        it met ``eps`` returns the smallest network that met it so far)."""
+        return bool(self.stop.met)
+
+    @property
+    def reason(self) -> str:
+        """Why the search stopped, in a sentence."""
+        return self.stop.reason
 
     @property
     def widths(self) -> tuple[int, ...]:
@@ -123,6 +160,15 @@ class ToleranceResult:
 
     def __iter__(self):  # ``params, orders, report = compress_to_tolerance(...)[:3]`` style
         return iter((self.params, self.orders, self.report))
+
+
+class ToleranceNotMet(ValueError):
+    """A search stopped before its network met ``eps`` (with ``throw=True``): the message says
+    why, ``result`` holds the best network found (a :class:`ToleranceResult`, ``met`` false)."""
+
+    def __init__(self, message: str, result: ToleranceResult):
+        super().__init__(message)
+        self.result = result
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,6 +183,7 @@ class _Problem:
     emit: Callable[[str], None]
     history: list[str]
     measure: Callable[[list], float]
+    clock: Clock = dataclasses.field(default_factory=Clock)
 
     @property
     def n_hidden(self) -> int:
@@ -386,21 +433,40 @@ class Certified(ToleranceStrategy):
                          f"{report.eps_uniform_ours:.3g}, Lambda_bar_ours = "
                          f"{report.Lambda_bar_ours:.3g})")
         steps = _Candidates(net, self.selector, problem.domain)
+        clock = problem.clock
 
-        def post(ords):
+        def post(ords):   # one candidate: compressed and certified a posteriori
+            clock.check()
             small, info = steps.assemble(ords)
             rep = certify_prepared(prep, eps=problem.eps, delta=self.delta,
                                    compressed=net.plan().chain.lower(small), info=info)
+            clock.tick()
             return small, info, rep
 
-        result = self._raise_until_proven(problem, orders, post)
+        tried: list = []
+        try:
+            result = self._raise_until_proven(problem, orders, post, tried)
+        except Stopped as why:   # the best proven bound found, which is not eps
+            orders, small, info, rep = tried[best_index([_proof(t[3])[0] for t in tried])]
+            problem.emit(f"stopped ({why.status}): {why.reason}; target not met: the best a "
+                         f"posteriori bound is {_proof(rep)[0]:.3g} at orders {orders}")
+            return dataclasses.replace(
+                _result(problem, small, info, tuple(orders), rep, self.name, source),
+                stop=clock.stop(why.status, why.reason, met=False))
+        stop = clock.stop("met", "the target was met", met=True)
         if self.refine:
-            result = self._refine(problem, result, post)
+            result, stop = self._refine(problem, result, post)
         orders, small, info, rep = result
-        return _result(problem, small, info, tuple(orders), rep, self.name, source)
+        return dataclasses.replace(
+            _result(problem, small, info, tuple(orders), rep, self.name, source), stop=stop)
 
-    def _raise_until_proven(self, problem: _Problem, orders: list[int], post):
+    def _raise_until_proven(self, problem: _Problem, orders: list[int], post, tried: list):
+        """The orders raised, the largest contribution first, until the a posteriori bound is
+        ``<= eps``; every candidate ``(orders, small, info, report)`` appended to ``tried``;
+        :class:`~jaxcompress.stopping.Stopped` when the clock says (budget, the bound stalled)
+        or no order can be raised."""
         small, info, rep = post(orders)
+        tried.append((list(orders), small, info, rep))
         sizes = problem.net.plan().sizes
         widths, d = sizes[1:-1], sizes[0]
         while _proof(rep)[0] > problem.eps:
@@ -409,14 +475,18 @@ class Certified(ToleranceStrategy):
             cands = [l for l in range(problem.n_hidden) if orders[l] < self.max_order
                      and num_monomials(d, orders[l]) < widths[l]]
             if not cands:
-                raise problem.fail(f"the a posteriori certificate {bound:.3g} ({which}) exceeds "
-                                   f"eps = {problem.eps:g} at orders {orders} and no order can "
-                                   "be raised")
+                raise Stopped("out_of_orders", f"the a posteriori certificate {bound:.3g} "
+                              f"({which}) exceeds eps = {problem.eps:g} at orders {orders} and "
+                              "no order can be raised")
+            problem.clock.check_stall([_proof(t[3])[0] for t in tried],
+                                      "a posteriori bound")
             l = max(cands, key=lambda i: contrib[i])
             orders[l] += 1
             problem.emit(f"a posteriori bound {bound:.3g} ({which}) > eps: raise layer {l + 1} "
-                         f"to k = {orders[l]}")
+                         f"to k = {orders[l]}" + problem.clock.eta(
+                             sum(self.max_order - k for k in orders) + 1, "raises"))
             small, info, rep = post(orders)
+            tried.append((list(orders), small, info, rep))
         problem.emit(f"a posteriori bound {_proof(rep)[0]:.3g} ({_proof(rep)[1]}) <= eps at "
                      f"{orders}")
         return orders, small, info, rep
@@ -424,20 +494,28 @@ class Certified(ToleranceStrategy):
     def _refine(self, problem: _Problem, result, post):
         # bisection per layer, deepest first; only verified orders are ever accepted
         orders, small, info, rep = result
-        for l in range(problem.n_hidden - 1, -1, -1):
-            lo, hi = -1, orders[l]
-            while hi - lo > 1:
-                trial = list(orders)
-                trial[l] = (lo + hi) // 2
-                t_small, t_info, t_rep = post(trial)
-                if _proof(t_rep)[0] <= problem.eps:
-                    hi = trial[l]
-                    orders, small, info, rep = trial, t_small, t_info, t_rep
-                    problem.emit(f"refine: layer {l + 1} -> k = {orders[l]}, a posteriori "
-                                 f"bound {_proof(rep)[0]:.3g} ({_proof(rep)[1]})")
-                else:
-                    lo = trial[l]
-        return orders, small, info, rep
+        try:
+            for l in range(problem.n_hidden - 1, -1, -1):
+                lo, hi = -1, orders[l]
+                while hi - lo > 1:
+                    trial = list(orders)
+                    trial[l] = (lo + hi) // 2
+                    t_small, t_info, t_rep = post(trial)
+                    if _proof(t_rep)[0] <= problem.eps:
+                        hi = trial[l]
+                        orders, small, info, rep = trial, t_small, t_info, t_rep
+                        problem.emit(f"refine: layer {l + 1} -> k = {orders[l]}, a posteriori "
+                                     f"bound {_proof(rep)[0]:.3g} ({_proof(rep)[1]})")
+                    else:
+                        lo = trial[l]
+        except Stopped as why:
+            problem.emit(f"stopped ({why.status}): {why.reason}; refinement cut short at "
+                         f"orders {orders} (certified)")
+            return (orders, small, info, rep), problem.clock.stop(
+                why.status, why.reason + "; the refinement was cut short (the target was met)",
+                met=True)
+        return (orders, small, info, rep), problem.clock.stop("met", "the target was met",
+                                                              met=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -469,29 +547,50 @@ class MeasuredOrders(ToleranceStrategy):
 
     def search(self, problem: _Problem) -> ToleranceResult:
         steps = _Candidates(problem.net, self.selector, problem.domain)
-        n_hidden, eps = problem.n_hidden, problem.eps
+        n_hidden, eps, clock = problem.n_hidden, problem.eps, problem.clock
 
         def err_of(ords: dict[int, int]) -> float:   # hidden layer (1-based) -> order
-            return problem.measure(steps.padded({l - 1: k for l, k in ords.items()}))
+            clock.check()
+            err = problem.measure(steps.padded({l - 1: k for l, k in ords.items()}))
+            clock.tick()
+            return err
 
         k_u, _, errs = smallest_uniform_order(
             lambda k: steps.padded({l: k for l in range(n_hidden)}), problem.measure,
-            eps, self.max_order, problem.emit)
-        if k_u is None:
-            raise problem.fail(order_advice(errs, eps) + "; or search with polishing, "
-                               "which keeps far smaller networks: jc.Measured(method="
-                               "jc.collocation, polish=True)")
-        orders, single = _per_layer_orders(problem, err_of, k_u)
-        total = err_of({l: orders[l - 1] for l in range(1, n_hidden + 1)})
-        while total > eps:
-            cands = [l for l in range(n_hidden) if orders[l] < k_u]
-            l = max(cands, key=lambda i: single[i])
-            orders[l] += 1
-            single[l] = err_of({l + 1: orders[l]})
-            total = err_of({m: orders[m - 1] for m in range(1, n_hidden + 1)})
-            problem.emit(f"whole network above eps: layer {l + 1} -> k = {orders[l]}, measured "
-                         f"{total:.3e}")
-        orders = _lower_while_within(problem, err_of, orders)
+            eps, self.max_order, problem.emit, clock=clock)
+        if k_u is None:      # stopped before an order met eps: the best uniform order
+            k_best = best_index(errs)
+            small, info = steps.assemble([k_best] * n_hidden)
+            why = clock.halted
+            reason = why.reason if why.status != "out_of_orders" else (
+                why.reason + "; or search with polishing, which keeps far smaller networks: "
+                "jc.Measured(method=jc.collocation, polish=True)")
+            return dataclasses.replace(
+                _result(problem, small, info, (k_best,) * n_hidden, None, self.name,
+                        "measured"), stop=clock.stop(why.status, reason, met=False))
+        # every later candidate is measured against eps from a network that meets it: cut
+        # short by the budget, the search returns the last one that did
+        met = [k_u] * n_hidden
+        stop = None
+        try:
+            orders, single = _per_layer_orders(problem, err_of, k_u)
+            total = err_of({l: orders[l - 1] for l in range(1, n_hidden + 1)})
+            while total > eps:
+                cands = [l for l in range(n_hidden) if orders[l] < k_u]
+                l = max(cands, key=lambda i: single[i])
+                orders[l] += 1
+                single[l] = err_of({l + 1: orders[l]})
+                total = err_of({m: orders[m - 1] for m in range(1, n_hidden + 1)})
+                problem.emit(f"whole network above eps: layer {l + 1} -> k = {orders[l]}, "
+                             f"measured {total:.3e}")
+            met = list(orders)
+            _lower_while_within(problem, err_of, met)
+        except Stopped as why:
+            problem.emit(f"stopped ({why.status}): {why.reason}; the per-layer search was cut "
+                         f"short at orders {met} (they meet eps)")
+            stop = clock.stop(why.status, why.reason + "; the per-layer search was cut short "
+                              "(the target was met)", met=True)
+        orders = met
         small, info = steps.assemble(orders)
         net = problem.net
         report = None
@@ -501,7 +600,8 @@ class MeasuredOrders(ToleranceStrategy):
         result = _result(problem, small, info, tuple(orders), report, self.name, "measured")
         problem.emit(f"final orders {list(orders)} (uniform would be {k_u}): measured "
                      f"{result.measured_error:.3e}")
-        return dataclasses.replace(result, history=tuple(problem.history))
+        stop = stop or clock.stop("met", "the target was met", met=True)
+        return dataclasses.replace(result, history=tuple(problem.history), stop=stop)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -572,7 +672,8 @@ def _search_widths(strategy: Measured | Verified, problem: _Problem, metric,
                   n_samples=strategy.n_samples, local_search_steps=strategy.local_search_steps,
                   teacher_value=teacher_value)
     found = shrink_search(bench, family, problem.eps, max_order=strategy.max_order,
-                          polish=strategy.polish, widths=strategy.shrink, fail=problem.fail)
+                          polish=strategy.polish, widths=strategy.shrink, fail=problem.fail,
+                          clock=problem.clock)
     cand = found.best
     # measured padded to its bucket (the same function: the padding's neurons are read by zero
     # rows): the programs of the search's own measurements, and of another eps's result nearby
@@ -591,7 +692,7 @@ def _search_widths(strategy: Measured | Verified, problem: _Problem, metric,
         params=params, orders=(cand.order,) * len(cand.widths), report=None,
         measured_error=sup, info=info, mode=strategy.name, history=tuple(problem.history),
         orders_source="measured", compressed=small, metric=bench.name,
-        metric_value=found.error, frontier=found.frontier), bench, cand
+        metric_value=found.error, frontier=found.frontier, stop=found.stop), bench, cand
 
 
 @dataclasses.dataclass(frozen=True)
@@ -606,8 +707,9 @@ class Verified(ToleranceStrategy):
     Args:
       method, polish, shrink, selector: as for :class:`Measured` (default: collocation, the
         better start on trained networks; derivative matching is ``method=jc.derivative_matching``).
-      max_seconds: the time budget of each verification (a candidate whose proof times out
-        with ``upper > eps`` counts as over the budget).
+      max_seconds: the time budget of each candidate's verification (a candidate whose proof
+        times out with ``upper > eps`` counts as over the budget); the whole search's is
+        :func:`compress_to_tolerance`'s ``max_seconds``.
       max_order, key, n_samples, local_search_steps: see :class:`ToleranceStrategy` (the
         sampled sup error reported beside the proof).
     """
@@ -643,6 +745,8 @@ class Verified(ToleranceStrategy):
 
         # the teacher is 0 from itself: no proof of it against itself to compile
         result, bench, cand = _search_widths(strategy, problem, proven_sup, teacher_value=0.0)
+        if result.status == "budget":   # no further proof past the budget: the search's stands
+            return dataclasses.replace(result, metric="proven sup")
         # the proof of the candidate as the search proved it: padded to its bucket (the same
         # function, the padding's neurons read by zero rows), so by the programs the search
         # compiled (at its own widths it compiled the proof's three again: 1.2 s of a 4.7 s
@@ -696,8 +800,9 @@ def _per_layer_orders(problem: _Problem, err_of, k_u: int) -> tuple[list[int], l
     return orders, single
 
 
-def _lower_while_within(problem: _Problem, err_of, orders: list[int]) -> list[int]:
-    """Deepest layer first, lower each order while the whole network still meets ``eps``."""
+def _lower_while_within(problem: _Problem, err_of, orders: list[int]) -> None:
+    """Deepest layer first, lower each order while the whole network still meets ``eps``
+    (``orders`` changed in place: it meets ``eps`` after every step)."""
     n_hidden = problem.n_hidden
     for l in range(n_hidden - 1, -1, -1):
         while orders[l] > 0:
@@ -706,9 +811,8 @@ def _lower_while_within(problem: _Problem, err_of, orders: list[int]) -> list[in
             e = err_of({m: trial[m - 1] for m in range(1, n_hidden + 1)})
             if e > problem.eps:
                 break
-            orders = trial
+            orders[:] = trial
             problem.emit(f"lower layer {l + 1} -> k = {orders[l]}, measured {e:.3e}")
-    return orders
 
 
 def compress_to_tolerance(
@@ -719,6 +823,9 @@ def compress_to_tolerance(
     domain,
     eps: float,
     progress=None,
+    max_seconds: float | None = None,
+    stall=True,
+    throw: bool = True,
 ) -> ToleranceResult:
     """The smallest network whose error on ``domain`` is at most ``eps``, by one search.
 
@@ -739,11 +846,24 @@ def compress_to_tolerance(
         sets, polished if asked, by any metric) or :class:`Verified` (the same search, each
         candidate's error proven by :func:`jaxcompress.verify`).
       progress: ``None`` (quiet), ``True`` (each step of the search printed to stderr as it
-        happens) or a callable receiving each line. Every line is also in ``history``, and an
-        error names the last steps reached.
+        happens, with the time so far, the steps left and an estimate of their time) or a
+        callable receiving each line. Every line is also in ``history``, and an error names
+        the last steps reached.
+      max_seconds: the search's time budget (default ``None``: no limit), checked between
+        candidates (one that has started is finished; ``0``: stop after the first). Spent, the
+        search returns the best network it has (:mod:`jaxcompress.stopping`).
+      stall: when the search stops because its error stopped improving with the order: a
+        :class:`~jaxcompress.stopping.StallRule` (``True``, the default: no relative
+        improvement of at least 0.1 over the last 3 orders), or ``None`` (never).
+      throw: what happens when the search stops before a network meets ``eps`` (its budget
+        spent, the error stalled, no order left): ``True`` (default) raises
+        :class:`ToleranceNotMet`, a ``ValueError`` saying why, with the best network found as
+        its ``result``; ``False`` returns that result (``result.met`` false, ``result.status``
+        and ``result.reason`` saying why).
 
     Returns:
-      A :class:`ToleranceResult` (``params``, ``orders``, ``report``, ``measured_error``, ...).
+      A :class:`ToleranceResult` (``params``, ``orders``, ``report``, ``measured_error``,
+      ``status``, ``met``, ``reason``, ...).
       For the order searches the compressed network equals ``jaxcompress.compress(params,
       jaxcompress.derivative_matching(orders, selector=...), activation=..., domain=domain)``:
       every candidate is a run of the one driver.
@@ -757,6 +877,9 @@ def compress_to_tolerance(
     check_compute_dtype(net.x.dtype, where)
     if not finite_number(eps) or float(eps) <= 0:
         raise ValueError(f"{where}: eps must be one finite number > 0, got {eps!r}")
+    clock = Clock(check_max_seconds(max_seconds, where), check_stall(stall, where))
+    if not isinstance(throw, bool):
+        raise TypeError(f"{where}: throw must be a bool, got {throw!r}")
     d = int(net.x.shape[-1])
     radius, _ = domain_geometry(domain, d, where=where)
     if isinstance(domain, (int, float, np.floating, np.integer)):
@@ -772,30 +895,56 @@ def compress_to_tolerance(
 
     problem = _Problem(net=net, obj=params, domain=domain, eps=float(eps), radius=radius,
                        emit=reporter(progress, history, "compress_to_tolerance"),
-                       history=history, measure=measure)
-    return strategy.search(problem)
+                       history=history, measure=measure, clock=clock)
+    result = strategy.search(problem)
+    if not result.met and throw:
+        advice = "" if result.status == "out_of_orders" else (
+            f"; the best network found (widths {list(result.widths)}, {result.metric} "
+            f"{_value(result):.4g}) is this error's .result, or pass throw=False to have it "
+            "returned")
+        raise ToleranceNotMet(str(problem.fail(result.reason + advice)), result)
+    return result
+
+
+def _value(result: ToleranceResult) -> float:
+    return result.measured_error if result.metric_value is None else result.metric_value
 
 
 def smallest_uniform_order(compress_at, measure, eps: float, max_order: int, emit,
-                           describe=None) -> tuple[int | None, Any, list[float]]:
+                           describe=None, clock: Clock | None = None
+                           ) -> tuple[int | None, Any, list[float]]:
     """The smallest ``k <= max_order`` whose compression ``compress_at(k)`` measures ``<= eps``.
 
     ``measure(result) -> float``. Reports each order through ``emit`` (with
-    ``describe(result)`` appended when given). Returns ``(k, result, errors)`` with
-    ``k = None`` (and the last result) when no order reaches ``eps``; :func:`order_advice` then
-    says why. Shared by :class:`Measured` and
+    ``describe(result)`` and the clock's estimate of what is left appended). Returns ``(k,
+    result, errors)``, or ``(None, best, errors)`` (the result of the smallest error) when the
+    search stopped before an order reached ``eps``: ``clock.halted`` then says why
+    (``"out_of_orders"``: :func:`order_advice`'s words; ``"budget"``, ``"stalled"``: the
+    clock's, :mod:`jaxcompress.stopping`). Shared by :class:`MeasuredOrders` and
     ``jaxcompress compress --eps``.
     """
+    clock = Clock() if clock is None else clock
     errs: list[float] = []
-    result = None
-    for k in range(max_order + 1):
-        result = compress_at(k)
-        errs.append(measure(result))
-        extra = "" if describe is None else f", {describe(result)}"
-        emit(f"uniform k = {k}: measured {errs[-1]:.3e}{extra}")
-        if errs[-1] <= eps:
-            return k, result, errs
-    return None, result, errs
+    results: list = []
+    try:
+        for k in range(max_order + 1):
+            clock.check()
+            results.append(compress_at(k))
+            errs.append(measure(results[-1]))
+            clock.tick()
+            met = errs[-1] <= eps
+            extra = "" if describe is None else f", {describe(results[-1])}"
+            emit(f"uniform k = {k}: measured {errs[-1]:.3e}{extra}"
+                 + clock.eta(0 if met else max_order - k, "orders"))
+            if met:
+                return k, results[-1], errs
+            clock.check_stall(errs, "measured sup error")
+        raise Stopped("out_of_orders", order_advice(errs, eps))
+    except Stopped as why:
+        clock.halt(why)
+        if why.status != "out_of_orders":
+            emit(f"stopped ({why.status}): {why.reason}")
+        return None, results[best_index(errs)], errs
 
 
 def order_advice(errs: Sequence[float], eps: float, max_order_name: str = "max_order") -> str:

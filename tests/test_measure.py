@@ -74,3 +74,37 @@ def test_every_compression_of_one_teacher_is_measured_by_one_program():
             for s in smalls]
     assert measure._sup_error._cache_size() - before <= 1
     assert errs[1] < errs[0]
+
+
+def test_psnr_against_a_hand_computation():
+    """PSNR = 10 log10(R^2 / MSE): a network shifted by 0.05 has MSE 0.0025 against it on any
+    points; the peak R is the reference's range on the fixed Sobol points (or data_range)."""
+    a = jnp.array([0.3, -1.2])
+    dom = jc.Ball(2, 1.0)
+    shifted = _linear_net(a)
+    shifted[-1] = {"kernel": shifted[-1]["kernel"], "bias": jnp.array([0.05])}
+    x = np.asarray(jc.measure.error_points(dom, 512, jnp.float64))
+    ref = x @ np.asarray(a)
+    expected = 10 * np.log10((ref.max() - ref.min()) ** 2 / 0.05 ** 2)
+    got = jc.measure.psnr(_linear_net(a), shifted, activation="identity", domain=dom,
+                          n_points=512)
+    assert float(got) == pytest.approx(expected, rel=1e-10)
+    fixed = jc.measure.psnr(_linear_net(a), shifted, activation="identity", domain=dom,
+                            n_points=512, data_range=2.0)
+    assert float(fixed) == pytest.approx(10 * np.log10(4 / 0.0025), rel=1e-10)   # 32.04 dB
+    assert float(jc.measure.psnr(shifted, shifted, activation="identity", domain=dom)) == np.inf
+    with pytest.raises(ValueError, match=r"psnr: data_range must be None .* got -1"):
+        jc.measure.psnr(shifted, shifted, activation="identity", domain=dom, data_range=-1)
+
+
+def test_psnr_drop_is_the_db_lost_against_the_teacher_on_the_data():
+    """Twice the teacher's error on the data is 20 log10(2) = 6.02 dB lost; the teacher loses
+    nothing."""
+    x = np.linspace(-1, 1, 64)[:, None]
+    y = np.sin(3 * x)
+    metric = jc.measure.psnr_drop(lambda x: np.sin(3 * x) + 0.01, x, y, data_range=1.0)
+    assert metric(lambda x: np.sin(3 * x) + 0.02) == pytest.approx(20 * np.log10(2), rel=1e-9)
+    assert metric(lambda x: np.sin(3 * x) + 0.01) == 0.0 and metric.__name__ == "psnr_drop"
+    with pytest.raises(ValueError, match=r"psnr_drop: the teacher gives values of shape "
+                                         r"\(64, 2\) at x; y has shape \(64, 1\)"):
+        jc.measure.psnr_drop(lambda x: np.concatenate([x, x], 1), x, y)

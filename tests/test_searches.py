@@ -6,6 +6,7 @@ The search's full measurement (the five Table 1 teachers, the zoo models) is
 """
 
 import collections
+import dataclasses
 import json
 import math
 
@@ -222,7 +223,7 @@ def test_each_search_is_a_strategy_of_its_own_and_explains_itself():
     assert jc.Measured(polish=True).polish == jc.PolishSettings()
     with pytest.raises(ValueError, match="random selector is not supported"):
         jc.MeasuredOrders(selector=jc.select.RandomChoice(jax.random.PRNGKey(0)))
-    with pytest.raises(ValueError, match="metric must be 'sup', 'rel_l2' or a callable"):
+    with pytest.raises(ValueError, match="metric must be 'sup', 'rel_l2', 'psnr' or a callable"):
         jc.Measured(metric="mse")
     with pytest.raises(TypeError, match="polish must be a bool or jc.PolishSettings"):
         jc.Measured(polish=100)
@@ -302,3 +303,142 @@ def test_a_search_measures_its_result_padded_to_its_bucket():
         assert max(res.widths) <= 16 and float(res.measured_error) <= eps
         own = jc.measure.error_estimate(teacher, res.params, activation="tanh", domain=BALL)
         np.testing.assert_allclose(float(res.info.error_estimate), float(own), rtol=1e-9)
+
+
+# ------------------------------------------------------------------------------------------------
+# When a search stops: budget, stall, out of orders (jaxcompress.stopping)
+# ------------------------------------------------------------------------------------------------
+
+
+def test_the_stall_rule_by_hand():
+    """Stalled when the best of the last N errors is not at least X below the best before them
+    (N = 3, X = 0.1)."""
+    rule = jc.stopping.StallRule()
+    assert not rule.stalled([1.0, 0.5, 0.5, 0.5])                 # the first order: no history
+    assert rule.stalled([1.0, 1.0, 0.95, 0.92])                   # 0.92 > 0.9 * 1.0
+    assert not rule.stalled([1.0, 1.0, 0.95, 0.9])                # exactly 10 %: progress
+    assert rule.stalled([1e-3, 1e-4, 2e-4, 3e-4, 1e-4])           # growing, then back: no gain
+    assert not rule.stalled([1e-3, 1e-4, 2e-4, 3e-4, 8e-5])
+    assert rule.stalled([math.inf] * 4) and not rule.stalled([math.inf, math.inf, math.inf, 1.0])
+    assert rule.stalled([1.0, 1.0, math.nan, math.nan])           # NaN counts as inf
+    assert not jc.stopping.StallRule(orders=5).stalled([1.0] * 5)
+    with pytest.raises(ValueError, match=r"StallRule: improvement must be a number in \[0, 1\), "
+                                         r"got 1.5"):
+        jc.stopping.StallRule(improvement=1.5)
+    with pytest.raises(ValueError, match="StallRule: orders must be an int >= 1, got 0"):
+        jc.stopping.StallRule(orders=0)
+    teacher = jc.init_mlp(jax.random.PRNGKey(3), [2, 12, 12, 1])
+    with pytest.raises(ValueError, match=r"compress_to_tolerance: max_seconds must be None \(no "
+                                         r"limit\) or a number >= 0.*got -1"):
+        jc.compress_to_tolerance(teacher, jc.Measured(), activation="tanh", domain=BALL,
+                                 eps=1e-3, max_seconds=-1)
+    with pytest.raises(TypeError, match="frontier: stall must be a jc.stopping.StallRule"):
+        jc.frontier(teacher, activation="tanh", domain=BALL, stall=3)
+
+
+def _flat_metric(teacher):
+    """A task metric no compression improves: 0 for the teacher, 1 for every candidate."""
+    x = BALL.sobol(64)
+    ref = np.asarray(jc.apply(teacher, x, activation="tanh"))
+
+    def flat(f):
+        return 0.0 if np.allclose(np.asarray(f(x)), ref, rtol=0, atol=1e-9) else 1.0
+
+    return flat
+
+
+def test_a_search_whose_error_stops_improving_stops_and_says_so():
+    """Every candidate measures 1 (eps 0.5): after the 4th order (3 without improvement) the
+    search stops as stalled, with the best network it found, its frontier and a progress line
+    for each order with the time so far and an estimate of what is left; with throw=True that
+    result comes with the error. Without the stall rule it runs out of orders."""
+    teacher = jc.init_mlp(jax.random.PRNGKey(3), [2, 12, 12, 1])
+    metric = _flat_metric(teacher)
+    strategy = jc.Measured(method=jc.derivative_matching, metric=metric, shrink=False,
+                           n_samples=64, local_search_steps=5)
+    lines = []
+    res = jc.compress_to_tolerance(teacher, strategy, activation="tanh", domain=BALL, eps=0.5,
+                                   throw=False, progress=lines.append)
+    assert res.status == "stalled" and not res.met
+    assert "stopped improving with the order: no relative improvement of at least 0.1 over " \
+           "the last 3 orders" in res.reason
+    assert [r.order for r in res.frontier.rows] == [0, 1, 2, 3]
+    assert res.frontier.stop.status == "stalled"
+    assert res.metric_value == 1.0 and res.widths == (1, 1)   # the best: the first, smallest
+    assert jc.layer_sizes(res.params) == [2, 1, 1, 1]
+    assert "s so far; at most 4 orders left" in lines[0] and lines[-1].startswith(
+        "stopped (stalled)")
+    with pytest.raises(jc.tolerance.ToleranceNotMet, match=r"(?s)stopped improving.*is this "
+                                                           r"error's .result.*the search so far"
+                       ) as caught:
+        jc.compress_to_tolerance(teacher, strategy, activation="tanh", domain=BALL, eps=0.5)
+    assert isinstance(caught.value, ValueError) and caught.value.result.status == "stalled"
+    full = jc.compress_to_tolerance(teacher, dataclasses.replace(strategy, max_order=3),
+                                    activation="tanh", domain=BALL, eps=0.5, throw=False,
+                                    stall=None)
+    assert full.status == "out_of_orders" and len(full.frontier.rows) == 4
+    assert "no order <= 3 reaches flat <= 0.5" in full.reason
+
+
+def test_a_search_with_no_time_left_returns_its_first_candidate():
+    """max_seconds=0: every search stops after its first candidate with the budget's reason and
+    returns a usable network (no assertion on how fast anything ran)."""
+    teacher = jc.init_mlp(jax.random.PRNGKey(3), [2, 12, 12, 1])
+    for strategy in (jc.Measured(n_samples=64, local_search_steps=5),
+                     jc.MeasuredOrders(n_samples=64, local_search_steps=5)):
+        res = jc.compress_to_tolerance(teacher, strategy, activation="tanh", domain=BALL,
+                                       eps=1e-12, max_seconds=0, throw=False)
+        assert res.status == "budget" and not res.met, strategy
+        assert "the time budget of 0 s was spent" in res.reason
+        assert res.orders[0] == 0 and jc.layer_sizes(res.params) == [2, 1, 1, 1]
+        assert np.all(np.isfinite(jc.apply(res.params, BALL.sobol(8), activation="tanh")))
+    with pytest.raises(ValueError, match="the time budget of 0 s was spent"):
+        jc.compress_to_tolerance(teacher, jc.MeasuredOrders(n_samples=64, local_search_steps=5),
+                                 activation="tanh", domain=BALL, eps=1e-12, max_seconds=0)
+    # met by the first candidate, the per-layer search cut short: the network that met eps,
+    # the status says the budget
+    res = jc.compress_to_tolerance(teacher, jc.MeasuredOrders(n_samples=64,
+                                                              local_search_steps=5),
+                                   activation="tanh", domain=BALL, eps=0.5, max_seconds=0)
+    assert res.status == "budget" and res.met and res.measured_error <= 0.5
+    assert res.orders == (0, 0) and "per-layer search was cut short" in res.reason
+    # certified: the a priori orders are proven, the refinement is cut short
+    rng = np.random.default_rng(0)     # test_certify.py's certified chain
+    chain = []
+    for i, o in ((1, 32), (32, 32), (32, 1)):
+        b = 1.0 / np.sqrt(i)
+        chain.append({"kernel": jax.device_put(0.5 * rng.uniform(-b, b, (i, o))),
+                      "bias": jax.device_put(rng.uniform(-b, b, (o,)))})
+    res = jc.compress_to_tolerance(chain, jc.Certified(refine=True, n_samples=64,
+                                                       local_search_steps=5),
+                                   activation="sigmoid", domain=jc.Ball(1, 0.5), eps=1e-6,
+                                   max_seconds=0)
+    assert res.status == "budget" and res.met and res.report.a_posteriori_bound <= 1e-6
+    assert not any(line.startswith("refine: ") for line in res.history)
+    # a frontier: the first candidate alone
+    front = jc.frontier(teacher, jc.collocation, activation="tanh", domain=BALL,
+                        orders=[1, 2, 3], batch=None, n_samples=64, max_seconds=0)
+    assert len(front.rows) == 1 and front.stop.status == "budget" and front.stop.met is None
+    assert "stopped (budget)" in str(front)
+    back = jc.Frontier.from_dict(json.loads(json.dumps(front.to_dict())))
+    assert back.stop == front.stop
+
+
+def test_a_search_by_psnr_in_db():
+    """metric="psnr": the PSNR against the teacher in dB (higher is better), eps the least
+    PSNR; the value is jc.measure.psnr of the result, and the frontier's best is the largest."""
+    teacher = jc.init_mlp(jax.random.PRNGKey(3), [2, 12, 12, 1])
+    res = jc.compress_to_tolerance(teacher, jc.Measured(metric="psnr", max_order=6,
+                                                        n_samples=64, local_search_steps=5),
+                                   activation="tanh", domain=BALL, eps=40.0)
+    assert res.met and res.metric == "psnr" and res.metric_value >= 40.0
+    own = float(jc.measure.psnr(teacher, res.params, activation="tanh", domain=BALL))
+    assert own == pytest.approx(res.metric_value, abs=1e-6)
+    orders = [r for r in res.frontier.rows if r.stage == "order"]
+    assert orders[-1].error >= 40 > orders[-2].error      # the first order with 40 dB
+    assert all(r.error < 40 for r in res.frontier.rows if r.num_params < jc.num_params(
+        res.params))
+    assert res.frontier.higher_is_better and res.frontier.teacher_error == math.inf
+    assert res.frontier.smallest_row(40.0).num_params == jc.num_params(res.params)
+    front = res.frontier.pareto()
+    assert all(a.error < b.error for a, b in zip(front, front[1:], strict=False))

@@ -29,6 +29,7 @@ References:
 
 from jaxcompress.activations import register_activation
 from jaxcompress.certificates import Certificate, certify
+from jaxcompress.checker import check
 from jaxcompress.compression import CompressInfo, compress, compressor, trim
 from jaxcompress.domains import Ball, Box, Parameterization, Points
 from jaxcompress.graph import Compressed, Network, trace
@@ -82,6 +83,7 @@ __all__ = [
     "apply",
     "best_of",
     "certify",
+    "check",
     "collocation",
     "compress",
     "compress_to_tolerance",

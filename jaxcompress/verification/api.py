@@ -209,4 +209,4 @@ def verify(a, b, *, domain, activation=None, eps: float | None = None, tol: floa
                         domain=domain, boxes=int(out.boxes),
                         seconds=float(time.perf_counter() - start),
                         history=tuple(tuple(float(v) for v in h) for h in out.history),
-                        order=k)
+                        order=k, proof=out.proof)

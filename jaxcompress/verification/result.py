@@ -4,6 +4,7 @@ difference, how it was reached, and a plot of it narrowing."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,9 @@ class Verification:
       history: ``(seconds, lower, upper)`` as the bracket narrowed.
       order: the degree ``K`` of the Taylor models.
       guarantee: what the bracket rests on (:data:`GUARANTEE`).
+      proof: the certificate's contents (the programs, the domain, the search's proof tree;
+        :class:`~jaxcompress.verification.proof.Proof`), written by :meth:`save`; None for a
+        result built by hand.
     """
 
     lower: float
@@ -59,6 +63,7 @@ class Verification:
     history: tuple[tuple[float, float, float], ...]
     order: int
     guarantee: str = GUARANTEE
+    proof: Any = dataclasses.field(default=None, repr=False)
 
     @property
     def ratio(self) -> float:
@@ -93,6 +98,24 @@ class Verification:
                 "tol": self.tol, "domain": domain, "boxes": self.boxes,
                 "seconds": self.seconds, "order": self.order,
                 "history": [list(h) for h in self.history], "guarantee": self.guarantee}
+
+    def save(self, path) -> Path:
+        """Write the certificate to ``path`` (one ``.npz``): both programs in the checker's op
+        language, the domain, every box of the search with its parent and each leaf's claimed
+        bound, ``upper``, ``lower`` and ``argmax``. :func:`jaxcompress.check` proves it again
+        in ball arithmetic (python-flint), without the verifier.
+
+        Raises:
+          ValueError: a result without a proof (built by hand), or programs outside the
+            certificate's op language
+            (:class:`~jaxcompress.verification.proof.UnsupportedForCertificate`, naming the
+            primitive).
+        """
+        if self.proof is None:
+            raise ValueError("Verification.save: this result carries no proof (it was not "
+                             "returned by jc.verify); nothing to certify")
+        return self.proof.save(path, upper=self.upper, lower=self.lower, argmax=self.argmax,
+                               status=self.status)
 
     def plot(self, path=None, ax=None):
         """The bracket narrowing over time (log scale): ``upper`` and ``lower`` against seconds.

@@ -45,9 +45,10 @@ from jaxcompress.compiling import FastFirst
 from jaxcompress.verification import program as prog
 from jaxcompress.verification import rules
 from jaxcompress.verification import taylor as tm
+from jaxcompress.verification.proof import Proof
 from jaxcompress.verification.regions import _SLACK, Region
 
-__all__ = ["BoxQueue", "Compiled", "SearchResult", "compiled", "search"]
+__all__ = ["BoxQueue", "Compiled", "ProofTree", "SearchResult", "compiled", "search"]
 
 #: Points sampled uniformly before the first box is bounded (a first lower bound).
 INITIAL_SAMPLES = 512
@@ -60,47 +61,62 @@ ASCENT_STARTS = 16
 FINAL_CLIMBS = 4
 
 
+def _grow(owner, names: tuple[str, ...], size: int, used: int) -> None:
+    """Double the arrays ``names`` of ``owner`` (at least to ``size`` rows), keeping ``used``."""
+    cap = max(2 * len(getattr(owner, names[0])), size)
+    for name in names:
+        old = getattr(owner, name)
+        new = np.empty((cap,) + old.shape[1:], old.dtype)
+        new[:used] = old[:used]
+        setattr(owner, name, new)
+
+
 class BoxQueue:
-    """Live boxes as arrays: centres ``(n, d)``, half-widths ``(n, d)`` and bounds ``(n,)``."""
+    """Live boxes as arrays: centres ``(n, d)``, half-widths ``(n, d)``, bounds ``(n,)`` and
+    their nodes in the :class:`ProofTree` ``(n,)``."""
+
+    _ARRAYS = ("c", "h", "ub", "ids")
 
     def __init__(self, dim: int, capacity: int = 4096):
         self.c = np.empty((capacity, dim))
         self.h = np.empty((capacity, dim))
         self.ub = np.empty(capacity)
+        self.ids = np.zeros(capacity, np.int64)
         self.n = 0
 
-    def push(self, c: np.ndarray, h: np.ndarray, ub: np.ndarray) -> None:
+    def push(self, c: np.ndarray, h: np.ndarray, ub: np.ndarray,
+             ids: np.ndarray | None = None) -> None:
         k = len(ub)
         if self.n + k > len(self.ub):
-            cap = max(2 * len(self.ub), self.n + k)
-            for name in ("c", "h", "ub"):
-                old = getattr(self, name)
-                new = np.empty((cap,) + old.shape[1:])
-                new[: self.n] = old[: self.n]
-                setattr(self, name, new)
+            _grow(self, self._ARRAYS, self.n + k, self.n)
         self.c[self.n:self.n + k] = c
         self.h[self.n:self.n + k] = h
         self.ub[self.n:self.n + k] = ub
+        self.ids[self.n:self.n + k] = -1 if ids is None else ids
         self.n += k
 
     def pop_top(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Remove and return the ``k`` boxes with the largest bounds."""
+        """Remove and return the ``k`` boxes with the largest bounds: ``(c, h, ub)``."""
+        return self.pop_top_ids(k)[:3]
+
+    def pop_top_ids(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`pop_top` with the boxes' tree nodes: ``(c, h, ub, ids)``."""
         n = self.n
         k = min(k, n)
         if k == n:
             idx = np.arange(n)
         else:
             idx = np.argpartition(-self.ub[:n], k - 1)[:k]
-        out = (self.c[idx].copy(), self.h[idx].copy(), self.ub[idx].copy())
+        out = tuple(getattr(self, name)[idx].copy() for name in self._ARRAYS)
         new_n = n - k
         holes = np.sort(idx[idx < new_n])
         taken = np.zeros(k, bool)
         tail = idx[idx >= new_n] - new_n
         taken[tail] = True
         movers = new_n + np.nonzero(~taken)[0]
-        self.c[holes] = self.c[movers]
-        self.h[holes] = self.h[movers]
-        self.ub[holes] = self.ub[movers]
+        for name in self._ARRAYS:
+            arr = getattr(self, name)
+            arr[holes] = arr[movers]
         self.n = new_n
         return out
 
@@ -108,10 +124,57 @@ class BoxQueue:
         return float(np.max(self.ub[: self.n])) if self.n else -np.inf
 
 
-def split(c: np.ndarray, h: np.ndarray, times: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+class ProofTree:
+    """Every box the search creates, as a tree: the proof that the boxes cover the domain.
+
+    Node ``i`` is the box ``[c_i - h_i, c_i + h_i]`` (the float64 centre and half-widths as
+    the search stored them, read as exact reals), made from node ``parent[i]`` by
+    ``kind[i]``: :data:`ROOT` (the first box; contains the domain), :data:`SPLIT` (one half of
+    a bisection of its parent, with the slack of :func:`split`: the two halves cover the parent)
+    or :data:`CLIP` (the parent shrunk to the bounding box of its intersection with the domain,
+    :meth:`Region.clip`). ``bound[i]`` is NaN for a node that was split or clipped further, and
+    for a leaf the bound the search claims for ``max_j |D_j|`` on it: its Taylor-model bound
+    (capped by its parent's), ``-inf`` for a box that misses the domain. The arrays grow by
+    doubling, as :class:`BoxQueue`'s.
+    """
+
+    ROOT, SPLIT, CLIP = 0, 1, 2
+    _ARRAYS = ("c", "h", "parent", "kind", "bound")
+
+    def __init__(self, dim: int, capacity: int = 4096):
+        self.c = np.empty((capacity, dim))
+        self.h = np.empty((capacity, dim))
+        self.parent = np.empty(capacity, np.int64)
+        self.kind = np.empty(capacity, np.int8)
+        self.bound = np.empty(capacity)
+        self.n = 0
+
+    def add(self, c: np.ndarray, h: np.ndarray, parent: np.ndarray, kind: int) -> np.ndarray:
+        """Append nodes (NaN bounds: internal until :meth:`close` says otherwise); their ids."""
+        k = len(c)
+        if self.n + k > len(self.bound):
+            _grow(self, self._ARRAYS, self.n + k, self.n)
+        rows = slice(self.n, self.n + k)
+        self.c[rows], self.h[rows], self.parent[rows] = c, h, parent
+        self.kind[rows], self.bound[rows] = kind, np.nan
+        self.n += k
+        return np.arange(rows.start, rows.stop)
+
+    def close(self, ids: np.ndarray, bounds: np.ndarray) -> None:
+        """Make nodes leaves with these claimed bounds."""
+        self.bound[ids] = bounds
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The tree as trimmed copies: ``c``, ``h`` ``(n, d)``, ``parent``, ``kind``, ``bound``."""
+        return {name: getattr(self, name)[: self.n].copy() for name in self._ARRAYS}
+
+
+def split(c: np.ndarray, h: np.ndarray, times: int, levels: list | None = None
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Bisect every box ``times`` times along its widest axis: ``2^times`` children each (and
     the index of each child's parent). Half-widths get a relative slack so that the children
-    cover the parent in exact arithmetic although their centres are rounded."""
+    cover the parent in exact arithmetic although their centres are rounded. With ``levels``,
+    appends ``(c, h, parent)`` of every level (``parent`` indexing the level before)."""
     parent = np.arange(len(c))
     for _ in range(times):
         rows = np.arange(len(c))
@@ -126,6 +189,8 @@ def split(c: np.ndarray, h: np.ndarray, times: int) -> tuple[np.ndarray, np.ndar
             kids_h.append(kh)
         c, h = np.concatenate(kids_c), np.concatenate(kids_h)
         parent = np.concatenate([parent, parent])
+        if levels is not None:
+            levels.append((c, h, np.concatenate([rows, rows])))
     return c, h, parent
 
 
@@ -210,6 +275,7 @@ class SearchResult:
     argmax: np.ndarray
     boxes: int
     history: list
+    proof: Proof | None = None
 
 
 class _Lower:
@@ -311,16 +377,15 @@ def search(program: prog.Program, region: Region, fns: Compiled, *, eps, tol: fl
         # a first lower bound: uniform samples, then a local search from the best of them
         samples = np.concatenate([region.center[None], region.sample(INITIAL_SAMPLES - 1)])
         vals, pts = run.values(samples)
-        if not np.all(np.isfinite(vals)):
-            bad = int(np.argmin(np.isfinite(vals)))
-            raise ValueError(f"verify: F_a - F_b is not finite at x = {pts[bad].tolist()} (a "
-                             "point of the domain)")
+        _refuse_undefined(vals, pts)
         lower.offer(vals, pts, np.full(len(vals), 0.1 * region.radius))
         run.climb(lower)
 
     queue = BoxQueue(region.dim)
+    tree = ProofTree(region.dim)
     c0, h0 = region.root()
-    queue.push(c0[None], h0[None], np.array([np.inf]))
+    root = tree.add(c0[None], h0[None], np.array([-1]), ProofTree.ROOT)
+    queue.push(c0[None], h0[None], np.array([np.inf]), root)
     pruned = -np.inf
     boxes = 0
     history: list[tuple[float, float, float]] = []
@@ -357,22 +422,28 @@ def search(program: prog.Program, region: Region, fns: Compiled, *, eps, tol: fl
         level = max(lower.value / (1.0 - tol), -np.inf if eps is None else eps, atol)
 
         # take the most promising boxes; drop those the pruning level has overtaken
-        pc, ph, pub = queue.pop_top(max(1, min(queue.n, batch // 2)))
+        pc, ph, pub, pids = queue.pop_top_ids(max(1, min(queue.n, batch // 2)))
         keep = pub > level
         if not keep.all():
             pruned = max(pruned, float(np.max(pub[~keep])))
-            pc, ph, pub = pc[keep], ph[keep], pub[keep]
+            tree.close(pids[~keep], pub[~keep])
+            pc, ph, pub, pids = pc[keep], ph[keep], pub[keep], pids[keep]
         if len(pub) == 0:
             continue
         times = 1
         while len(pub) * 2 ** (times + 1) <= batch:
             times += 1
-        cc, ch, parent = split(pc, ph, times)
+        levels: list = []
+        cc, ch, parent = split(pc, ph, times, levels)
+        for lc, lh, up in levels:
+            pids = tree.add(lc, lh, pids[up], ProofTree.SPLIT)
         ub, _, c2, h2, vals, pts = run.bound(cc, ch)
         if not boxes:  # the bounding program first: a primitive without a rule fails fast
             sample_first()
         ub = np.minimum(np.where(np.isnan(ub), np.inf, ub), pub[parent])
+        cids = tree.add(c2, h2, pids, ProofTree.CLIP)
         boxes += len(ub)
+        _refuse_undefined(vals, pts)  # the boxes' centres: points of the domain
         improved = lower.offer(vals, pts, np.max(h2, axis=1))
         if improved and time.perf_counter() - last_climb >= climb_interval:
             run.climb(lower)
@@ -383,7 +454,9 @@ def search(program: prog.Program, region: Region, fns: Compiled, *, eps, tol: fl
         done = (ub > -np.inf) & ~keep  # boxes that meet the domain and are finished
         if done.any():
             pruned = max(pruned, float(np.max(ub[done])))
-        queue.push(c2[keep], h2[keep], ub[keep])
+        tree.close(cids[~keep], ub[~keep])
+        queue.push(c2[keep], h2[keep], ub[keep], cids[keep])
+    tree.close(queue.ids[: queue.n], queue.ub[: queue.n])
     if status != "refuted":
         for _ in range(1 if status == "certified" else FINAL_CLIMBS):
             run.climb(lower)
@@ -391,7 +464,20 @@ def search(program: prog.Program, region: Region, fns: Compiled, *, eps, tol: fl
     upper = max(upper, proven)
     history.append((time.perf_counter() - start, proven, upper))
     return SearchResult(lower=proven, upper=upper, status=status, argmax=lower.point,
-                        boxes=boxes, history=history)
+                        boxes=boxes, history=history,
+                        proof=Proof(program.jaxprs, tuple(program.consts), region, tree))
+
+
+def _refuse_undefined(vals: np.ndarray, pts: np.ndarray) -> None:
+    """Raise when the difference is NaN or infinite at one of ``pts`` (points of the domain):
+    a supremum over a domain where the programs are undefined has no meaning, and bounds on
+    the rest of it would read as a proof."""
+    if not np.all(np.isfinite(vals)):
+        bad = int(np.argmin(np.isfinite(vals)))
+        raise ValueError(f"verify: F_a - F_b is {vals[bad]} at x = {pts[bad].tolist()}, a "
+                         "point of the domain: the difference must be finite everywhere on it "
+                         "(a function outside its domain there, e.g. sqrt or log of a "
+                         "negative value, a division by zero, or an overflow)")
 
 
 def default_batch(program: prog.Program, order: int) -> int:

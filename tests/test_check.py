@@ -1,0 +1,258 @@
+"""``jaxcompress.check``: a verification's certificate re-proven in Arb ball arithmetic.
+
+What is checked: certificates of tanh pairs on a box and on a ball, of a ReLU pair, of an input
+skip and of a residual add are confirmed (by the function and by ``jaxcompress check``, exit
+0); tampered ones are rejected naming what failed (a leaf removed, a claim lowered below the
+difference, a weight changed, ``upper`` lowered, ``lower`` raised, a box claimed to miss the
+domain; exit 1); truncated, foreign and damaged files are clear errors (exit 2); a program
+outside the op language is refused by ``save`` naming the primitive; the proof tree covers the
+search; the checker imports neither the verifier nor JAX.
+
+The networks are ``[2, 16, 16, 1]`` like ``tests/test_verify.py``'s, verified at order 2 to 2%
+(the checks take a few seconds each).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxcompress as jc
+from jaxcompress.checker import CertificateError, check, fileformat
+from jaxcompress.cli import main
+from jaxcompress.verification.proof import UnsupportedForCertificate
+
+pytest.importorskip("flint")  # the check's ball arithmetic (jaxcompress[check], in dev)
+
+BOX2 = jc.Box(jnp.array([-1.0, -1.0]), jnp.array([1.0, 1.0]))
+RNG = np.random.default_rng(0)
+W1, B1 = RNG.uniform(-0.7, 0.7, (2, 16)), RNG.uniform(-0.7, 0.7, 16)
+W2, B2 = RNG.uniform(-0.25, 0.25, (16, 16)), RNG.uniform(-0.25, 0.25, 16)
+W3 = RNG.uniform(-0.25, 0.25, (16, 1))
+
+
+def tanh_net(scale):
+    def f(x):
+        h = jnp.tanh(x @ (W1 * scale) + B1[None])
+        return jnp.tanh(h @ W2 + B2[None]) @ W3
+
+    return f
+
+
+def verify(a, b, domain=BOX2, **kw):
+    """Order 2 to a 2% bracket: the verifier's leaves are small enough that the checker's
+    third-order forms prove most without splitting them."""
+    return jc.verify(a, b, domain=domain, order=2, tol=0.02, max_seconds=math.inf, **kw)
+
+
+@pytest.fixture(scope="module")
+def tanh_box(tmp_path_factory):
+    res = verify(tanh_net(1.0), tanh_net(1.01))
+    path = res.save(tmp_path_factory.mktemp("cert") / "tanh_box.npz")
+    return res, path
+
+
+def rewrite(path: Path, out: Path, edit) -> Path:
+    """A copy of a certificate with ``edit(meta, arrays)`` applied (and a valid checksum: the
+    check must reject it for what it claims, not for its checksum)."""
+    meta, arrays = fileformat.read(path)
+    edit(meta, arrays)
+    return fileformat.write(out, meta, arrays)
+
+
+# ------------------------------------------------------------------------------------------
+# confirmed
+
+
+def test_tanh_box_is_confirmed(tanh_box):
+    res, path = tanh_box
+    report = check(path)
+    assert report.confirmed, report.reason
+    assert (report.upper, report.lower) == (res.upper, res.lower)
+    assert report.leaves > 0 and report.boxes >= sum(
+        np.isfinite(fileformat.read(path)[1]["tree_bound"]))
+    assert main(["check", str(path)]) == 0
+
+
+def test_tanh_ball_is_confirmed(tmp_path):
+    res = verify(tanh_net(1.0), tanh_net(1.01), domain=jc.Ball(2, 1.0))
+    tree = fileformat.read(res.save(tmp_path / "c.npz"))[1]
+    assert np.any(tree["tree_bound"] == -np.inf)  # boxes outside the ball, proven outside
+    report = check(tmp_path / "c.npz")
+    assert report.confirmed, report.reason
+
+
+def test_relu_pair_is_confirmed(tmp_path):
+    """ReLU (``max(u, 0)``): the mean-value form with the derivative ``[0, 1]`` at a kink."""
+    w1, b1, w2 = RNG.normal(size=(1, 16)), RNG.normal(size=16) * 0.5, RNG.normal(size=(16, 1))
+
+    def net(s):
+        return lambda x: jax.nn.relu(x @ (w1 * s) + b1[None]) @ w2
+
+    res = verify(net(1.0), net(1.01), domain=jc.Box(jnp.array([-1.0]), jnp.array([1.0])))
+    report = check(res.save(tmp_path / "relu.npz"))
+    assert report.confirmed, report.reason
+
+
+def test_skip_and_residual_are_confirmed(tmp_path):
+    w2s = RNG.uniform(-0.25, 0.25, (18, 1))
+
+    def skip(s):  # y = [tanh(x W1 + b1), x] W2
+        return lambda x: jnp.concatenate([jnp.tanh(x @ W1 + B1[None] * s), x], axis=1) @ w2s
+
+    def residual(s):  # y = (h + tanh(h W2 + b2)) W3, h = tanh(x W1 + b1)
+        def f(x):
+            h = jnp.tanh(x @ W1 + B1[None])
+            return (h + jax.nn.sigmoid(h @ (W2 * s) + B2[None])) @ W3
+
+        return f
+
+    for name, net in (("skip", skip), ("residual", residual)):
+        res = verify(net(1.0), net(1.02))
+        report = check(res.save(tmp_path / f"{name}.npz"))
+        assert report.confirmed, (name, report.reason)
+
+
+# ------------------------------------------------------------------------------------------
+# rejected
+
+
+def _leaf(arrays, which="max"):
+    bound = arrays["tree_bound"]
+    finite = np.nonzero(np.isfinite(bound))[0]
+    return int(finite[np.argmax(bound[finite])] if which == "max" else finite[-1])
+
+
+def test_a_removed_leaf_is_rejected(tanh_box, tmp_path):
+    def edit(meta, arrays):
+        drop = _leaf(arrays, "last")
+        keep = np.arange(len(arrays["tree_bound"])) != drop
+        parent = arrays["tree_parent"]
+        arrays["tree_parent"] = np.where(parent > drop, parent - 1, parent)
+        for k in ("c", "h", "parent", "kind", "bound"):
+            arrays[f"tree_{k}"] = arrays[f"tree_{k}"][keep]
+
+    report = check(rewrite(tanh_box[1], tmp_path / "t.npz", edit))
+    assert not report.confirmed and "leaf" in report.reason and report.node is not None
+    assert main(["check", str(tmp_path / "t.npz")]) == 1
+
+
+def test_a_claim_below_the_difference_is_rejected(tanh_box, tmp_path):
+    res, path = tanh_box
+    meta, arrays = fileformat.read(path)
+    i = _leaf(arrays)
+
+    def edit(meta, arrays):
+        arrays["tree_bound"][i] = 0.5 * res.lower
+
+    report = check(rewrite(path, tmp_path / "t.npz", edit))
+    assert not report.confirmed and report.node == i
+    assert f"leaf {i}" in report.reason
+
+
+def test_a_changed_weight_is_rejected(tanh_box, tmp_path):
+    def edit(meta, arrays):
+        last = [op for op in meta["programs"]["a"]["ops"] if op["op"] == "dot"][-1]
+        arrays[last["in"][1]] = arrays[last["in"][1]] * 1.5
+
+    report = check(rewrite(tanh_box[1], tmp_path / "t.npz", edit))
+    assert not report.confirmed
+    assert "claim" in report.reason or "lower" in report.reason
+
+
+@pytest.mark.parametrize("what", ["upper", "lower", "empty"])
+def test_a_false_bracket_is_rejected(tanh_box, tmp_path, what):
+    res, path = tanh_box
+
+    def edit(meta, arrays):
+        if what == "upper":
+            arrays["claim"][0] = 0.5 * (res.lower + res.upper) if res.upper > res.lower * 1.001 \
+                else res.lower
+            arrays["claim"][0] = min(arrays["claim"][0], float(np.nanmax(arrays["tree_bound"]))
+                                     * (1 - 1e-6))
+        elif what == "lower":
+            arrays["claim"][1] = 2 * res.lower
+            arrays["claim"][0] = 3 * res.upper
+        else:
+            arrays["tree_bound"][_leaf(arrays)] = -np.inf
+
+    report = check(rewrite(path, tmp_path / "t.npz", edit))
+    assert not report.confirmed
+    expect = {"upper": "> upper", "lower": "not attained", "empty": "miss the domain"}[what]
+    assert expect in report.reason
+
+
+# ------------------------------------------------------------------------------------------
+# errors
+
+
+def test_truncated_foreign_and_damaged_files_are_errors(tanh_box, tmp_path):
+    data = Path(tanh_box[1]).read_bytes()
+    (tmp_path / "cut.npz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CertificateError, match="truncated"):
+        check(tmp_path / "cut.npz")
+    assert main(["check", str(tmp_path / "cut.npz")]) == 2
+    np.savez(tmp_path / "other.npz", kernel_0=np.ones((2, 2)))
+    with pytest.raises(CertificateError, match="not a jaxcompress certificate"):
+        check(tmp_path / "other.npz")
+    (tmp_path / "text.npz").write_text("hello")
+    with pytest.raises(CertificateError, match="cannot read"):
+        check(tmp_path / "text.npz")
+    with pytest.raises(CertificateError, match="no certificate"):
+        check(tmp_path / "missing.npz")
+    meta, arrays = fileformat.read(tanh_box[1])
+    arrays["tree_bound"] = arrays["tree_bound"] * 0.5
+    np.savez(tmp_path / "damaged.npz", **{"meta.json": np.frombuffer(
+        __import__("json").dumps(meta).encode(), np.uint8)}, **arrays)
+    with pytest.raises(CertificateError, match="damaged"):
+        check(tmp_path / "damaged.npz")
+
+
+def test_save_refuses_a_program_outside_the_op_language(tmp_path):
+    def f(x):
+        return jnp.tanh(x @ W1[:, :2]).sum(axis=1, keepdims=True)
+
+    def g(x):
+        return jnp.tanh(x @ W1[:, :2] * 1.01).sum(axis=1, keepdims=True)
+
+    res = jc.verify(f, g, domain=BOX2, order=2, max_seconds=math.inf)
+    with pytest.raises(UnsupportedForCertificate, match="reduce_sum"):
+        res.save(tmp_path / "c.npz")
+    bare = jc.Verification(lower=0.0, upper=1.0, status="converged", argmax=np.zeros(2),
+                           eps=None, tol=0.01, domain=BOX2, boxes=0, seconds=0.0, history=(),
+                           order=2)
+    with pytest.raises(ValueError, match="carries no proof"):
+        bare.save(tmp_path / "c.npz")
+
+
+# ------------------------------------------------------------------------------------------
+# the proof tree, and the checker's independence
+
+
+def test_the_tree_records_every_bounded_box(tanh_box):
+    res, path = tanh_box
+    arrays = fileformat.read(path)[1]
+    kind, bound, parent = arrays["tree_kind"], arrays["tree_bound"], arrays["tree_parent"]
+    assert int(np.sum(kind == 2)) == res.boxes  # every bounded child: one clipped node
+    has_kids = np.zeros(len(kind), bool)
+    has_kids[parent[1:]] = True
+    assert np.all(np.isnan(bound[has_kids])) and not np.any(np.isnan(bound[~has_kids]))
+    assert np.max(bound[~has_kids]) <= res.upper
+
+
+def test_the_checker_imports_neither_the_verifier_nor_jax():
+    allowed = {"__future__", "dataclasses", "fractions", "hashlib", "itertools", "json", "math",
+               "pathlib", "time", "zipfile", "numpy", "flint", "jaxcompress.checker"}
+    folder = Path(jc.__file__).parent / "checker"
+    for path in folder.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                assert name in allowed or name.startswith("jaxcompress.checker."), (path, name)

@@ -27,32 +27,36 @@ References:
   Wang, Wang & Ziyin (2026), "Width-Independent Compressibility of Deep Neural Networks".
 """
 
-from jaxcompress.activations import register_activation
-from jaxcompress.certificates import Certificate, certify
-from jaxcompress.checker import check
-from jaxcompress.compression import CompressInfo, compress, compressor, trim
-from jaxcompress.domains import Ball, Box, Parameterization, Points
-from jaxcompress.graph import Compressed, Network, trace
-from jaxcompress.io import LoadedNetwork, load, save
-from jaxcompress.measure import error_estimate, sup_error
-from jaxcompress.methods import Method, best_of, collocation, data_matching, derivative_matching
-from jaxcompress.mlp import apply, init_mlp, layer_sizes, num_params
-from jaxcompress.modules import ModuleNetwork, trace_module
-from jaxcompress.networks import shard
-from jaxcompress.pareto import Frontier
-from jaxcompress.polishing import polish
-from jaxcompress.profile import DataProfile, data_profile
-from jaxcompress.select import OMP, MaxVol, PivotedQR
-from jaxcompress.shrink import PolishSettings, frontier
-from jaxcompress.tolerance import (
-    Certified,
-    Measured,
-    MeasuredOrders,
-    ToleranceResult,
-    Verified,
-    compress_to_tolerance,
-)
-from jaxcompress.verification import Verification, verify
+import importlib
+
+#: The public names by the module that defines them. Each is imported on first use (PEP 562):
+#: ``import jaxcompress`` costs nothing until a name is used, so the command line parses its
+#: arguments and prints its help without importing JAX.
+_PUBLIC = {
+    "activations": ("register_activation",),
+    "certificates": ("Certificate", "certify"),
+    "checker": ("check",),
+    "compression": ("CompressInfo", "compress", "compressor", "trim"),
+    "domains": ("Ball", "Box", "Parameterization", "Points"),
+    "graph": ("Compressed", "Network", "trace"),
+    "io": ("LoadedNetwork", "load", "save"),
+    "measure": ("error_estimate", "sup_error"),
+    "methods": ("Method", "best_of", "collocation", "data_matching", "derivative_matching"),
+    "mlp": ("apply", "init_mlp", "layer_sizes", "num_params"),
+    "modules": ("ModuleNetwork", "trace_module"),
+    "networks": ("shard",),
+    "pareto": ("Frontier",),
+    "polishing": ("polish",),
+    "profile": ("DataProfile", "data_profile"),
+    "select": ("OMP", "MaxVol", "PivotedQR"),
+    "shrink": ("PolishSettings", "frontier"),
+    "tolerance": (
+        "Certified", "Measured", "MeasuredOrders", "ToleranceResult", "Verified",
+        "compress_to_tolerance",
+    ),
+    "verification": ("Verification", "verify"),
+}
+_WHERE = {name: module for module, names in _PUBLIC.items() for name in names}
 
 __version__ = "0.1.0"
 
@@ -107,3 +111,23 @@ __all__ = [
     "trim",
     "verify",
 ]
+
+
+def __getattr__(name: str):
+    """A public name (imported from its module on first use) or a submodule
+    (``jaxcompress.io``)."""
+    module = _WHERE.get(name)
+    if module is None:
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

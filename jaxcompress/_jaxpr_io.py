@@ -53,6 +53,8 @@ import numpy as np
 from jax import export as jax_export
 from jax.extend import core as ext_core
 
+from jaxcompress.verification.rules import bound_rules
+
 __all__ = ["VERSION", "Unstorable", "primitive_table", "rebuild", "to_doc"]
 
 #: The format of a stored jaxpr (bump when what a document holds changes).
@@ -88,8 +90,6 @@ def primitive_table() -> dict[str, Any]:
     """Every primitive :func:`rebuild` can bind, by name: JAX's own
     (:mod:`jax.extend.core.primitives`) and those with a bound rule of the verifier (a user's
     registered primitive included)."""
-    from jaxcompress.verification.rules import bound_rules
-
     table = dict(_jax_primitives())
     for prim in bound_rules:
         table.setdefault(prim.name, prim)

@@ -16,10 +16,6 @@ writes it, every candidate measured (JSON) and the size-against-error plot (PNG)
 ``jaxcompress verify TEACHER SMALL --eps 1e-3`` proves (or refutes) that two saved networks differ
 by at most ``eps`` on the ball (:func:`jaxcompress.verify`); the exit status says which.
 
-``jaxcompress check CERTIFICATE`` re-proves a certificate that ``Verification.save`` wrote, in
-ball arithmetic and without the verifier (:func:`jaxcompress.check`): exit status 0 confirmed,
-1 rejected, 2 an unreadable file.
-
 ``jaxcompress certify PARAMS_FILE --activation sigmoid --radius 1 --eps 1e-3`` prints the
 certificate of :func:`jaxcompress.certify` (the theorem's constants, Assumption 4, the certified
 orders and widths, the Appendix G diagnostics) for a saved network: an ``.npz`` with arrays
@@ -142,10 +138,12 @@ def _check_output_path(path: str) -> None:
         raise ValueError(f"compress: the output {path!r} is a folder; give a file name")
 
 
-def _load_model(path: str, activation: str | None):
-    """The chain of dense layers of a network file (a :class:`~jaxcompress.LoadedNetwork` of a
-    params list: ``.params``, ``.activation``, ``.metadata``): a saved params list or ``.npz``,
-    or a saved traced network or module that is such a chain (its stored chain)."""
+def _load_model(path: str, activation: str | None, where: str = "load"):
+    """The network of a file, as :func:`jaxcompress.load` reads it (a
+    :class:`~jaxcompress.LoadedNetwork`): a saved params list or ``.npz`` (``--activation``
+    where it stores none), a saved traced network or module (its stored chain of dense layers
+    when it is one with a registered activation, else its stored program). A traced network
+    saved without a program the library can read is an error naming the file."""
     import jaxcompress as jc
     from jaxcompress.io import load_npz, loaded_chain, resolve_activation
 
@@ -154,15 +152,34 @@ def _load_model(path: str, activation: str | None):
     if path.endswith(".npz"):
         return load_npz(path, activation=activation)
     model = jc.load(path)
-    if model.chain is None:
-        raise ValueError(f"{path!r} is a saved traced network that is not a chain of dense "
-                         "layers with a registered activation; the command line compresses "
-                         "and certifies chains (use jc.compress on the network in Python)")
+    if model.chain is None:   # a traced network read from its stored program
+        if activation is not None:
+            raise ValueError(f"{where}: {path!r} is a saved traced network, which carries its "
+                             f"own activation in its program; leave out --activation "
+                             f"{activation}")
+        model.readable(f"{where}: {path!r}")
+        return model
     resolve_activation(model.activation, activation, repr(path))
     return loaded_chain(model.chain, model.activation, dict(model.metadata))
 
 
-def _order_search(params, act: str, domain, eps: float, max_order: int, method: str,
+def _teacher(model) -> tuple:
+    """``(network, activation)`` as the verbs take a loaded file: a chain's params list and its
+    activation name, or the loaded traced network itself and ``None``."""
+    if model.chain is not None:
+        return model.chain, model.activation
+    return model, None
+
+
+def _dtype(net) -> str:
+    """The dtype of a network's inputs: its first kernel's (a params list), else the one its
+    stored program was saved for."""
+    if isinstance(net, list):
+        return str(net[0]["kernel"].dtype)
+    return net.program.dtype
+
+
+def _order_search(params, act: str | None, domain, eps: float, max_order: int, method: str,
                   measure) -> tuple:
     """Smallest uniform order whose measured sup error is ``<= eps``, with progress lines.
 
@@ -170,14 +187,13 @@ def _order_search(params, act: str, domain, eps: float, max_order: int, method: 
     and whether raising ``--max-order`` can help (the error still falling) or not (the error
     growing with k), as :func:`jaxcompress.tolerance.order_advice` words it.
     """
-    from jaxcompress.activations import get_activation
     from jaxcompress.compression import UniformOrders, compressed_like
-    from jaxcompress.graph import Network
+    from jaxcompress.networks import as_network
     from jaxcompress.tolerance import order_advice, smallest_uniform_order
 
     # every order of a bucket of four in one compiled program (masked candidates: the same
     # networks to rounding, with dead neurons), the one chosen compressed at its own widths
-    net = Network.from_params(params, get_activation(act))
+    net = as_network(params, activation=act, where="compress")
     cands = UniformOrders(net, lambda k: _method(method, k), domain, max_order=max_order,
                           where="compress")
 
@@ -222,13 +238,12 @@ def _compress_cmd(args: argparse.Namespace) -> int:
     if args.order is not None and args.order < 0:
         raise ValueError(f"compress: --order must be >= 0, got {args.order}")
     _check_output_path(args.output)
-    model = _load_model(args.input, args.activation)
-    act = model.activation
-    params = model.params
+    model = _load_model(args.input, args.activation, "compress")
+    params, act = _teacher(model)   # a params list (a chain) or the loaded traced network
     d = jc.layer_sizes(params)[0]
-    domain = jc.Ball(d, args.radius)
-    dtype = params[0]["kernel"].dtype
-    _print_env(str(dtype))
+    domain = _domain(args, d, "compress")
+    dtype = _dtype(params)
+    _print_env(dtype)
     key = seed_key(args.seed)
     def measure(p):
         return float(jc.sup_error(params, p, activation=act, domain=domain, key=key,
@@ -248,18 +263,21 @@ def _compress_cmd(args: argparse.Namespace) -> int:
     secs = time.perf_counter() - t0
     # the smallest error measurable in this dtype: the teacher against itself, summed in another
     # order (its hidden neurons permuted), measured as the candidates were (the same program)
-    floor = measure(_permuted(params))
+    # (a chain's: a traced network's program fixes the order of its sums)
+    floor = measure(_permuted(params)) if isinstance(params, list) else None
     n0, n1 = jc.num_params(params), jc.num_params(small)
     print(f"{'':>10} {'widths':>32} {'parameters':>12} {'sup error':>11}")
-    print(f"{'before':>10} {str(jc.layer_sizes(params)):>32} {n0:>12,} {floor:>11.3e}")
+    print(f"{'before':>10} {str(jc.layer_sizes(params)):>32} {n0:>12,} "
+          f"{'-' if floor is None else f'{floor:.3e}':>11}")
     print(f"{'after':>10} {str(jc.layer_sizes(small)):>32} {n1:>12,} {err:>11.3e}")
-    print(f"# before: the teacher against itself with its neurons summed in another order (the "
-          f"rounding floor of {dtype})")
-    print(f"# method {args.method}{_winner(info)}, order {order}, radius {args.radius}, reduction "
+    if floor is not None:
+        print(f"# before: the teacher against itself with its neurons summed in another order "
+              f"(the rounding floor of {dtype})")
+    print(f"# method {args.method}{_winner(info)}, order {order}, {_where(args)}, reduction "
           f"{n0 / n1:.1f}x, {secs:.2f} s (compression and error measurement, including "
           "compilation)")
     meta = dict(model.metadata)
-    meta.update({"domain": {"kind": "ball", "dim": d, "radius": args.radius},
+    meta.update({"domain": _domain_record(args, d),
                  "method": args.method, "measured_sup_error": err, "rounding_floor": floor,
                  "source": os.path.basename(args.input)})
     jc.save(args.output, small, activation=act, metadata=meta, info=info)
@@ -279,11 +297,11 @@ def _shrink_cmd(args: argparse.Namespace) -> int:
     if args.max_order < 0:
         raise ValueError(f"shrink: --max-order must be >= 0, got {args.max_order}")
     _check_output_path(args.output)
-    model = _load_model(args.input, args.activation)
-    params, act = model.params, model.activation
+    model = _load_model(args.input, args.activation, "shrink")
+    params, act = _teacher(model)   # a params list (a chain) or the loaded traced network
     d = jc.layer_sizes(params)[0]
-    domain = jc.Ball(d, args.radius)
-    _print_env(str(params[0]["kernel"].dtype))
+    domain = _domain(args, d, "shrink")
+    _print_env(_dtype(params))
     strategy = jc.Measured(method=jc.collocation if args.method == "collocation"
                            else jc.derivative_matching, metric=args.metric,
                            polish=args.polish, max_order=args.max_order,
@@ -293,7 +311,7 @@ def _shrink_cmd(args: argparse.Namespace) -> int:
                                    eps=args.eps, progress=lambda line: print(f"# {line}",
                                                                              flush=True))
     secs = time.perf_counter() - t0
-    small = res.params
+    small = res.params if res.compressed is None else res.compressed   # a traced network's
     n0, n1 = jc.num_params(params), jc.num_params(small)
     print(f"{'':>10} {'widths':>32} {'parameters':>12} {args.metric:>11} {'sup error':>11}")
     print(f"{'before':>10} {str(jc.layer_sizes(params)):>32} {n0:>12,} {0.0:>11.3e} "
@@ -301,10 +319,10 @@ def _shrink_cmd(args: argparse.Namespace) -> int:
     print(f"{'after':>10} {str(jc.layer_sizes(small)):>32} {n1:>12,} "
           f"{res.metric_value:>11.3e} {res.measured_error:>11.3e}")
     print(f"# {args.method}{', polished' if args.polish else ''}, eps {args.eps:g} "
-          f"({args.metric}), radius {args.radius}, reduction {n0 / n1:.1f}x, {secs:.1f} s; "
+          f"({args.metric}), {_where(args)}, reduction {n0 / n1:.1f}x, {secs:.1f} s; "
           f"{len(res.frontier.rows)} candidates measured")
     meta = dict(model.metadata)
-    meta.update({"domain": {"kind": "ball", "dim": d, "radius": args.radius},
+    meta.update({"domain": _domain_record(args, d),
                  "method": res.info.method, "metric": args.metric, "eps": args.eps,
                  "metric_value": res.metric_value, "measured_sup_error": res.measured_error,
                  "source": os.path.basename(args.input)})
@@ -345,26 +363,77 @@ def _certify_cmd(args: argparse.Namespace) -> int:
     jax.config.update("jax_enable_x64", True)  # never lose the bits of a float64 input
     import jaxcompress as jc
 
-    model = _load_model(args.input, args.activation)
-    domain = _ball(args, jc.layer_sizes(model.params)[0], "certify")
-    report = jc.certify(model.params, activation=model.activation, domain=domain, eps=args.eps,
+    params, act = _teacher(_load_model(args.input, args.activation, "certify"))
+    domain = _domain(args, jc.layer_sizes(params)[0], "certify")
+    report = jc.certify(params, activation=act, domain=domain, eps=args.eps,
                         rho0=args.rho0, delta=args.delta, n_samples=args.samples, seed=args.seed)
     print(report)
     _write_json(args.json, report)
     return 0
 
 
-def _ball(args: argparse.Namespace, d: int, where: str):
-    """The ball of ``--radius`` around ``--center`` (default the origin) in ``d`` inputs."""
+def _box(args: argparse.Namespace, d: int, where: str) -> tuple[list[float], list[float]]:
+    """``--box LO_1 .. LO_d HI_1 .. HI_d`` as ``(lo, hi)``, checked against the network's
+    ``d`` inputs."""
+    values = list(args.box)
+    if len(values) % 2:
+        raise ValueError(f"{where}: --box takes the lower corner then the upper corner, an even "
+                         f"count of numbers (LO_1 .. LO_d HI_1 .. HI_d), got {len(values)}")
+    lo, hi = values[:len(values) // 2], values[len(values) // 2:]
+    if len(lo) != d:
+        raise ValueError(f"{where}: --box has {len(values)} numbers, corners of {len(lo)} "
+                         f"coordinates; the network takes inputs of size {d} ({2 * d} numbers: "
+                         f"LO_1 .. LO_{d} HI_1 .. HI_{d})")
+    if not all(v - v == 0 for v in values):
+        raise ValueError(f"{where}: --box must be finite numbers, got {values}")
+    bad = [i + 1 for i in range(d) if not lo[i] < hi[i]]
+    if bad:
+        raise ValueError(f"{where}: --box needs LO_i < HI_i in every coordinate; coordinate "
+                         f"{bad[0]} has LO {lo[bad[0] - 1]:g} >= HI {hi[bad[0] - 1]:g}")
+    return lo, hi
+
+
+def _domain(args: argparse.Namespace, d: int, where: str):
+    """The domain of the options: the box of ``--box``, else the ball of ``--radius`` around
+    ``--center`` (default the origin), in ``d`` inputs."""
     import jax.numpy as jnp
 
     import jaxcompress as jc
 
-    center = None if args.center is None else _floats(args.center, "--center")
+    box = getattr(args, "box", None)
+    if box is not None:
+        if getattr(args, "center", None) is not None:
+            raise ValueError(f"{where}: --center is the centre of the ball of --radius; a box "
+                             "(--box) gives its corners instead: give one or the other")
+        lo, hi = _box(args, d, where)
+        return jc.Box(jnp.asarray(lo), jnp.asarray(hi))
+    if not 0 < args.radius < float("inf"):
+        raise ValueError(f"{where}: --radius must be finite and > 0, got {args.radius}")
+    center = None if getattr(args, "center", None) is None else _floats(args.center,
+                                                                         "--center", where)
     if center is not None and len(center) != d:
         raise ValueError(f"{where}: --center has {len(center)} entries; the network takes "
                          f"inputs of size {d}")
     return jc.Ball(d, args.radius, center=None if center is None else jnp.asarray(center))
+
+
+def _domain_record(args: argparse.Namespace, d: int) -> dict:
+    """The domain of the options as the saved metadata records it."""
+    if getattr(args, "box", None) is not None:
+        return {"kind": "box", "dim": d, "lo": list(args.box[:d]), "hi": list(args.box[d:])}
+    record = {"kind": "ball", "dim": d, "radius": args.radius}
+    if getattr(args, "center", None) is not None:
+        record["center"] = _floats(args.center, "--center", "compress")
+    return record
+
+
+def _where(args: argparse.Namespace) -> str:
+    """The domain of the options in a few words, for the summary line."""
+    if getattr(args, "box", None) is not None:
+        d = len(args.box) // 2
+        return f"box {list(args.box[:d])} to {list(args.box[d:])}"
+    around = "" if getattr(args, "center", None) is None else f" around ({args.center})"
+    return f"radius {args.radius}{around}"
 
 
 def _write_json(path: str | None, record) -> None:
@@ -383,12 +452,12 @@ def _verify_cmd(args: argparse.Namespace) -> int:
 
     if args.eps is not None and not args.eps > 0:
         raise ValueError(f"verify: --eps must be positive, got {args.eps}")
-    nets = []
-    for path in (args.teacher, args.small):
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"no such file: {path!r}")
-        nets.append(jc.load(path))
-    domain = _ball(args, jc.layer_sizes(nets[0])[0], "verify")
+    nets = [_load_model(path, None, "verify") for path in (args.teacher, args.small)]
+    dims = [jc.layer_sizes(net)[0] for net in nets]
+    if dims[0] != dims[1]:
+        raise ValueError(f"verify: {args.teacher!r} takes inputs of size {dims[0]} and "
+                         f"{args.small!r} of size {dims[1]}; expected two networks of one input")
+    domain = _domain(args, dims[0], "verify")
     res = jc.verify(nets[0], nets[1], domain=domain, eps=args.eps, tol=args.tol,
                     max_seconds=args.max_seconds, progress=args.progress)
     print(res)
@@ -396,21 +465,23 @@ def _verify_cmd(args: argparse.Namespace) -> int:
     if args.plot:
         res.plot(args.plot)
         print(f"# wrote {args.plot}")
-    # the exit status says what was proven: 0 certified (or a bracket asked for), 1 not
-    return 1 if args.eps is not None and res.status != "certified" else 0
+    # the exit status says what was proven: 0 the bound (certified, or a bracket converged to
+    # --tol when no --eps was asked), 1 not (refuted, out of time, converged above --eps)
+    proven = res.status == "certified" if args.eps is not None else res.status == "converged"
+    return 0 if proven else 1
 
 
-def _floats(text: str, option: str) -> list[float]:
+def _floats(text: str, option: str, where: str) -> list[float]:
     """Comma-separated finite numbers, or a ValueError naming the option and the bad entry."""
     out = []
     for part in text.split(","):
         try:
             value = float(part)
         except ValueError:
-            raise ValueError(f"certify: {option} must be comma-separated numbers (e.g. 0.5,0), "
+            raise ValueError(f"{where}: {option} must be comma-separated numbers (e.g. 0.5,0), "
                              f"got {text!r} ({part.strip()!r} is not a number)") from None
         if value != value or value in (float("inf"), float("-inf")):
-            raise ValueError(f"certify: {option} must be finite numbers, got {text!r}")
+            raise ValueError(f"{where}: {option} must be finite numbers, got {text!r}")
         out.append(value)
     return out
 
@@ -462,40 +533,88 @@ def _use_cache(enabled: bool) -> None:
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
+#: What the exit status says, for every command (the end of ``jaxcompress --help``).
+EXIT_STATUS = (
+    "exit status: 0 done as asked (proven: verify's bound certified, or its bracket converged; "
+    "certified; a search that met its target); 1 not proven (verify: refuted, out of time, or "
+    "converged above --eps; a search stopped before its target, its best network written all "
+    "the same); 2 an error (a bad or unreadable file, bad arguments, a program the library "
+    "cannot read), with a one-line message on stderr and no traceback "
+    "(JAXCOMPRESS_TRACEBACK=1 prints it).")
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on stderr (exit status 2)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class _Help(argparse.HelpFormatter):
+    """Every option's default said once: ``(default: X)`` appended to its help, unless the
+    help already says what the default is, or there is none to say (no value, a flag)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (not action.option_strings or "default" in text or action.default is None
+                or action.default is argparse.SUPPRESS or isinstance(action.default, bool)):
+            return text
+        return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
+
+
+def _domain_args(p: argparse.ArgumentParser) -> None:
+    """``--radius`` / ``--center`` (a ball) or ``--box`` (a box): the domain of a command."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--radius", type=float, default=1.0,
+                       help="radius R of the input ball (around --center)")
+    group.add_argument("--box", type=float, nargs="+", metavar="X",
+                       help="the input box instead of a ball: its lower corner then its upper "
+                       "corner, LO_1 .. LO_d HI_1 .. HI_d (e.g. --box -1 -1 1 1)")
+    p.add_argument("--center", help="centre of the ball, comma separated (default: the origin)")
+
+
+def _demo_parser(sub, fmt) -> None:
+    """The ``demo`` command's arguments."""
+    demo = sub.add_parser("demo", help="compress the paper's random Fig. 2 network for k = 0..10",
+                          formatter_class=fmt, epilog=EXIT_STATUS)
+    demo.add_argument("--activation", default="sigmoid", help="activation of every hidden layer")
+    demo.add_argument("--radius", type=float, default=1.0, help="radius of the input ball")
+    demo.add_argument("--width", type=int, default=1024, help="width of every hidden layer")
+    demo.add_argument("--depth", type=int, default=4, help="number of hidden layers")
+    demo.add_argument("--kmin", type=int, default=0, help="smallest order k")
+    demo.add_argument("--kmax", type=int, default=10, help="largest order k")
+    demo.add_argument("--seed", type=int, default=0, help="seed of the random network")
+    demo.add_argument("--samples", type=int, default=8192, help="uniform samples for sup error")
+    demo.add_argument("--dtype", choices=("float32", "float64"), default="float64",
+                      help="dtype of the network and of the compression")
+    demo.add_argument("--out", default="demo_output", help="folder for the JSON and PNG")
+    demo.set_defaults(func=_demo)
+
+
 def _parser() -> argparse.ArgumentParser:
-    """The command line's arguments, one sub-parser per command."""
-    parser = argparse.ArgumentParser(
+    """The command line's arguments, one sub-parser per command (building it imports no JAX)."""
+    parser = _Parser(
         prog="jaxcompress",
         description="Width-independent compression of analytic MLPs by derivative matching.",
+        epilog=EXIT_STATUS,
     )
     parser.add_argument("--no-cache", action="store_true",
                         help=f"do not keep compiled programs between runs (default: kept in "
                         f"${CACHE_ENV} or ~/.cache/jaxcompress/xla)")
     sub = parser.add_subparsers(dest="command", required=True)
-    fmt = argparse.ArgumentDefaultsHelpFormatter
-    demo = sub.add_parser("demo", help="compress the paper's random Fig. 2 network for k = 0..10",
-                          formatter_class=fmt)
-    demo.add_argument("--activation", default="sigmoid")
-    demo.add_argument("--radius", type=float, default=1.0)
-    demo.add_argument("--width", type=int, default=1024)
-    demo.add_argument("--depth", type=int, default=4)
-    demo.add_argument("--kmin", type=int, default=0)
-    demo.add_argument("--kmax", type=int, default=10)
-    demo.add_argument("--seed", type=int, default=0)
-    demo.add_argument("--samples", type=int, default=8192, help="uniform samples for sup error")
-    demo.add_argument("--dtype", choices=("float32", "float64"), default="float64")
-    demo.add_argument("--out", default="demo_output", help="folder for the JSON and PNG")
-    demo.set_defaults(func=_demo)
+    fmt = _Help
+    _demo_parser(sub, fmt)
     comp = sub.add_parser(
         "compress", help="compress a saved network (jaxcompress.save file or .npz)",
-        formatter_class=fmt,
-        description="Compress a network file and write the result with jaxcompress.save. "
-        ".npz inputs hold kernel_0, bias_0, kernel_1, ... (see jaxcompress.io.load_npz).")
+        formatter_class=fmt, epilog=EXIT_STATUS,
+        description="Compress a network file (any network jaxcompress.save wrote: a params "
+        "list, a traced function or module; or an .npz of kernel_0, bias_0, kernel_1, ..., see "
+        "jaxcompress.io.load_npz) and write the result with jaxcompress.save.")
     comp.add_argument("input", help="a file from jaxcompress.save, or an .npz of the params")
     comp.add_argument("-o", "--output", required=True, help="where to write the result")
     comp.add_argument("--activation", help="activation (required for an .npz without one; "
                       "must match a stored one)")
-    comp.add_argument("--radius", type=float, default=1.0, help="radius of the input ball")
+    _domain_args(comp)
     comp.add_argument("--order", type=int, help="Taylor order k")
     comp.add_argument("--eps", type=float, help="target sup error (picks the smallest k)")
     comp.add_argument("--method", choices=METHODS, default="best",
@@ -510,7 +629,7 @@ def _parser() -> argparse.ArgumentParser:
     comp.set_defaults(func=_compress_cmd)
     shr = sub.add_parser(
         "shrink", help="the smallest network within an error budget (orders, then widths)",
-        formatter_class=fmt,
+        formatter_class=fmt, epilog=EXIT_STATUS,
         description="Search for the smallest network whose error stays within --eps: the "
         "method at orders k = 0, 1, ... (polished with --polish) until one meets it, then "
         "narrower hidden layers while it still does (jc.compress_to_tolerance with "
@@ -528,7 +647,7 @@ def _parser() -> argparse.ArgumentParser:
                      "measuring it: far smaller networks, minutes instead of seconds")
     shr.add_argument("--method", choices=("collocation", "derivative"), default="collocation")
     shr.add_argument("--activation", help="activation (required for an .npz without one)")
-    shr.add_argument("--radius", type=float, default=1.0, help="radius of the input ball")
+    _domain_args(shr)
     shr.add_argument("--max-order", type=int, default=12, help="largest order k tried")
     shr.add_argument("--samples", type=int, default=4096,
                      help="uniform samples of the sup-error measurement")
@@ -538,7 +657,7 @@ def _parser() -> argparse.ArgumentParser:
     shr.set_defaults(func=_shrink_cmd)
     cert = sub.add_parser(
         "certify", help="print the compression certificate of a saved network",
-        formatter_class=fmt,
+        formatter_class=fmt, epilog=EXIT_STATUS,
         description="Print the certificate (jaxcompress.certify) of a network on the ball of "
         "radius --radius: the paper's quantities as written (W_max Eq. 6, V_max Eq. 7, rho Eq. "
         "8, Assumption 4, M_g Eq. 17, C0 and lambda Eq. 20, k* Eq. 21, k_cert Eq. 72, Lambda "
@@ -549,8 +668,7 @@ def _parser() -> argparse.ArgumentParser:
         "jaxcompress.io.save_npz) or a jaxcompress.save file.")
     cert.add_argument("input", metavar="PARAMS_FILE", help="an .npz of the params (or a .jcz)")
     cert.add_argument("--activation", help="activation (required for .npz without one)")
-    cert.add_argument("--radius", type=float, default=1.0, help="radius R of the input ball")
-    cert.add_argument("--center", help="centre of the ball, comma separated (default: origin)")
+    _domain_args(cert)
     cert.add_argument("--eps", type=float, required=True, default=argparse.SUPPRESS,
                       help="target sup error (required)")
     cert.add_argument("--rho0", type=float, help="working radius in (R, rho) (default: chosen)")
@@ -561,7 +679,6 @@ def _parser() -> argparse.ArgumentParser:
     cert.add_argument("--json", help="also write the report's to_dict() to this file")
     cert.set_defaults(func=_certify_cmd)
     _verify_parser(sub, fmt)
-    _check_parser(sub, fmt)
     return parser
 
 
@@ -569,52 +686,35 @@ def _verify_parser(sub, fmt) -> None:
     """The ``verify`` command's arguments."""
     ver = sub.add_parser(
         "verify", help="prove the sup error between two saved networks (jc.verify)",
-        formatter_class=fmt,
+        formatter_class=fmt, epilog=EXIT_STATUS,
         description="A proven bracket lower <= sup |F_a - F_b| <= upper over the ball of "
-        "radius --radius (jc.verify: Taylor models of the difference, branch and bound over "
-        "the ball; rigorous up to floating point). With --eps it stops once it decides "
-        "upper <= eps (exit status 0) or lower > eps (exit status 1, with the point).")
+        "radius --radius, or the box of --box (jc.verify: Taylor models of the difference, "
+        "branch and bound over the domain; rigorous up to floating point), of any two networks "
+        "jaxcompress.save wrote (params lists, traced functions and modules) or .npz files. "
+        "With --eps it stops once it decides upper <= eps (exit status 0) or lower > eps "
+        "(exit status 1, with the point); without, the exit status is 0 when the bracket "
+        "converged to --tol.")
     ver.add_argument("teacher", help="a jaxcompress.save file (or .npz) of the first network")
     ver.add_argument("small", help="the second network (e.g. its compression)")
     ver.add_argument("--eps", type=float, help="the error to certify or refute")
-    ver.add_argument("--radius", type=float, default=1.0, help="radius of the input ball")
-    ver.add_argument("--center", help="centre of the ball, comma separated (default: origin)")
+    _domain_args(ver)
     ver.add_argument("--tol", type=float, default=0.01,
                      help="relative width at which the bracket counts as converged")
-    ver.add_argument("--max-seconds", type=float, default=60.0, help="time budget")
+    ver.add_argument("--max-seconds", type=float, default=60.0,
+                     help="time budget in seconds (compilation included)")
     ver.add_argument("--progress", action="store_true", help="print the bracket as it narrows")
     ver.add_argument("--json", help="also write the result's to_dict() to this file")
     ver.add_argument("--plot", help="also write the bracket over time to this PNG")
     ver.set_defaults(func=_verify_cmd)
 
 
-def _check_cmd(args: argparse.Namespace) -> int:
-    from jaxcompress.checker import check
-
-    report = check(args.certificate, max_depth=args.max_depth)
-    print(report)
-    return 0 if report.confirmed else 1
-
-
-def _check_parser(sub, fmt) -> None:
-    """The ``check`` command's arguments."""
-    chk = sub.add_parser(
-        "check", help="re-prove a verification certificate in ball arithmetic (jc.check)",
-        formatter_class=fmt, epilog="exit status: 0 confirmed; 1 rejected (the first node "
-        "that fails is named); 2 an error (a missing, truncated, foreign or damaged file).",
-        description="Re-prove a certificate written by Verification.save (jc.verify's "
-        "programs, domain, boxes and bracket) in Arb ball arithmetic (python-flint), without "
-        "jaxcompress's verifier, JAX or the platform's libm: confirm lower <= sup |F_a - F_b| "
-        "<= upper, or name the first node that fails.")
-    chk.add_argument("certificate", help="the certificate (.npz) Verification.save wrote")
-    chk.add_argument("--max-depth", type=int, default=24,
-                     help="how many times a box may be bisected further where the checker's "
-                     "bound is looser than the claimed one")
-    chk.set_defaults(func=_check_cmd)
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    """Run the command line on ``argv`` (default ``sys.argv[1:]``); returns the exit status
+    (see :data:`EXIT_STATUS`; ``--help`` is 0, a usage error 2)."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as e:   # --help, or a usage error already printed
+        return e.code if isinstance(e.code, int) else 2
     _use_cache(not args.no_cache)
     from jaxcompress._stored import keep_programs
 
@@ -622,9 +722,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with keep_programs(None if path is None else os.path.join(path, "programs")):
             return args.func(args)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"jaxcompress: error: {e}", file=sys.stderr)
+    except Exception as e:   # noqa: BLE001 - every error is exit status 2 and one line
+        if os.environ.get("JAXCOMPRESS_TRACEBACK", "").strip() not in ("", "0"):
+            raise
+        print(f"jaxcompress: error: {_one_line(e)}", file=sys.stderr)
         return 2
+
+
+def _one_line(e: BaseException) -> str:
+    """An exception as one line: its message with its line breaks as spaces, its type named
+    unless it is one of the ordinary errors of bad input (ValueError, FileNotFoundError,
+    TypeError)."""
+    text = " ".join(str(e).split()) or type(e).__name__
+    if isinstance(e, (ValueError, FileNotFoundError, TypeError)):
+        return text
+    return f"{type(e).__name__}: {text}"
 
 
 if __name__ == "__main__":

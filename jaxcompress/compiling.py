@@ -32,9 +32,11 @@ changed.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -43,8 +45,8 @@ from jax._src import core as jax_core  # trace_state_clean: is any trace active
 
 from jaxcompress import _stored
 
-__all__ = ["FAST_MAX_PARAMS", "FAST_MAX_PARAMS_MEASURE", "FAST_OPTIONS", "FastFirst",
-           "FastOnSmallCPU", "fast_compile_mode"]
+__all__ = ["FAST_MAX_PARAMS", "FAST_MAX_PARAMS_MEASURE", "FAST_OPTIONS", "CompileClock",
+           "FastFirst", "FastOnSmallCPU", "compile_clock", "fast_compile_mode"]
 
 #: XLA options of the fast compile: optimisation level 0, the older elemental fusion emitter.
 FAST_OPTIONS: dict[str, Any] = {"xla_backend_optimization_level": 0,
@@ -173,3 +175,46 @@ class FastFirst(_Twin):
             self.spent += time.perf_counter() - t0
         self.calls += 1
         return out
+
+
+#: The ``jax.monitoring`` duration events of making a program: tracing to a jaxpr, lowering to
+#: StableHLO, XLA's compilation (or reading it from the persistent cache).
+COMPILE_EVENTS = frozenset(("/jax/core/compile/jaxpr_trace_duration",
+                            "/jax/core/compile/jaxpr_to_mlir_module_duration",
+                            "/jax/core/compile/backend_compile_duration"))
+
+_clocks = threading.local()
+_listening = [False]
+_listen_lock = threading.Lock()
+
+
+def _on_duration(event: str, duration: float, **_) -> None:
+    if event in COMPILE_EVENTS:
+        for clock in getattr(_clocks, "active", ()):
+            clock.seconds += duration
+
+
+class CompileClock:
+    """Seconds this thread spent making programs (tracing, lowering, compiling) while the
+    clock ran (:func:`compile_clock`)."""
+
+    def __init__(self):
+        self.seconds = 0.0
+
+
+@contextlib.contextmanager
+def compile_clock() -> Iterator[CompileClock]:
+    """``with compile_clock() as clock:`` counts in ``clock.seconds`` the time this thread
+    spends making programs inside the block (from ``jax.monitoring``'s duration events; one
+    listener, registered on first use, counts nothing outside a block)."""
+    with _listen_lock:
+        if not _listening[0]:
+            jax.monitoring.register_event_duration_secs_listener(_on_duration)
+            _listening[0] = True
+    clock = CompileClock()
+    active = getattr(_clocks, "active", ())
+    _clocks.active = (*active, clock)
+    try:
+        yield clock
+    finally:
+        _clocks.active = active

@@ -25,7 +25,8 @@ from jax._src import source_info_util
 from jax._src.api_util import flatten_axes
 from jax._src.interpreters import partial_eval as pe
 
-__all__ = ["Const", "Eqn", "Program", "evaluate", "flatten", "trace_program"]
+__all__ = ["Const", "Eqn", "Program", "evaluate", "flatten", "line", "sub_programs",
+           "trace_program"]
 
 # ------------------------------------------------------------------------------------------------
 # The flat program: the jaxpr with its calls inlined
@@ -104,7 +105,8 @@ def line(eqn) -> str:
 
 def flatten(jaxpr, consts: Sequence, args: Sequence, out: list[Eqn], counter: list[int],
             where: str = "", *, call: str = "",
-            analytic_call: Callable | None = None, links: list | None = None) -> list:
+            analytic_call: Callable | None = None, links: list | None = None,
+            keep: Callable | None = None) -> list:
     """Append ``jaxpr``'s equations to ``out`` (calls inlined); returns its outputs' operands.
 
     An inlined equation without a user frame of its own (the inside of ``jax.nn.relu``) gets the
@@ -114,6 +116,14 @@ def flatten(jaxpr, consts: Sequence, args: Sequence, out: list[Eqn], counter: li
     or ``None``: its equations are then tagged ``call = "<name>#<id>"`` (their kinks cancel).
     A ``scan`` is unrolled (:func:`_unroll`); ``links`` collects, per carry of each, its
     operand before the first and after every iteration (one shape: they keep one width).
+    ``keep(eqn)`` says a call equation stays one equation (an interpretation with a rule for
+    the whole call: the verifier's known functions); every other call is inlined.
+
+    This is the one reader of sub-programs for every interpretation (the trace's and the
+    verifier's): calls are inlined, a ``scan`` (hence a ``fori_loop`` with a static trip count)
+    runs iteration by iteration, and every other primitive that carries a sub-program
+    (``cond``, ``while``, ...) stays one equation, for each interpretation to handle or refuse
+    by name (:func:`sub_programs` finds them).
     """
     env: dict = {}
 
@@ -130,19 +140,19 @@ def flatten(jaxpr, consts: Sequence, args: Sequence, out: list[Eqn], counter: li
         ins = [read(v) for v in eqn.invars]
         if eqn.primitive.name == "scan" and eqn.params["length"] > 0:
             res = _unroll(eqn, ins, out, counter, line(eqn) or where, call=call,
-                          analytic_call=analytic_call, links=links)
+                          analytic_call=analytic_call, links=links, keep=keep)
             for v, r in zip(eqn.outvars, res, strict=True):
                 env[v] = r
             continue
         sub = eqn.params.get(_CALLS.get(eqn.primitive.name, ""))
-        if sub is not None:
+        if sub is not None and not (keep is not None and keep(eqn)):
             inner, inner_consts = (sub.jaxpr, sub.consts) if hasattr(sub, "consts") else (sub, ())
             inner_call = call
             if not call and analytic_call is not None and eqn.primitive.name == "custom_jvp_call":
                 name = analytic_call(inner, inner_consts, ins)
                 inner_call = f"{name}#{counter[0]}" if name else ""
             res = flatten(inner, inner_consts, ins, out, counter, line(eqn) or where,
-                          call=inner_call, analytic_call=analytic_call, links=links)
+                          call=inner_call, analytic_call=analytic_call, links=links, keep=keep)
             for v, r in zip(eqn.outvars, res, strict=True):
                 env[v] = r
             continue
@@ -158,6 +168,16 @@ def flatten(jaxpr, consts: Sequence, args: Sequence, out: list[Eqn], counter: li
                         line(eqn) or where or "unknown line", shapes, out_shapes, call, dtypes))
     return [read(v) for v in jaxpr.outvars]
 
+
+def sub_programs(eqn) -> list:
+    """The sub-programs (closed or open jaxprs) an equation carries in its parameters: the
+    body of a loop, the branches of a ``cond``, a call's function (empty for a primitive)."""
+    found = []
+    for value in eqn.params.values():
+        for v in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(v, (jax_core.ClosedJaxpr, jax_core.Jaxpr)):
+                found.append(v)
+    return found
 
 
 @functools.cache
@@ -190,7 +210,8 @@ def _inline(closed, args: Sequence, out: list[Eqn], counter: list[int], where: s
 
 
 def _unroll(eqn, ins: Sequence, out: list[Eqn], counter: list[int], where: str, *, call: str,
-            analytic_call: Callable | None, links: list | None) -> list:
+            analytic_call: Callable | None, links: list | None,
+            keep: Callable | None = None) -> list:
     """A ``scan`` read as its iterations: the body inlined ``length`` times, iteration ``i``
     reading slice ``i`` of every scanned operand (``xs``: a stacked parameter leaf gives its
     layer ``i``), the carry threaded through, the per-iteration outputs (``ys``) stacked."""
@@ -205,7 +226,7 @@ def _unroll(eqn, ins: Sequence, out: list[Eqn], counter: list[int], where: str, 
         xi = [_inline(_index_jaxpr(tuple(aval.shape), aval.dtype, i), [x], out, counter,
                       where)[0] for x, aval in xs]
         res = flatten(body.jaxpr, body.consts, consts + carry + xi, out, counter, where,
-                      call=call, analytic_call=analytic_call, links=links)
+                      call=call, analytic_call=analytic_call, links=links, keep=keep)
         carry, ys[i] = list(res[:n_k]), list(res[n_k:])
         chain.append(carry)
     if links is not None:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
+from jaxcompress.compiling import compile_clock
 from jaxcompress.networks import network_like
 from jaxcompress.protocol import NetworkLike
 from jaxcompress.verification import program as prog
@@ -69,7 +70,23 @@ def _as_function(obj, activation, name: str) -> Callable:
     net = network_like(obj, activation=None if isinstance(obj, NetworkLike) else activation,
                        where=f"verify: {name}", check_finite=False)
     fn, params = net.function()
+    _check_finite_params(params, name)
     return functools.partial(fn, params)
+
+
+def _check_finite_params(params, name: str) -> None:
+    """Raise naming the first parameter leaf of network ``name`` with a NaN or an infinity."""
+    for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+        if isinstance(leaf, jax.core.Tracer):
+            continue
+        arr = np.asarray(leaf)
+        if np.issubdtype(arr.dtype, np.inexact) and not np.all(np.isfinite(arr)):
+            bad = np.argwhere(~np.isfinite(arr))
+            where = f" at index {tuple(int(i) for i in bad[0])}" if arr.ndim else ""
+            raise ValueError(f"verify: network {name} has a non-finite parameter: leaf "
+                             f"{jax.tree_util.keystr(path) or '(the root)'} of shape "
+                             f"{arr.shape} holds {arr[tuple(bad[0])]}{where} ({len(bad)} "
+                             "non-finite entries)")
 
 
 def verify(a, b, *, domain, activation=None, eps: float | None = None, tol: float = 0.01,
@@ -150,7 +167,9 @@ def verify(a, b, *, domain, activation=None, eps: float | None = None, tol: floa
       eps: a tolerance to decide (``upper <= eps`` or ``lower > eps``); None for the bracket
         alone.
       tol: the relative width at which the bracket counts as converged, in ``(0, 1)``.
-      max_seconds: the wall-clock budget (tracing and compilation included).
+      max_seconds: the wall-clock budget of the whole call, tracing and compilation
+        included (``compile_seconds`` of the result says how much of it they took; one batch
+        of boxes is bounded whatever the budget).
       progress: print the bracket about once a second.
       order: the degree ``K`` of the Taylor models (default :data:`DEFAULT_ORDER` by ``d``,
         2 beyond).
@@ -193,7 +212,7 @@ def verify(a, b, *, domain, activation=None, eps: float | None = None, tol: floa
                                    or not isinstance(batch_size, (int, np.integer))
                                    or batch_size < 2):
         raise ValueError(f"verify: batch_size must be an int >= 2, got {batch_size!r}")
-    with jax.enable_x64(True):
+    with jax.enable_x64(True), compile_clock() as clock:
         # a float64 buffer on the device (jnp.zeros would compile a program for it)
         if jax.device_put(np.zeros((), np.float64)).dtype != np.float64:
             raise RuntimeError("verify: float64 is unavailable on this backend; the bounds need "
@@ -209,4 +228,4 @@ def verify(a, b, *, domain, activation=None, eps: float | None = None, tol: floa
                         domain=domain, boxes=int(out.boxes),
                         seconds=float(time.perf_counter() - start),
                         history=tuple(tuple(float(v) for v in h) for h in out.history),
-                        order=k, proof=out.proof)
+                        order=k, compile_seconds=float(clock.seconds), proof=out.proof)

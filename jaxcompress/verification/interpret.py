@@ -1,14 +1,21 @@
-"""The bound interpreter: a jaxpr evaluated on Taylor models, equation by equation.
+"""The bound interpreter: a program evaluated on Taylor models, equation by equation.
 
-The second interpreter of the user's program (DESIGN.md section 4): the same jaxpr that
-``jax.jit`` compiles is walked once more, at trace time, with every value that depends on the
-input held as a :class:`~jaxcompress.verification.taylor.TaylorModel` and every other value as a
-constant. Each equation goes to its rule in :data:`~jaxcompress.verification.rules.bound_rules`;
-call primitives (``jit``, ``closed_call``, ``custom_jvp_call``, ``custom_vjp_call``, ``remat``)
-are inlined (a custom derivative rule does not change the function's values), except the few
-:data:`~jaxcompress.verification.rules.KNOWN_CALLS` recognised by their jaxpr. The result is an
-ordinary traced JAX computation, so it is jitted and vmapped over boxes like any other (prior
-art: immrax's interval interpreter of jaxprs; autobound's Taylor enclosures of jaxprs).
+The second interpreter of the user's program (DESIGN.md section 4). The program is read by the
+library's one jaxpr front end, :func:`jaxcompress.program.flatten` (the trace's too): calls
+(``jit``, ``closed_call``, ``custom_jvp_call``, ``custom_vjp_call``, ``remat``) are inlined (a
+custom derivative rule does not change the function's values), a ``scan`` — hence a
+``jax.lax.fori_loop`` with a static trip count — runs **iteration by iteration**, and the few
+:data:`~jaxcompress.verification.rules.KNOWN_CALLS` recognised by their jaxpr stay whole. The
+flat program is then walked once more, at trace time, with every value that depends on the
+input held as a :class:`~jaxcompress.verification.taylor.TaylorModel` and every other value as
+a constant; each equation goes to its rule in
+:data:`~jaxcompress.verification.rules.bound_rules`. Of the primitives that carry a
+sub-program, a ``cond`` / ``switch`` is bounded by the branch its index selects, or by the
+union (hull) of the branches its index may select; any other one (``while`` with a trip count
+decided at run time, ...) whose operands depend on the input is refused by name with the
+user's line — never read as if it ran once. The result is an ordinary traced JAX computation,
+so it is jitted and vmapped over boxes like any other (prior art: immrax's interval interpreter
+of jaxprs; autobound's Taylor enclosures of jaxprs).
 """
 
 from __future__ import annotations
@@ -19,8 +26,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import extend
-from jax._src import source_info_util
+from jax._src.interpreters import partial_eval as pe
 
+from jaxcompress.program import Const, Eqn, flatten, sub_programs
+from jaxcompress.verification import taylor as tm
 from jaxcompress.verification.rules import (
     KNOWN_CALLS,
     NoBoundRule,
@@ -29,7 +38,7 @@ from jaxcompress.verification.rules import (
     is_symbolic,
 )
 
-__all__ = ["UnsupportedPrimitiveError", "interpret"]
+__all__ = ["Flat", "UnsupportedPrimitiveError", "flat", "interpret"]
 
 _core = extend.core
 
@@ -48,24 +57,6 @@ def as_constant(v):
     return v.astype(np.float64) if np.issubdtype(v.dtype, np.floating) else v
 
 
-def _sub_jaxpr(eqn):
-    for key in ("jaxpr", "call_jaxpr"):
-        j = eqn.params.get(key)
-        if isinstance(j, _core.ClosedJaxpr):
-            return j.jaxpr, j.consts
-        if isinstance(j, _core.Jaxpr):
-            return j, ()
-    return None
-
-
-def where(eqn) -> str:
-    """The user's source line of an equation, for error messages."""
-    try:
-        return source_info_util.summarize(eqn.source_info)
-    except Exception:  # noqa: BLE001 - a message must not fail
-        return "unknown location"
-
-
 @functools.lru_cache(maxsize=64)
 def _reference_text(name: str, avals: tuple) -> str | None:
     """The printed sub-jaxpr of the known function ``name`` traced on ``avals``."""
@@ -75,14 +66,19 @@ def _reference_text(name: str, avals: tuple) -> str | None:
     except Exception:  # noqa: BLE001 - not this function
         return None
     for eqn in closed.jaxpr.eqns:
-        sub = _sub_jaxpr(eqn)
-        if sub is not None:
-            return str(sub[0])
+        subs = sub_programs(eqn)
+        if subs:
+            return str(getattr(subs[0], "jaxpr", subs[0]))
     return None
 
 
-def _recognise(eqn, sub):
-    """The rule of a known function whose jaxpr ``sub`` is, or None."""
+def _known_rule(eqn):
+    """The rule of a known function (:data:`KNOWN_CALLS`) whose jaxpr a call equation's
+    sub-program is, or None."""
+    subs = sub_programs(eqn)
+    if len(subs) != 1:
+        return None
+    sub = getattr(subs[0], "jaxpr", subs[0])
     avals = tuple((tuple(v.aval.shape), str(v.aval.dtype)) for v in sub.invars)
     text = None
     for name, (_, rule) in KNOWN_CALLS.items():
@@ -96,54 +92,136 @@ def _recognise(eqn, sub):
     return None
 
 
+class Flat:
+    """A jaxpr read by the front end: its equations (:class:`~jaxcompress.program.Eqn`, calls
+    inlined, loops unrolled), the operands of its outputs, and the numbering of its inputs
+    (constvars ``0 .. m - 1``, then invars ``m ..``)."""
+
+    def __init__(self, jaxpr, n_consts: int):
+        self.n_consts = n_consts
+        self.n_args = len(jaxpr.invars)
+        ids = list(range(n_consts + self.n_args))
+        self.eqns: list[Eqn] = []
+        self.outs = flatten(jaxpr, ids[:n_consts], ids[n_consts:], self.eqns,
+                            [len(ids) - 1], keep=lambda e: _known_rule(e) is not None)
+
+
+@functools.lru_cache(maxsize=256)
+def flat(jaxpr) -> Flat:
+    """The :class:`Flat` program of an open jaxpr whose constvars are its first inputs (dead
+    code removed first: the per-iteration outputs of a loop that nothing reads)."""
+    jaxpr, _ = pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars), instantiate=True)
+    return Flat(jaxpr, len(jaxpr.constvars))
+
+
 def interpret(jaxpr, consts, args, ctx: RuleContext) -> list:
     """Evaluate ``jaxpr`` on ``args`` (constants, Taylor models or predicates).
 
     Raises:
       UnsupportedPrimitiveError: an equation that depends on the input has no rule (or its
-        rule refuses the case), naming the primitive and the user's source line.
+        rule refuses the case, or it carries a sub-program run an unknown number of times),
+        naming the primitive and the user's source line.
     """
-    env: dict = {}
+    program = flat(jaxpr)
+    env = {i: as_constant(c) for i, c in enumerate(consts)}
+    env.update({program.n_consts + i: a for i, a in enumerate(args)})
+    return run(program.eqns, program.outs, env, ctx)
 
-    def read(v):
-        if isinstance(v, _core.Literal):
-            return as_constant(v.val)
-        return env[v]
 
-    def write(v, val):
-        if not isinstance(v, _core.DropVar):
-            env[v] = val
+def run(eqns, outs, env: dict, ctx: RuleContext) -> list:
+    """Evaluate flat equations on ``env`` (value id -> constant, Taylor model or predicate)."""
 
-    for v, c in zip(jaxpr.constvars, consts, strict=True):
-        write(v, as_constant(c))
-    for v, a in zip(jaxpr.invars, args, strict=True):
-        write(v, a)
-    for eqn in jaxpr.eqns:
-        invals = [read(v) for v in eqn.invars]
-        sub = _sub_jaxpr(eqn)
-        if sub is not None:
-            rule = _recognise(eqn, sub[0]) if any(is_symbolic(v) for v in invals) else None
-            if rule is not None:
-                outs = [rule(ctx, *invals)]
-            else:
-                outs = interpret(sub[0], sub[1], invals, ctx)
-        elif not any(is_symbolic(v) for v in invals):
-            outs = eqn.primitive.bind(*invals, **eqn.params)
-            outs = outs if eqn.primitive.multiple_results else [outs]
-            outs = [as_constant(o) for o in outs]
+    def read(o):
+        return as_constant(o.value) if isinstance(o, Const) else env[o]
+
+    for eqn in eqns:
+        invals = [read(o) for o in eqn.ins]
+        if not any(is_symbolic(v) for v in invals):
+            res = eqn.primitive.bind(*invals, **eqn.params)
+            res = [as_constant(o) for o in (res if eqn.primitive.multiple_results else [res])]
+        elif eqn.name == "cond":
+            res = _cond(eqn, invals, ctx)
+        elif (known := _known_rule(eqn) if sub_programs(eqn) else None) is not None:
+            res = [known(ctx, *invals)]
+        elif sub_programs(eqn):
+            raise UnsupportedPrimitiveError(_sub_program_message(eqn))
         else:
-            outs = _apply_rule(eqn, invals, ctx)
-        for v, o in zip(eqn.outvars, outs, strict=True):
-            write(v, o)
-    return [read(v) for v in jaxpr.outvars]
+            res = _apply_rule(eqn, invals, ctx)
+        env.update(zip(eqn.outs, res, strict=True))
+    return [read(o) for o in outs]
 
 
-def _apply_rule(eqn, invals, ctx):
+def _sub_program_message(eqn: Eqn) -> str:
+    if eqn.name == "while":
+        what = ("runs its body a number of times decided while it runs (a `while_loop`, or a "
+                "`fori_loop` whose bounds are traced values)")
+        fix = ("give the loop a static trip count (jax.lax.fori_loop with Python int bounds, "
+               "or jax.lax.scan), which is bounded iteration by iteration")
+    else:
+        what = "carries a sub-program that the verifier does not read"
+        fix = ("rewrite it with calls (jit, custom_jvp / custom_vjp, remat), jax.lax.scan or "
+               "fori_loop with a static trip count, or jax.lax.cond / switch")
+    return (f"verify: primitive '{eqn.name}' (at {eqn.line}), whose operands depend on the "
+            f"input, {what}; a sub-program is never bounded as if it ran once: {fix}")
+
+
+def _cond(eqn: Eqn, invals: list, ctx: RuleContext) -> list:
+    """``cond(index, *operands)``: the branch the index selects when the index does not depend
+    on ``x``; else, entrywise, the union of the Taylor models of every branch the index may
+    select over the box (:func:`~jaxcompress.verification.taylor.hull`), or the one branch it
+    selects where the box decides it."""
+    index, operands = invals[0], invals[1:]
+    branches = eqn.params["branches"]
+    n = len(branches)
+    outs = [interpret(b.jaxpr, b.consts, operands, ctx) for b in branches]
+    if not is_symbolic(index):
+        if isinstance(index, np.ndarray):
+            return outs[int(np.clip(index, 0, n - 1))]
+        pick = jnp.clip(jnp.asarray(index, jnp.int32), 0, n - 1)
+        return [_select(ctx, [o[j] for o in outs], lambda i: pick == i)
+                for j in range(len(outs[0]))]
+    lo, hi = ctx.interval(index)
+    lo = jnp.clip(jnp.floor(lo), 0, n - 1)
+    hi = jnp.clip(jnp.ceil(hi), 0, n - 1)
+    result = []
+    for j in range(len(outs[0])):
+        cases = [o[j] for o in outs]
+        for c in cases:
+            dtype = c.coef.dtype if isinstance(c, tm.TaylorModel) else jnp.asarray(c).dtype
+            if not jnp.issubdtype(dtype, jnp.floating):
+                raise UnsupportedPrimitiveError(
+                    f"verify: primitive 'cond' (at {eqn.line}) is chosen by a value that "
+                    f"depends on the input and returns {dtype} values: only real values can "
+                    "be bounded by the union of the branches")
+        models = [ctx.lift(c) for c in cases]
+        hull = models[0]
+        for m in models[1:]:
+            hull = tm.hull(hull, m, ctx.mono)
+        result.append(_select(ctx, models, lambda i: (lo == i) & (hi == i), default=hull))
+    return result
+
+
+def _select(ctx: RuleContext, cases: list, chosen, default=None):
+    """Case ``i`` where ``chosen(i)`` (a scalar boolean), else ``default`` (the last case when
+    None)."""
+    if not any(is_symbolic(c) for c in cases):
+        out = cases[-1] if default is None else default
+        for i, c in enumerate(cases):
+            out = jnp.where(chosen(i), c, out)
+        return out
+    models = [ctx.lift(c) for c in cases]
+    out = models[-1] if default is None else default
+    for i, m in enumerate(models):
+        out = tm.select(jnp.broadcast_to(chosen(i), m.shape), out, m)
+    return out
+
+
+def _apply_rule(eqn: Eqn, invals, ctx):
     prim = eqn.primitive
     rule = bound_rules.get(prim)
     if rule is None:
         raise UnsupportedPrimitiveError(
-            f"verify: no bound rule for primitive '{prim.name}' (at {where(eqn)}), whose "
+            f"verify: no bound rule for primitive '{prim.name}' (at {eqn.line}), whose "
             "operands depend on the input; register one with "
             f"jaxcompress.verification.register_rule(<the {prim.name} primitive>, rule), or "
             "rewrite the program with supported operations")
@@ -152,6 +230,6 @@ def _apply_rule(eqn, invals, ctx):
     except NoBoundRule as exc:
         raise UnsupportedPrimitiveError(
             f"verify: the rule of primitive '{prim.name}' cannot bound this equation (at "
-            f"{where(eqn)}): {exc}") from None
+            f"{eqn.line}): {exc}") from None
     # a NaN (inf * 0 after an overflow) propagates to the box's bound, which is then inf
     return list(out) if prim.multiple_results else [out]

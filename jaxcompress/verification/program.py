@@ -22,10 +22,11 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import extend
 
 from jaxcompress.verification import taylor as tm
-from jaxcompress.verification.interpret import interpret
+from jaxcompress.verification.interpret import flat, interpret
 from jaxcompress.verification.rules import RuleContext
 
 __all__ = ["Program", "box_bound", "difference", "trace"]
@@ -132,28 +133,39 @@ def _accepts(fn, width: int) -> bool:
     return False
 
 
+#: Elementwise nonlinear primitives, counted to size the batches of boxes.
+_NONLINEAR = frozenset(("tanh", "logistic", "exp", "expm1", "log", "log1p", "sin", "cos", "erf",
+                        "erfc", "sqrt", "rsqrt", "max", "min", "abs", "mul", "div",
+                        "integer_pow"))
+
+
 def _cost(jaxpr) -> tuple[float, int]:
-    """Matmul flops and elementwise nonlinear results of a jaxpr (sub-jaxprs included)."""
+    """Matmul flops and elementwise nonlinear results of a jaxpr as the interpreter reads it
+    (calls inlined, every iteration of a loop counted)."""
     flops, acts = 0.0, 0
-    for eqn in jaxpr.eqns:
-        for key in ("jaxpr", "call_jaxpr"):
-            sub = eqn.params.get(key)
-            if isinstance(sub, _core.ClosedJaxpr):
-                sub = sub.jaxpr
-            if isinstance(sub, _core.Jaxpr):
-                f, a = _cost(sub)
-                flops, acts = flops + f, acts + a
-        name = eqn.primitive.name
-        if name == "dot_general":
+    for eqn in flat(jaxpr).eqns:
+        if eqn.name == "dot_general":
             (lc, _), _ = eqn.params["dimension_numbers"]
-            shape = eqn.invars[0].aval.shape
-            k = math.prod(shape[i] for i in lc) if lc else 1
-            flops += 2.0 * k * math.prod(eqn.outvars[0].aval.shape)
-        elif name in ("tanh", "logistic", "exp", "expm1", "log", "log1p", "sin", "cos", "erf",
-                      "erfc", "sqrt", "rsqrt", "max", "min", "abs", "mul", "div",
-                      "integer_pow"):
-            acts += math.prod(eqn.outvars[0].aval.shape)
+            k = math.prod(eqn.in_shapes[0][i] for i in lc) if lc else 1
+            flops += 2.0 * k * math.prod(eqn.out_shapes[0])
+        elif eqn.name in _NONLINEAR:
+            acts += math.prod(eqn.out_shapes[0])
     return flops, acts
+
+
+def _check_constants(closed, name: str) -> None:
+    """Raise when a constant of the program (a weight it closes over) holds a NaN or an
+    infinity, naming its shape and the user's line that reads it."""
+    for i, c in enumerate(closed.consts):
+        if isinstance(c, jax.core.Tracer) or not hasattr(c, "dtype"):
+            continue
+        if jnp.issubdtype(c.dtype, jnp.inexact) and not np.all(np.isfinite(np.asarray(c))):
+            reader = next((e.line for e in flat(closed.jaxpr).eqns if i in e.ins), "")
+            raise ValueError(f"verify: {name} holds a non-finite constant (shape "
+                             f"{tuple(c.shape)}, {int(np.sum(~np.isfinite(np.asarray(c))))} "
+                             f"non-finite entries)" + (f", read at {reader}" if reader else "")
+                             + ": the bound of a program with NaN or infinite weights has no "
+                             "meaning")
 
 
 def trace(a, b, dim: int) -> Program:
@@ -169,6 +181,8 @@ def trace(a, b, dim: int) -> Program:
         raise ValueError(f"verify: a returns shape {sa} and b returns shape {sb} on an input "
                          f"of shape (1, {dim}); expected the same output shape (the difference "
                          "F_a - F_b is bounded)")
+    _check_constants(ca, "a")
+    _check_constants(cb, "b")
     key = (str(ca.jaxpr), str(cb.jaxpr), dim, str(da), str(db))
     fa, xa = _cost(ca.jaxpr)
     fb, xb = _cost(cb.jaxpr)
@@ -178,7 +192,8 @@ def trace(a, b, dim: int) -> Program:
 
 
 def _input(c, h, mono: tm.Monomials) -> tm.TaylorModel:
-    """The Taylor model of ``x = c + h * t`` with shape ``(1, d)``."""
+    """The Taylor model of ``x = c + h * t`` with shape ``(1, d)``: at order 0 (no linear
+    terms) the half-widths are the remainder, ``x in c + [-h, h]`` (interval arithmetic)."""
     d = c.shape[0]
     rows = [c[None]]
     if mono.order >= 1:
@@ -186,7 +201,8 @@ def _input(c, h, mono: tm.Monomials) -> tm.TaylorModel:
         if mono.size > d + 1:
             rows.append(jnp.zeros((mono.size - d - 1, d), jnp.float64))
     coef = jnp.concatenate(rows, axis=0)[:, None, :]
-    return tm.TaylorModel(coef, jnp.zeros((1, d), jnp.float64))
+    rad = jnp.zeros((1, d), jnp.float64) if mono.order >= 1 else jnp.abs(h)[None]
+    return tm.TaylorModel(coef, rad)
 
 
 def _difference_model(program: Program, consts, x: tm.TaylorModel, ctx: RuleContext

@@ -45,6 +45,10 @@ class Verification:
       seconds: wall-clock time of the call (tracing and compilation included).
       history: ``(seconds, lower, upper)`` as the bracket narrowed.
       order: the degree ``K`` of the Taylor models.
+      compile_seconds: the part of ``seconds`` spent making programs (tracing, lowering and
+        compiling the bounds; a second call of the same structure reuses them). It counts
+        against ``max_seconds``, but one batch of boxes is always bounded: when compilation
+        takes the budget, the result is a ``"timeout"`` and its summary says so.
       guarantee: what the bracket rests on (:data:`GUARANTEE`).
       proof: the certificate's contents (the programs, the domain, the search's proof tree;
         :class:`~jaxcompress.verification.proof.Proof`), written by :meth:`save`; None for a
@@ -62,6 +66,7 @@ class Verification:
     seconds: float
     history: tuple[tuple[float, float, float], ...]
     order: int
+    compile_seconds: float = 0.0
     guarantee: str = GUARANTEE
     proof: Any = dataclasses.field(default=None, repr=False)
 
@@ -78,8 +83,15 @@ class Verification:
         if self.eps is not None:
             status += f" (eps = {self.eps:.3e})"
         where = np.array2string(np.asarray(self.argmax), precision=6, separator=", ")
-        effort = (f"{self.boxes:,} boxes bounded in {self.seconds:.2f} s (Taylor models of "
-                  f"order {self.order}); lower bound attained at x = {where}")
+        effort = (f"{self.boxes:,} boxes bounded in {self.seconds:.2f} s ("
+                  + (f"{self.compile_seconds:.2f} s of it compiling; " if self.compile_seconds
+                     else "")
+                  + f"Taylor models of order {self.order}); lower bound attained at x = "
+                  f"{where}")
+        if self.status == "timeout" and self.compile_seconds >= 0.5 * self.seconds:
+            effort += ("\ncompilation took most of the time budget: a second call with "
+                       "networks of the same shapes reuses the compiled programs, or raise "
+                       "max_seconds")
         return "\n".join([head, status, effort, self.guarantee])
 
     def __str__(self) -> str:
@@ -96,7 +108,8 @@ class Verification:
         return {"lower": self.lower, "upper": self.upper, "status": self.status,
                 "argmax": np.asarray(self.argmax, np.float64).tolist(), "eps": self.eps,
                 "tol": self.tol, "domain": domain, "boxes": self.boxes,
-                "seconds": self.seconds, "order": self.order,
+                "seconds": self.seconds, "compile_seconds": self.compile_seconds,
+                "order": self.order,
                 "history": [list(h) for h in self.history], "guarantee": self.guarantee}
 
     def save(self, path) -> Path:

@@ -213,6 +213,12 @@ def _def_linear(prim, *, terms: Callable[..., int] | None = None):
     def rule(ctx, x, *rest, **params):
         if any(is_symbolic(r) for r in rest):
             raise NoBoundRule("only the first operand may depend on x")
+        if isinstance(x, Pred):
+            if terms is not None:
+                raise NoBoundRule("a sum of booleans that depend on x")
+            # a predicate moved, broadcast or selected: both of its masks move alike
+            return Pred(prim.bind(x.may_true, *rest, **params),
+                        prim.bind(x.may_false, *rest, **params))
         n = 1 if terms is None else int(terms(x.shape, **params))
         return tm.linear(lambda c: prim.bind(c, *rest, **params), ctx.lift(x), terms=n)
 

@@ -304,16 +304,12 @@ def _power_family(name, p, base, rel, *, both_signs=False):
         def at(x):
             return binoms[n] * base(x) / x**n if n else base(x)
 
-        if name == "sqrt" and n == 0:
-            # the program is taken to be defined on the domain (sqrt of a value >= 0): an
-            # enclosure that dips below 0 only by overestimation is cut at 0
-            lo = jnp.maximum(lo, 0.0)
         a, b = at(lo), at(hi)
         a, b = jnp.minimum(a, b), jnp.maximum(a, b)
         a, b = _widen(a, b, 2 * rel + tm.gamma(n + 4))
-        ok = (lo > 0) | ((hi < 0) & both_signs)
-        if name == "sqrt" and n == 0:
-            ok = hi >= 0
+        # sqrt itself is defined at 0; where the enclosure may dip below it, nothing is claimed
+        # (the box is split further, or the search names a point where the program is NaN)
+        ok = (lo > 0) | ((hi < 0) & both_signs) | ((lo >= 0) & (name == "sqrt") & (n == 0))
         return jnp.where(ok, a, jnp.nan), jnp.where(ok, b, jnp.nan)
 
     return Smooth(name, series, derivative_range)

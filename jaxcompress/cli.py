@@ -14,7 +14,17 @@ smallest network within the budget (:func:`jaxcompress.compress_to_tolerance` wi
 writes it, every candidate measured (JSON) and the size-against-error plot (PNG).
 
 ``jaxcompress verify TEACHER SMALL --eps 1e-3`` proves (or refutes) that two saved networks differ
-by at most ``eps`` on the ball (:func:`jaxcompress.verify`); the exit status says which.
+by at most ``eps`` on the domain (:func:`jaxcompress.verify`); the exit status says which.
+
+Every command reads every network :func:`jaxcompress.save` writes, as the Python verbs do: a
+params list (or an ``.npz``), a traced function or module, compressed or not (its stored chain of
+dense layers, else its stored jaxpr: :mod:`jaxcompress.io`). The domain is the ball of
+``--radius`` around ``--center`` (default the unit ball at the origin) or the box of ``--box LO_1
+.. LO_d HI_1 .. HI_d``. **Exit status** (:data:`EXIT_STATUS`): 0 done as asked (proven,
+certified, a search's target met), 1 not proven (``verify`` refuted, out of time or converged
+above ``--eps``; a search stopped before its target), 2 an error, with one line on stderr and no
+traceback (``JAXCOMPRESS_TRACEBACK=1`` prints it). Building the parser imports no JAX (the
+package imports its names on first use), so ``--help`` answers at once.
 
 ``jaxcompress certify PARAMS_FILE --activation sigmoid --radius 1 --eps 1e-3`` prints the
 certificate of :func:`jaxcompress.certify` (the theorem's constants, Assumption 4, the certified

@@ -14,7 +14,10 @@ below the script
    reporting the median time at which ``upper / true max`` first fell below 1.5, 1.2, 1.1,
    1.05 and 1.02, and the boxes bounded;
 4. checks soundness before anything else is reported: ``upper >= sampled max`` and
-   ``lower <= upper`` on every run (exit status 1 otherwise).
+   ``lower <= upper`` on every run (exit status 1 otherwise);
+5. saves the median run's certificate (``Verification.save``) and re-proves it with
+   ``jc.check`` (Arb ball arithmetic, without the verifier), reporting the check's seconds
+   beside the proof's (``--no-check`` skips it).
 
 Targets (2-core CPU, float64): a network against itself with its output bias shifted
 by ``delta``: ``upper in [delta, 1.05 delta]``; ``[2, 256, 256, 1]`` tanh vs
@@ -64,10 +67,17 @@ def parse(argv):
                    help="timed runs per case, median reported (default 3; quick 1)")
     p.add_argument("--samples", type=int, default=None,
                    help="uniform samples of the sampled max (default 200000; quick 20000)")
+    p.add_argument("--no-check", action="store_true",
+                   help="skip saving each case's certificate and re-proving it (jc.check)")
+    p.add_argument("--check-max-boxes", type=int, default=5_000,
+                   help="re-prove only certificates of at most this many boxes (the check "
+                   "takes tens of milliseconds per box; default 5000)")
     args = p.parse_args(argv)
     cfg = {"repeats": args.repeats or (1 if args.quick else 3),
            "samples": args.samples or (20_000 if args.quick else 200_000),
-           "ascent_starts": 32, "ascent_steps": 200, "tol": 0.01}
+           "ascent_starts": 32, "ascent_steps": 200, "tol": 0.01,
+           "check": not args.no_check, "check_max_boxes": args.check_max_boxes,
+           "out": str(args.out)}
     names = list(QUICK_CASES if args.quick else CASES)
     if args.cases:
         names = [s.strip() for s in args.cases.split(",") if s.strip()]
@@ -299,6 +309,8 @@ def run_case(name, spec, cfg, dtype, log):
         "history": [list(h) for h in mid.history],
         "soundness_failures": failures,
     }
+    if cfg["check"]:
+        row["check"] = run_check(name, mid, Path(cfg["out"]), cfg["check_max_boxes"], log)
     if name == "exact":
         row["target"]["met"] = bool(DELTA <= mid.upper <= 1.05 * DELTA
                                     and abs(mid.lower - DELTA) <= 1e-9)
@@ -310,6 +322,33 @@ def run_case(name, spec, cfg, dtype, log):
                     for q in RATIOS)
         + f"  target {ratio}x in {budget:g} s: {'met' if row['target']['met'] else 'MISSED'}")
     return row, failures, fa, fb, domain
+
+
+def run_check(name, res, out: Path, max_boxes: int, log):
+    """Save the median run's certificate and re-prove it with ``jc.check`` (Arb ball
+    arithmetic, without the verifier): its seconds beside the proof's."""
+    import jaxcompress as jc
+
+    if res.boxes > max_boxes:
+        log(f"{name:<11} check     not run: {res.boxes:,} boxes > --check-max-boxes {max_boxes:,}")
+        return {"saved": False, "reason": f"{res.boxes} boxes > --check-max-boxes {max_boxes}"}
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"verify_{name}_certificate.npz"
+    try:
+        res.save(path)
+    except ValueError as e:
+        log(f"{name:<11} check     not saved: {e}")
+        return {"saved": False, "reason": str(e)}
+    report = jc.check(path)
+    log(f"{name:<11} check     {'confirmed' if report.confirmed else 'REJECTED'} in "
+        f"{report.seconds:.2f} s ({report.seconds / res.seconds:.1f}x the proof's "
+        f"{res.seconds:.2f} s): {report.leaves:,} leaves, {report.boxes:,} boxes, depth "
+        f"{report.depth}" + ("" if report.confirmed else f"; {report.reason}"))
+    return {"saved": True, "confirmed": report.confirmed, "reason": report.reason,
+            "seconds": report.seconds, "proof_seconds": res.seconds,
+            "ratio": report.seconds / res.seconds, "leaves": report.leaves,
+            "boxes": report.boxes, "depth": report.depth,
+            "bytes": path.stat().st_size}
 
 
 def run_eps(fa, fb, domain, full_row, log):

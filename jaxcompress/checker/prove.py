@@ -739,5 +739,8 @@ def check(path, *, max_depth: int = 24) -> CheckReport:
     prec, fl.ctx.prec = fl.ctx.prec, PREC
     try:
         return _prove(fl, meta, arrays, max_depth, start)
+    except (TypeError, KeyError, AttributeError, IndexError, OverflowError) as exc:
+        raise CertificateError(f"check: a malformed certificate ({type(exc).__name__}: "
+                               f"{exc})") from exc
     finally:
         fl.ctx.prec = prec

@@ -99,3 +99,123 @@ def test_cli_compress_on_a_saved_file(tmp_path, capsys):
     assert loaded.metadata["measured_sup_error"] < 1e-4
     assert _cli(["compress", str(src), "-o", str(out)]) == 2
     assert "--order" in capsys.readouterr().err
+
+
+def _siren(p, x):
+    h = x
+    for layer in p[:-1]:
+        h = jnp.sin(3.0 * (h @ layer["kernel"] + layer["bias"][None, :]))
+    return h @ p[-1]["kernel"] + p[-1]["bias"][None, :]
+
+
+def test_a_saved_traced_network_keeps_its_program_as_a_jaxpr(tmp_path):
+    """The file of a traced network holds its jaxpr beside the exported program: rebuilt on
+    load, it computes what the exported program computes at any batch size, traces to the same
+    neuron groups, and survives a second save; damaged or missing, it is said so."""
+    params = jc.init_mlp(jax.random.PRNGKey(0), [2, 16, 16, 1], dtype=jnp.float32)
+    net = jc.trace(_siren, params, jnp.zeros((4, 2), jnp.float32))
+    jc.save(tmp_path / "s.jcz", net)
+    loaded = jc.load(tmp_path / "s.jcz")
+    assert loaded.chain is None and loaded.program is not None and loaded.program_why == ""
+    x = np.asarray(jax.random.normal(jax.random.PRNGKey(1), (7, 2), jnp.float32))
+    for n in (1, 7):
+        np.testing.assert_allclose(loaded.program(loaded.params, x[:n]), loaded(x[:n]),
+                                   rtol=1e-6, atol=1e-6)
+    with pytest.raises(TypeError, match="has dtype float32, got float64"):
+        loaded.program(loaded.params, x.astype(np.float64))   # no silent cast
+    again = loaded.as_network()
+    assert again.chain and again.layer_sizes() == net.layer_sizes()
+    assert [g.width for g in again.compressible] == [16, 16]
+    small, _ = jc.compress(loaded, jc.derivative_matching(2), domain=jc.Ball(2, 1.0))
+    jc.save(tmp_path / "small.jcz", small)
+    twice = jc.load(tmp_path / "small.jcz")
+    assert list(twice.params) == list(loaded.params)     # the paths of the first file
+    assert twice.layer_sizes() == [2, 6, 6, 1] and twice.program is not None
+    np.testing.assert_allclose(twice(x), small(x), rtol=1e-6, atol=1e-6)
+
+    from flax import serialization
+
+    doc = serialization.msgpack_restore((tmp_path / "s.jcz").read_bytes())
+    damaged = dict(doc, jaxpr=bytes(doc["jaxpr"])[:-1] + b"\x00")
+    (tmp_path / "damaged.jcz").write_bytes(serialization.msgpack_serialize(damaged))
+    with pytest.raises(ValueError, match="stored jaxpr does not match its checksum"):
+        jc.load(tmp_path / "damaged.jcz")
+    old = {k: v for k, v in doc.items() if k not in ("jaxpr", "jaxpr_sha256")}
+    (tmp_path / "old.jcz").write_bytes(serialization.msgpack_serialize(old))
+    old = jc.load(tmp_path / "old.jcz")
+    np.testing.assert_array_equal(old(x), loaded(x))    # it still runs
+    assert old.program is None and "did not store the program as a jaxpr" in old.program_why
+    with pytest.raises(ValueError, match="holds its program only exported"):
+        jc.compress(old, jc.collocation(2), domain=jc.Ball(2, 1.0))
+
+
+def test_a_stored_chain_is_checksummed(tmp_path):
+    """The chain of dense layers a traced network's file keeps (what compress and certify read)
+    is covered by a checksum: a flipped bit is an error, not another network."""
+    from flax import serialization
+
+    params = jc.init_mlp(jax.random.PRNGKey(0), [2, 8, 1], dtype=jnp.float32)
+    jc.save(tmp_path / "t.jcz", jc.trace(lambda p, x: jc.apply(p, x, activation="tanh"),
+                                         params, jnp.zeros((4, 2), jnp.float32)))
+    doc = serialization.msgpack_restore((tmp_path / "t.jcz").read_bytes())
+    assert doc["chain"]["activation"] == "tanh"
+    first = doc["chain"]["params"][0]
+    first["kernel"] = np.array(first["kernel"])
+    first["kernel"].view(np.uint32)[0, 0] ^= 1
+    (tmp_path / "bad.jcz").write_bytes(serialization.msgpack_serialize(doc))
+    with pytest.raises(ValueError, match="stored chain does not match its checksum"):
+        jc.load(tmp_path / "bad.jcz")
+
+
+def test_jaxpr_documents_rebuild_the_program():
+    """A jaxpr stored as plain values (_jaxpr_io) rebuilds the same program: calls (jit,
+    custom_jvp: softplus), loops (scan over stacked layers, fori_loop), cond, literals and
+    constants, a symbolic batch; the verifier's known calls are still recognised by their
+    jaxpr; what cannot be found again by name is refused, named."""
+    import msgpack
+
+    from jaxcompress import _jaxpr_io
+
+    shift = np.linspace(-0.5, 0.5, 8).astype(np.float32)    # a closed-over constant
+
+    def fn(p, x):
+        h = jnp.tanh(x @ p["w0"] + shift[None, :])
+        def body(h, w):
+            return jax.nn.softplus(h @ w), None
+        h, _ = jax.lax.scan(body, h, p["ws"])
+        h = jax.lax.cond(h.shape[0] > 0, lambda h: 2.0 * h, lambda h: h, h)
+        h = jax.lax.fori_loop(0, 2, lambda i, h: h + 0.1 * jnp.sin(h), h)
+        return h @ p["wo"]
+
+    keys = jax.random.split(jax.random.PRNGKey(0), 3)
+    p = {"w0": jax.random.normal(keys[0], (2, 8), jnp.float32),
+         "ws": jax.random.normal(keys[1], (3, 8, 8), jnp.float32) / 3,
+         "wo": jax.random.normal(keys[2], (8, 1), jnp.float32)}
+    leaves, tree = jax.tree.flatten(p)
+    (b,) = jax.export.symbolic_shape("b")
+    closed = jax.make_jaxpr(lambda ls, x: fn(jax.tree.unflatten(tree, ls), x))(
+        [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in leaves],
+        jax.ShapeDtypeStruct((b, 2), jnp.float32))
+    program = _jaxpr_io.rebuild(msgpack.unpackb(msgpack.packb(_jaxpr_io.to_doc(closed))))
+    x = jax.random.normal(jax.random.PRNGKey(1), (7, 2), jnp.float32)
+    for n in (1, 7):
+        np.testing.assert_array_equal(program(*leaves, x[:n])[0], fn(p, x[:n]))
+
+    def softplus_net(w, x):
+        return jax.nn.softplus(x @ w)
+
+    def calls(jaxpr):   # the custom_jvp_call's body, as the verifier compares it
+        eqn = jaxpr.eqns[1].params["jaxpr"].jaxpr.eqns[0]
+        return eqn.primitive.name, str(eqn.params["call_jaxpr"])
+
+    spec = jax.ShapeDtypeStruct((1, 2), jnp.float32)
+    ref = jax.make_jaxpr(softplus_net)(p["w0"], spec)
+    back = _jaxpr_io.rebuild(_jaxpr_io.to_doc(ref))
+    assert calls(jax.make_jaxpr(lambda w, x: back(w, x)[0])(p["w0"], spec).jaxpr) == \
+        calls(ref.jaxpr)
+
+    mine = jax.extend.core.Primitive("my_sin")
+    mine.def_impl(jnp.sin)
+    mine.def_abstract_eval(lambda a: a)
+    with pytest.raises(_jaxpr_io.Unstorable, match="primitive 'my_sin' is not one of JAX's"):
+        _jaxpr_io.to_doc(jax.make_jaxpr(mine.bind)(spec))

@@ -54,6 +54,23 @@ def _check_domain(domain) -> Region:
     return region
 
 
+def _check_devices(devices):
+    """``devices`` as given (a Mesh, or a list of devices), or every device of the default
+    backend."""
+    if devices is None:
+        return jax.devices()
+    if isinstance(devices, jax.sharding.Mesh):
+        return devices
+    try:
+        devs = list(devices)
+    except TypeError:
+        devs = None
+    if not devs or not all(isinstance(d, jax.Device) for d in devs):
+        raise TypeError("verify: devices must be a non-empty sequence of jax devices or a "
+                        f"jax.sharding.Mesh, got {devices!r}")
+    return devs
+
+
 def _as_function(obj, activation, name: str) -> Callable:
     """A network of any kind (the protocol's :meth:`function`; a params list with
     ``activation=``) or a plain callable ``f(x)``, as ``f(x)``."""
@@ -91,7 +108,7 @@ def _check_finite_params(params, name: str) -> None:
 
 def verify(a, b, *, domain, activation=None, eps: float | None = None, tol: float = 0.01,
            max_seconds: float = 60.0, progress: bool = False, order: int | None = None,
-           batch_size: int | None = None, atol: float = 0.0) -> Verification:
+           batch_size: int | None = None, atol: float = 0.0, devices=None) -> Verification:
     r"""Bound ``sup_{x in domain} max_j |F_a(x)_j - F_b(x)_j|`` from both sides, with proof.
 
     .. math::
@@ -176,6 +193,10 @@ def verify(a, b, *, domain, activation=None, eps: float | None = None, tol: floa
       batch_size: boxes bounded per compiled call (default: about ``2e7`` float operations per
         call, a power of two in ``[32, 256]``).
       atol: also stop when ``upper <= atol`` (for programs that may agree exactly).
+      devices: the devices each batch of boxes is split over (a sequence of devices or a
+        :class:`jax.sharding.Mesh`); default: every device of the default backend
+        (``jax.devices()``). The boxes are independent, so the bracket is the same on one
+        device or many (the batch is rounded up to a multiple of their number).
 
     Returns:
       A :class:`~jaxcompress.verification.Verification`.
@@ -212,6 +233,8 @@ def verify(a, b, *, domain, activation=None, eps: float | None = None, tol: floa
                                    or not isinstance(batch_size, (int, np.integer))
                                    or batch_size < 2):
         raise ValueError(f"verify: batch_size must be an int >= 2, got {batch_size!r}")
+    mesh = bnb.box_mesh(_check_devices(devices))
+    n_devices = 1 if mesh is None else mesh.devices.size
     with jax.enable_x64(True), compile_clock() as clock:
         # a float64 buffer on the device (jnp.zeros would compile a program for it)
         if jax.device_put(np.zeros((), np.float64)).dtype != np.float64:
@@ -220,9 +243,11 @@ def verify(a, b, *, domain, activation=None, eps: float | None = None, tol: floa
         program = prog.trace(a, b, region.dim)
         k = int(order) if order is not None else DEFAULT_ORDER.get(region.dim, 2)
         batch = int(batch_size) if batch_size is not None else bnb.default_batch(program, k)
+        batch = -(-batch // n_devices) * n_devices
         fns = bnb.compiled(program, region, k, batch)
         out = bnb.search(program, region, fns, eps=eps, tol=tol, atol=atol,
-                         max_seconds=max_seconds, progress=bool(progress), start=start)
+                         max_seconds=max_seconds, progress=bool(progress), start=start,
+                         mesh=mesh)
     return Verification(lower=float(out.lower), upper=float(out.upper), status=out.status,
                         argmax=np.asarray(out.argmax, np.float64), eps=eps, tol=tol,
                         domain=domain, boxes=int(out.boxes),

@@ -40,6 +40,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxcompress.compiling import FastFirst
 from jaxcompress.verification import program as prog
@@ -48,7 +49,7 @@ from jaxcompress.verification import taylor as tm
 from jaxcompress.verification.proof import Proof
 from jaxcompress.verification.regions import _SLACK, Region
 
-__all__ = ["BoxQueue", "Compiled", "ProofTree", "SearchResult", "compiled", "search"]
+__all__ = ["BoxQueue", "Compiled", "ProofTree", "SearchResult", "box_mesh", "compiled", "search"]
 
 #: Points sampled uniformly before the first box is bounded (a first lower bound).
 INITIAL_SAMPLES = 512
@@ -59,6 +60,9 @@ ASCENT_STEPS = 40
 ASCENT_STARTS = 16
 #: Local searches continued from the best points when the search stops.
 FINAL_CLIMBS = 4
+#: Seconds between two local searches while the search runs (doubled after each, up to 5 s;
+#: one is started only when a batch of boxes has found a better point).
+CLIMB_INTERVAL = 0.2
 
 
 def _grow(owner, names: tuple[str, ...], size: int, used: int) -> None:
@@ -306,17 +310,33 @@ def _to_device(x: np.ndarray) -> jax.Array:
     return jax.device_put(x)
 
 
+def box_mesh(devices) -> Mesh | None:
+    """The mesh the batches of boxes are sharded over: ``devices`` (a sequence of devices or a
+    :class:`jax.sharding.Mesh`, whose devices are used along one axis), or None for one
+    device."""
+    if devices is None:
+        return None
+    devs = list(np.asarray(devices.devices).reshape(-1) if isinstance(devices, Mesh)
+                else devices)
+    return Mesh(np.array(devs), ("boxes",)) if len(devs) > 1 else None
+
+
 class _Runner:
-    """Calls of the compiled programs on fixed-size batches (padding with copies)."""
+    """Calls of the compiled programs on fixed-size batches (padding with copies). With a
+    ``mesh``, a batch of boxes is split over its devices along the batch axis (the weights and
+    the domain replicated): the same per-box arithmetic, each device a share of the boxes."""
 
-    def __init__(self, fns: Compiled, program: prog.Program, params):
-        def arrays(cs):
-            return tuple(tuple(_to_device(c) if isinstance(c, np.ndarray) else jnp.asarray(c)
-                               for c in group) for group in cs)
-
+    def __init__(self, fns: Compiled, program: prog.Program, params, mesh: Mesh | None = None):
         self.fns, self.params = fns, params
-        self.consts = arrays(program.consts)
-        self.at_batch = arrays(program.batched(fns.batch)[1])
+        self.rows = None if mesh is None else NamedSharding(mesh, PartitionSpec("boxes"))
+        everywhere = None if mesh is None else NamedSharding(mesh, PartitionSpec())
+
+        def arrays(cs, sharding=None):
+            return tuple(tuple(jax.device_put(c, sharding) for c in group) for group in cs)
+
+        self.box_params = arrays([params], everywhere)[0]
+        self.consts = arrays(program.consts, everywhere)
+        self.at_batch = arrays(program.batched(fns.batch)[1], everywhere)
         self.at_points = arrays(program.batched(POINT_BATCH)[1])
         self.at_starts = arrays(program.batched(ASCENT_STARTS)[1])
 
@@ -328,8 +348,8 @@ class _Runner:
 
     def bound(self, c: np.ndarray, h: np.ndarray):
         m, b = len(c), self.fns.batch
-        outs = self.fns.bound(self.consts, self.at_batch, self.params,
-                              _to_device(self._pad(c, b)), _to_device(self._pad(h, b)))
+        c, h = (jax.device_put(self._pad(v, b), self.rows) for v in (c, h))
+        outs = self.fns.bound(self.consts, self.at_batch, self.box_params, c, h)
         return [np.asarray(v)[:m] for v in outs]
 
     def values(self, x: np.ndarray):
@@ -366,10 +386,12 @@ class _Runner:
 
 
 def search(program: prog.Program, region: Region, fns: Compiled, *, eps, tol: float,
-           atol: float, max_seconds: float, progress: bool, start: float) -> SearchResult:
-    """Run the branch and bound (see the module docstring) until a stopping rule holds."""
+           atol: float, max_seconds: float, progress: bool, start: float,
+           mesh: Mesh | None = None) -> SearchResult:
+    """Run the branch and bound (see the module docstring) until a stopping rule holds (the
+    batches of boxes sharded over ``mesh``'s devices when given: :func:`box_mesh`)."""
     params = tuple(_to_device(np.asarray(p)) for p in region.params())
-    run = _Runner(fns, program, params)
+    run = _Runner(fns, program, params, mesh)
     batch = fns.batch
     lower = _Lower(region.dim)
 
@@ -390,7 +412,7 @@ def search(program: prog.Program, region: Region, fns: Compiled, *, eps, tol: fl
     boxes = 0
     history: list[tuple[float, float, float]] = []
     last_print = last_climb = time.perf_counter()
-    climb_interval = 0.2
+    climb_interval = CLIMB_INTERVAL
     status = "timeout"
     proven = 0.0  # the rigorous lower bound at lower.point, once asked for
     while True:
@@ -448,7 +470,7 @@ def search(program: prog.Program, region: Region, fns: Compiled, *, eps, tol: fl
         if improved and time.perf_counter() - last_climb >= climb_interval:
             run.climb(lower)
             last_climb = time.perf_counter()
-            climb_interval = min(2 * climb_interval, 5.0)
+            climb_interval = min(2 * climb_interval, max(5.0, CLIMB_INTERVAL))
         level = max(lower.value / (1.0 - tol), -np.inf if eps is None else eps, atol)
         keep = ub > level
         done = (ub > -np.inf) & ~keep  # boxes that meet the domain and are finished

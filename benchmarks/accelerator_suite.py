@@ -12,6 +12,11 @@ time is recorded as such and the suite goes on:
     keeps fewer neurons than float64 where its rounding floor is reached, on every device), sup
     errors within 2x the host's float64 compression (plus the float32 rounding floor), and the
     derivative features within rounding of the host's float64 ones.
+``verify``
+    ``verify.py --no-check --repeats 1 --cases`` :data:`VERIFY_CASES`: ``jc.verify``'s proven
+    brackets with the batches of boxes on the accelerator (soundness checked against sampled
+    maxima before anything is timed; the certificate check is a host-CPU matter, timed by the
+    CPU runs of the script).
 ``features``
     ``bench_features.py --jacfwd-cap 5``: the three feature backends and the whole compress
     call, k = 2..10 (nested jacfwd, the slow reference, stops once one order took 5 s).
@@ -66,10 +71,14 @@ import _common as C  # noqa: E402
 
 NAME = "accelerator_suite"
 HERE = Path(__file__).resolve().parent
-STEPS = ("correctness", "features", "fig4", "roofline", "stages", "fig1", "teachers")
-#: Seconds each step may take (full run; --quick divides by 4), adding up to ~10 min.
-BUDGET = {"correctness": 60, "features": 90, "fig4": 120, "roofline": 120, "stages": 170,
-          "fig1": 120, "teachers": 180}
+STEPS = ("correctness", "verify", "fig4", "features", "roofline", "stages", "fig1", "teachers")
+#: Seconds each step may take (full run; --quick divides by 4), adding up to ~10 min with
+#: ``--deadline`` clipping the last ones. The steps with no GPU figure yet come first.
+BUDGET = {"correctness": 60, "verify": 120, "features": 90, "fig4": 120, "roofline": 120,
+          "stages": 170, "fig1": 120, "teachers": 180}
+#: The rows of ``benchmarks/verify.py`` the suite runs (its cheaper ones; the certificate check
+#: runs on the host CPU and is timed by the CPU runs of the script, so it is skipped here).
+VERIFY_CASES = "exact,col6_box,col6_ball,relu,skip,softplus3"
 TARGETS = {"fig2_warm_s": 0.010, "fig2_first_call_s": 5.0, "wide_over_roofline": 10.0}
 
 
@@ -275,6 +284,11 @@ def main(argv=None) -> int:
         try:
             if step == "correctness":
                 report[step] = correctness(jax, jnp, np, jc, args.quick)
+            elif step == "verify":
+                # the proof search's batches of boxes on the accelerator (float64)
+                report[step] = run_script(args, "verify.py", ["--no-check", "--repeats", "1"]
+                                          + ([] if args.quick else ["--cases", VERIFY_CASES]),
+                                          budget[step])
             elif step == "features":
                 # jacfwd stops once one order took 5 s (at k = 7 it took 30 s on an H200)
                 report[step] = run_script(args, "bench_features.py",

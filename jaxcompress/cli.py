@@ -8,10 +8,15 @@ prints a before/after table (widths, parameters, measured sup error, time).
 table (k, width, parameters, reduction, sup error, seconds) and writes a PNG of error vs width.
 Everything is generated in-process; nothing is downloaded.
 
-``jaxcompress shrink IN -o OUT --eps TOL [--metric sup|rel_l2] [--polish]`` searches for the
-smallest network within the budget (:func:`jaxcompress.compress_to_tolerance` with
+``jaxcompress shrink IN -o OUT --eps TOL [--metric sup|rel_l2|psnr] [--polish]`` searches for
+the smallest network within the budget (:func:`jaxcompress.compress_to_tolerance` with
 :class:`jaxcompress.Measured`: orders, then narrower layers while the budget holds) and
 writes it, every candidate measured (JSON) and the size-against-error plot (PNG).
+
+The searches (``shrink``, ``compress --eps``) print each step with the time so far and an
+estimate of what is left, take ``--max-seconds``, and stop early when the error stopped
+improving with the order (:mod:`jaxcompress.stopping`); stopped before the target, they write
+what they found all the same, say why on stderr, and exit with status 1.
 
 ``jaxcompress verify TEACHER SMALL --eps 1e-3`` proves (or refutes) that two saved networks differ
 by at most ``eps`` on the domain (:func:`jaxcompress.verify`); the exit status says which.
@@ -190,15 +195,20 @@ def _dtype(net) -> str:
 
 
 def _order_search(params, act: str | None, domain, eps: float, max_order: int, method: str,
-                  measure) -> tuple:
-    """Smallest uniform order whose measured sup error is ``<= eps``, with progress lines.
+                  measure, max_seconds: float | None = None) -> tuple:
+    """Smallest uniform order whose measured sup error is ``<= eps``, with progress lines
+    (each with the time so far and an estimate of what is left).
 
-    Returns ``(small, info, order, err)``. On failure the error says which order came closest
-    and whether raising ``--max-order`` can help (the error still falling) or not (the error
-    growing with k), as :func:`jaxcompress.tolerance.order_advice` words it.
+    Returns ``(small, info, order, err, missed)``: ``missed`` ``None`` when the order meets
+    ``eps``; else (``--max-seconds`` spent, the error stalled, no order left;
+    :mod:`jaxcompress.stopping`) the order of the smallest error and why the target was
+    missed: which order came closest and whether raising ``--max-order`` can help (the error
+    still falling) or not (the error growing with k), as
+    :func:`jaxcompress.tolerance.order_advice` words it.
     """
     from jaxcompress.compression import UniformOrders, compressed_like
     from jaxcompress.networks import as_network
+    from jaxcompress.stopping import Clock, StallRule, best_index, check_max_seconds
     from jaxcompress.tolerance import order_advice, smallest_uniform_order
 
     # every order of a bucket of four in one compiled program (masked candidates: the same
@@ -216,19 +226,23 @@ def _order_search(params, act: str | None, domain, eps: float, max_order: int, m
         return (f"width {info.layers[0].width_out}, estimate {float(info.error_estimate):.3e}"
                 f"{_winner(info)}")
 
+    clock = Clock(check_max_seconds(max_seconds, "compress", "--max-seconds"), StallRule())
     order, result, errs = smallest_uniform_order(
         compress_at, lambda r: measure(r[0]), eps, max_order,
-        lambda line: print(f"# {line}", flush=True), describe)
-    if order is None:
-        msg = "compress: " + order_advice(errs, eps, "--max-order")
-        if "grows with k" in msg and method == "derivative":
-            msg += "; try --method collocation (fits on Sobol points of the domain)"
-        raise ValueError(msg)
+        lambda line: print(f"# {line}", flush=True), describe, clock=clock)
+    missed = None
+    if order is None:   # what was found is written all the same, the exit status says 1
+        why = clock.halted
+        missed = (order_advice(errs, eps, "--max-order") if why.status == "out_of_orders"
+                  else why.reason)
+        if "grows with k" in missed and method == "derivative":
+            missed += "; try --method collocation (fits on Sobol points of the domain)"
+        order = best_index(errs)
     if not cands.masked:
-        return result[0], result[1], order, errs[-1]
+        return result[0], result[1], order, errs[order], missed
     small, info = cands.exact(order)
     small = compressed_like(params, net, small, info, domain)
-    return small, info, order, measure(small)
+    return small, info, order, measure(small), missed
 
 
 def _compress_cmd(args: argparse.Namespace) -> int:
@@ -264,10 +278,11 @@ def _compress_cmd(args: argparse.Namespace) -> int:
         small, info = jc.compress(params, _method(args.method, args.order), activation=act,
                                   domain=domain)
         err = measure(small)
-        order = args.order
+        order, missed = args.order, None
     else:
-        small, info, order, err = _order_search(params, act, domain, args.eps, args.max_order,
-                                                args.method, measure)
+        small, info, order, err, missed = _order_search(params, act, domain, args.eps,
+                                                        args.max_order, args.method, measure,
+                                                        args.max_seconds)
     # the rank-deficient neurons go, and the record follows (it describes what is saved)
     small, info = jc.trim(small), trim_info(info, small)
     secs = time.perf_counter() - t0
@@ -290,9 +305,22 @@ def _compress_cmd(args: argparse.Namespace) -> int:
     meta.update({"domain": _domain_record(args, d),
                  "method": args.method, "measured_sup_error": err, "rounding_floor": floor,
                  "source": os.path.basename(args.input)})
+    if args.eps is not None:
+        meta.update({"eps": args.eps, "target_met": missed is None,
+                     **({"stopped": missed} if missed else {})})
     jc.save(args.output, small, activation=act, metadata=meta, info=info)
     print(f"# wrote {args.output}")
-    return 0
+    return _missed("compress", missed, f"the closest order, k = {order} (sup error {err:.3e})")
+
+
+def _missed(where: str, missed: str | None, written: str) -> int:
+    """The exit status of a search: 0 when it met its target, else 1 with a message saying
+    why not and what was written."""
+    if missed is None:
+        return 0
+    print(f"jaxcompress {where}: the target was not reached: {missed}; wrote {written} all "
+          "the same", file=sys.stderr)
+    return 1
 
 
 def _shrink_cmd(args: argparse.Namespace) -> int:
@@ -317,15 +345,20 @@ def _shrink_cmd(args: argparse.Namespace) -> int:
                            polish=args.polish, max_order=args.max_order,
                            key=seed_key(args.seed), n_samples=args.samples)
     t0 = time.perf_counter()
+    # stopped before the target (--max-seconds, a stall, no order left), the best network found
+    # is written all the same, and the exit status says 1
     res = jc.compress_to_tolerance(params, strategy, activation=act, domain=domain,
                                    eps=args.eps, progress=lambda line: print(f"# {line}",
-                                                                             flush=True))
+                                                                             flush=True),
+                                   max_seconds=args.max_seconds, throw=False)
     secs = time.perf_counter() - t0
-    small = res.params if res.compressed is None else res.compressed   # a traced network's
+    # a chain's params list (the search also gives its Compressed beside it), else the traced
+    # network's compression
+    small = res.params if act is not None else res.compressed
     n0, n1 = jc.num_params(params), jc.num_params(small)
     print(f"{'':>10} {'widths':>32} {'parameters':>12} {args.metric:>11} {'sup error':>11}")
-    print(f"{'before':>10} {str(jc.layer_sizes(params)):>32} {n0:>12,} {0.0:>11.3e} "
-          f"{0.0:>11.3e}")
+    print(f"{'before':>10} {str(jc.layer_sizes(params)):>32} {n0:>12,} "
+          f"{res.frontier.teacher_error:>11.3e} {0.0:>11.3e}")
     print(f"{'after':>10} {str(jc.layer_sizes(small)):>32} {n1:>12,} "
           f"{res.metric_value:>11.3e} {res.measured_error:>11.3e}")
     print(f"# {args.method}{', polished' if args.polish else ''}, eps {args.eps:g} "
@@ -335,7 +368,8 @@ def _shrink_cmd(args: argparse.Namespace) -> int:
     meta.update({"domain": _domain_record(args, d),
                  "method": res.info.method, "metric": args.metric, "eps": args.eps,
                  "metric_value": res.metric_value, "measured_sup_error": res.measured_error,
-                 "source": os.path.basename(args.input)})
+                 "source": os.path.basename(args.input), "target_met": res.met,
+                 "stopped": res.status})
     jc.save(args.output, small, activation=act, metadata=meta, info=res.info)
     stem = os.path.splitext(args.output)[0]
     json_path = args.json or f"{stem}_frontier.json"
@@ -345,7 +379,10 @@ def _shrink_cmd(args: argparse.Namespace) -> int:
     res.frontier.plot(png, eps=args.eps, title=f"{os.path.basename(args.input)}: every "
                       f"candidate of the search ({args.metric}, eps {args.eps:g})")
     print(f"# wrote {args.output}, {json_path} and {png}")
-    return 0
+    if res.met and res.status != "met":
+        print(f"# {res.reason}")
+    return _missed("shrink", None if res.met else res.reason,
+                   f"the best network found ({args.metric} {res.metric_value:.4g})")
 
 
 def _winner(info) -> str:
@@ -633,6 +670,9 @@ def _parser() -> argparse.ArgumentParser:
                       "order (better on trained networks); best: both, keeping the one with the "
                       "smaller error on fixed Sobol points of the ball")
     comp.add_argument("--max-order", type=int, default=12, help="largest k tried with --eps")
+    comp.add_argument("--max-seconds", type=float, default=None,
+                      help="time budget of the --eps search in seconds: spent, or the error "
+                      "stalled, the closest order is written and the exit status is 1")
     comp.add_argument("--samples", type=int, default=8192,
                       help="uniform samples of the sup-error measurement")
     comp.add_argument("--seed", type=int, default=0, help="PRNG seed of the measurement")
@@ -649,9 +689,15 @@ def _parser() -> argparse.ArgumentParser:
     shr.add_argument("-o", "--output", required=True, help="where to write the network")
     shr.add_argument("--eps", type=float, required=True, default=argparse.SUPPRESS,
                      help="the error budget (required)")
-    shr.add_argument("--metric", choices=("sup", "rel_l2"), default="sup",
+    shr.add_argument("--metric", choices=("sup", "rel_l2", "psnr"), default="sup",
                      help="sup: sup error against the teacher on the ball; rel_l2: relative "
-                     "L2 distance on fixed Sobol points of the ball")
+                     "L2 distance on fixed Sobol points of the ball; psnr: PSNR against the "
+                     "teacher on those points in dB, the peak its range there (--eps is then "
+                     "the least PSNR, e.g. 40)")
+    shr.add_argument("--max-seconds", type=float, default=None,
+                     help="time budget of the search in seconds: spent, or the error stalled, "
+                     "the best network found, the JSON and the plot are written, and the exit "
+                     "status is 1 if the target was not reached")
     shr.add_argument("--polish", action="store_true",
                      help="distil every candidate towards the teacher (jc.polish) before "
                      "measuring it: far smaller networks, minutes instead of seconds")
@@ -718,11 +764,15 @@ def _verify_parser(sub, fmt) -> None:
     ver.set_defaults(func=_verify_cmd)
 
 
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line on ``argv`` (default ``sys.argv[1:]``); returns the exit status
-    (see :data:`EXIT_STATUS`). ``--help`` and a usage error exit as argparse does
-    (``SystemExit`` with status 0, or 2 after a one-line message)."""
-    args = _parser().parse_args(argv)
+    (see :data:`EXIT_STATUS`; ``--help`` is 0, a usage error 2)."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as e:   # --help, or a usage error already printed
+        return e.code if isinstance(e.code, int) else 2
     _use_cache(not args.no_cache)
     from jaxcompress._stored import keep_programs
 

@@ -643,6 +643,7 @@ def _widths(bench: Bench, cand: Candidate, error: float, eps, polish, rows, emit
     that met ``eps`` so far. Returns ``(candidate, error, stop)``."""
     space = bench.space(cand)
     failed: set[int] = set()
+    done: set[int] = set()        # failed by one neuron since the last success: not tried again
     step = [1] * len(cand.widths)
     try:
         while True:
@@ -654,15 +655,17 @@ def _widths(bench: Bench, cand: Candidate, error: float, eps, polish, rows, emit
                     clock.check()
                     by = min(step[s], cand.widths[s] - 1)
                     trial, ok, after = _try(bench, cand, s, by, eps, polish, space, rows, emit,
-                                            clock)
+                                            clock, (failed, done))
                     if ok:
                         cand, error, accepted = trial, after, True
                         failed.discard(s)
+                        done.clear()
                         step[s] = 2 * by
                     elif by > 1:
                         step[s] = by // 2      # too far: half the step, same set
                     else:
                         failed.add(s)          # not even one neuron: the next set
+                        done.add(s)
                         break
                 if accepted:
                     break
@@ -676,16 +679,33 @@ def _widths(bench: Bench, cand: Candidate, error: float, eps, polish, rows, emit
                                        "short (the target was met)", met=True)
 
 
-def _steps_left(widths: Sequence[int]) -> int:
-    """A guess of the width search's steps left: about ``log2`` of each width steps of
-    doubling and halving, and one failure, per set that can still lose a neuron."""
-    return sum(max(1, (w - 1).bit_length()) + 1 for w in widths if w > 1)
+def _steps_left(widths: Sequence[int], failed: set[int], done: set[int]) -> int:
+    """A guess of the width search's steps left: none for a set that failed by one neuron
+    since the last success (``done``; all of them: the search is over), one for a set that
+    failed before it, about ``log2`` of its width (steps of doubling and halving, and one
+    failure) for another."""
+    live = [s for s, w in enumerate(widths) if w > 1]
+    if all(s in done for s in live):
+        return 0
+    return sum(0 if s in done else 1 if s in failed else (widths[s] - 1).bit_length() + 1
+               for s in live)
+
+
+def _left_after(cand: Candidate, s: int, by: int, ok: bool, failed: set[int], done: set[int]
+                ) -> int:
+    """:func:`_steps_left` once the step on set ``s`` is recorded as :func:`_widths` does."""
+    if ok:
+        return _steps_left(cand.widths, failed - {s}, set())
+    if by == 1:
+        return _steps_left(cand.widths, failed | {s}, done | {s})
+    return _steps_left(cand.widths, failed, done)
 
 
 def _try(bench: Bench, cand: Candidate, s: int, by: int, eps, polish, space, rows, emit,
-         clock: Clock):
+         clock: Clock, sets: tuple[set[int], set[int]]):
     """``cand`` with ``by`` neurons fewer in set ``s``, polished if asked and measured:
-    ``(trial, within eps, error)``; its row recorded and reported."""
+    ``(trial, within eps, error)``; its row recorded and reported (with a guess of the steps
+    left from the sets that ``failed`` and are ``done``, ``sets``, after this step)."""
     t0 = time.perf_counter()
     trial = bench.shrink(cand, s, by, space)
     padded, _ = space.pad(trial.leaves)
@@ -704,7 +724,8 @@ def _try(bench: Bench, cand: Candidate, s: int, by: int, eps, polish, space, row
          f"params: {bench.name} {before:.4g}{polished_note} "
          f"{'kept' if ok else 'below eps' if bench.higher else 'over eps'} "
          f"({time.perf_counter() - t0:.1f} s)"
-         + clock.eta(_steps_left((trial if ok else cand).widths), "steps", about=True))
+         + clock.eta(_left_after(trial if ok else cand, s, by, ok, *sets), "steps",
+                     about=True))
     return trial, ok, after
 
 

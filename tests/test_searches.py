@@ -424,6 +424,33 @@ def test_a_search_with_no_time_left_returns_its_first_candidate():
     assert back.stop == front.stop
 
 
+def test_the_command_line_writes_what_it_has_when_stopped(tmp_path, capsys):
+    """A search stopped before its target (here --max-seconds 0: after the first candidate)
+    writes the best network, the JSON and the plot, says why on stderr and exits 1; so does
+    compress --eps; the PSNR metric by dB."""
+    teacher = jc.init_mlp(jax.random.PRNGKey(3), [2, 12, 12, 1])
+    jc.save(tmp_path / "t.jcz", teacher, activation="tanh")
+    code = cli.main(["shrink", str(tmp_path / "t.jcz"), "-o", str(tmp_path / "s.jcz"),
+                     "--eps", "200", "--metric", "psnr", "--max-seconds", "0",
+                     "--samples", "64"])
+    captured = capsys.readouterr()
+    assert code == 1, captured
+    assert "the target was not reached: the time budget of 0 s was spent" in captured.err
+    assert "# order k = 0:" in captured.out and "s so far" in captured.out
+    small = jc.load(tmp_path / "s.jcz")
+    assert small.metadata["target_met"] is False and small.metadata["stopped"] == "budget"
+    assert 0 < small.metadata["metric_value"] < 200
+    front = json.loads((tmp_path / "s_frontier.json").read_text())
+    assert front["metric"] == "psnr" and front["higher_is_better"] and len(front["rows"]) == 1
+    assert front["stop"]["status"] == "budget"
+    assert (tmp_path / "s_frontier.png").stat().st_size > 10_000
+    code = cli.main(["compress", str(tmp_path / "t.jcz"), "-o", str(tmp_path / "c.jcz"),
+                     "--eps", "1e-30", "--max-seconds", "0", "--samples", "64"])
+    captured = capsys.readouterr()
+    assert code == 1 and "target was not reached: the time budget" in captured.err
+    assert jc.load(tmp_path / "c.jcz").metadata["target_met"] is False
+
+
 def test_a_search_by_psnr_in_db():
     """metric="psnr": the PSNR against the teacher in dB (higher is better), eps the least
     PSNR; the value is jc.measure.psnr of the result, and the frontier's best is the largest."""

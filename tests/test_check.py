@@ -256,3 +256,35 @@ def test_the_checker_imports_neither_the_verifier_nor_jax():
                      else [node.module] if isinstance(node, ast.ImportFrom) else [])
             for name in names:
                 assert name in allowed or name.startswith("jaxcompress.checker."), (path, name)
+
+
+def test_the_derivative_tables_match_arb_power_series():
+    """Each elementwise operation's ``(f, f', f'', f''')`` against the coefficients of Arb's
+    power series of the function (``f^(k) = k! c_k``), at a point and at a ball."""
+    flint = pytest.importorskip("flint")
+    from jaxcompress.checker.prove import _derivatives
+
+    flint.ctx.prec = 80
+    try:
+        for v in (flint.arb("0.37"), flint.arb("-1.3", "1e-3")):
+            x = flint.arb_series([v, 1], prec=4)
+            k = flint.arb("0.2")
+            reference = {
+                "exp": x.exp(), "expm1": x.exp() - 1, "sin": x.sin(), "cos": x.cos(),
+                "erf": x.erf(), "erfc": x.erfc(),
+                "tanh": ((2 * x).exp() - 1) / ((2 * x).exp() + 1),
+                "logistic": 1 / (1 + (-x).exp()), "neg": -x, "pow": x * x * x,
+                "logaddexp": k + (1 + (x - k).exp()).log(),
+                "max": x * 1, "min": x * 0 + k if v > k else x * 1,
+            }
+            if v > 0:
+                reference.update(log=x.log(), log1p=(1 + x).log(), sqrt=x.sqrt())
+            for name, series in reference.items():
+                got = _derivatives(flint, name, 3)(v, k if name == "min" else
+                                                   (flint.arb(-5) if name == "max" else k))
+                coeffs = series.coeffs() + [flint.arb(0)] * 4
+                for order in range(4):
+                    want = coeffs[order] * math.factorial(order)
+                    assert got[order].overlaps(want), (name, str(v), order)
+    finally:
+        flint.ctx.prec = 53

@@ -226,9 +226,12 @@ class _Jets:
         def sub(key, positions):
             return index[tuple(sorted(key[p] for p in positions))]
 
-        # Faa di Bruno's terms of each key, grouped by the derivative f^(m) they multiply
-        self.chain = [[[[sub(k, b) for b in pi] for pi in _partitions(tuple(range(len(k))))
-                        if len(pi) == m] for m in range(1, len(k) + 1)] for k in self.keys]
+        # Faa di Bruno's terms of each key k >= 1, grouped by the derivative f^(m) they
+        # multiply (m >= 2; m = 1 multiplies d_k u itself)
+        self.chain = [(k, [(m, [[sub(key, b) for b in pi]
+                                for pi in _partitions(tuple(range(len(key)))) if len(pi) == m])
+                           for m in range(2, len(key) + 1)])
+                      for k, key in enumerate(self.keys) if k]
         self.leibniz = [[(sub(k, a), sub(k, tuple(p for p in range(len(k)) if p not in a)))
                          for r in range(len(k) + 1)
                          for a in itertools.combinations(range(len(k)), r)]
@@ -251,13 +254,14 @@ class _Jets:
         """``f`` of every entry, ``fn(v, k) = (f(v), f'(v), f''(v), f'''(v))`` with ``k``
         the entry's constant (of ``c``: one, or one per entry)."""
         out = [[] for _ in range(self.K)]
-        for t, v in enumerate(x[0]):
-            fs = fn(v, c[t % len(c)] if c else None)
-            xt = [comp[t] for comp in x]
+        chain, rows = self.chain, list(zip(*x, strict=True))
+        for t, xt in enumerate(rows):
+            fs = fn(xt[0], c[t % len(c)] if c else None)
             out[0].append(fs[0])
-            for k in range(1, self.K):
-                total = fs[1] * xt[k]
-                for m, terms in enumerate(self.chain[k][1:], start=2):
+            f1 = fs[1]
+            for k, groups in chain:
+                total = f1 * xt[k]
+                for m, terms in groups:
                     part = None
                     for blocks in terms:
                         term = xt[blocks[0]]

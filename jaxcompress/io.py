@@ -477,7 +477,7 @@ def _jaxpr_blob(comp: Compressed, treedef, specs, xs, leaves, pts, want, tol
     try:
         blob = msgpack.packb(_jaxpr_io.to_doc(jax.make_jaxpr(program)(specs, xs)))
         rebuilt = _jaxpr_io.rebuild(msgpack.unpackb(blob))
-        (got,) = rebuilt(*leaves, pts)
+        (got,) = jax.jit(rebuilt)(*leaves, pts)   # one program, not one per equation
     except _jaxpr_io.Unstorable as e:
         return None, f"its program could not be stored as a jaxpr when it was saved: {e}"
     except Exception as e:  # noqa: BLE001 - the file stays usable through its exported program

@@ -298,6 +298,9 @@ def _compress_cmd(args: argparse.Namespace) -> int:
     if floor is not None:
         print(f"# before: the teacher against itself with its neurons summed in another order "
               f"(the rounding floor of {dtype})")
+    else:
+        print("# before: not measured for a traced network (its program fixes the order of its "
+              "sums)")
     print(f"# method {args.method}{_winner(info)}, order {order}, {_where(args)}, reduction "
           f"{n0 / n1:.1f}x, {secs:.2f} s (compression and error measurement, including "
           "compilation)")

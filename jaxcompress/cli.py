@@ -771,11 +771,9 @@ def _verify_parser(sub, fmt) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line on ``argv`` (default ``sys.argv[1:]``); returns the exit status
-    (see :data:`EXIT_STATUS`; ``--help`` is 0, a usage error 2)."""
-    try:
-        args = _parser().parse_args(argv)
-    except SystemExit as e:   # --help, or a usage error already printed
-        return e.code if isinstance(e.code, int) else 2
+    (see :data:`EXIT_STATUS`). ``--help`` and a usage error exit as argparse does
+    (``SystemExit`` with status 0, or 2 after a one-line message)."""
+    args = _parser().parse_args(argv)
     _use_cache(not args.no_cache)
     from jaxcompress._stored import keep_programs
 

@@ -208,7 +208,8 @@ class Clock:
             # are others
             step = statistics.fmean(self.times[1:] or self.times)
             bound = "about" if about else "at most"
-            parts.append(f"{bound} {left} {unit} left, ~{_secs(left * step)} at "
+            one = unit[:-1] if left == 1 and unit.endswith("s") else unit
+            parts.append(f"{bound} {left} {one} left, ~{_secs(left * step)} at "
                          f"{_secs(step)} each" if left else f"no {unit} left")
         if self.max_seconds is not None:
             parts.append(f"budget {self.max_seconds:g} s")

@@ -147,6 +147,10 @@ def test_a_saved_traced_network_keeps_its_program_as_a_jaxpr(tmp_path):
     assert old.program is None and "did not store the program as a jaxpr" in old.program_why
     with pytest.raises(ValueError, match="holds its program only exported"):
         jc.compress(old, jc.collocation(2), domain=jc.Ball(2, 1.0))
+    from jaxcompress.verification.interpret import UnsupportedPrimitiveError
+
+    with pytest.raises(UnsupportedPrimitiveError, match="save the network again with jc.save"):
+        jc.verify(old, loaded, domain=jc.Ball(2, 1.0), eps=1.0)
 
 
 def test_a_stored_chain_is_checksummed(tmp_path):

@@ -219,6 +219,11 @@ def _select(ctx: RuleContext, cases: list, chosen, default=None):
 def _apply_rule(eqn: Eqn, invals, ctx):
     prim = eqn.primitive
     rule = bound_rules.get(prim)
+    if rule is None and prim.name == "call_exported":
+        raise UnsupportedPrimitiveError(
+            "verify: the program calls a jax.export-ed program (StableHLO), which the verifier "
+            "cannot read: a traced network saved by an older jaxcompress holds only that; save "
+            "the network again with jc.save (its jaxpr is then stored beside it)")
     if rule is None:
         raise UnsupportedPrimitiveError(
             f"verify: no bound rule for primitive '{prim.name}' (at {eqn.line}), whose "

@@ -164,6 +164,16 @@ class ProofTree:
         self.n += k
         return np.arange(rows.start, rows.stop)
 
+    def split(self, c: np.ndarray, h: np.ndarray, times: int, ids: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:func:`split` of the boxes of nodes ``ids``, every level recorded: the children,
+        the index of each one's box among ``c`` and their nodes."""
+        levels: list = []
+        out = split(c, h, times, levels)
+        for lc, lh, up in levels:
+            ids = self.add(lc, lh, ids[up], self.SPLIT)
+        return (*out, ids)
+
     def close(self, ids: np.ndarray, bounds: np.ndarray) -> None:
         """Make nodes leaves with these claimed bounds."""
         self.bound[ids] = bounds
@@ -455,10 +465,7 @@ def search(program: prog.Program, region: Region, fns: Compiled, *, eps, tol: fl
         times = 1
         while len(pub) * 2 ** (times + 1) <= batch:
             times += 1
-        levels: list = []
-        cc, ch, parent = split(pc, ph, times, levels)
-        for lc, lh, up in levels:
-            pids = tree.add(lc, lh, pids[up], ProofTree.SPLIT)
+        cc, ch, parent, pids = tree.split(pc, ph, times, pids)
         ub, _, c2, h2, vals, pts = run.bound(cc, ch)
         if not boxes:  # the bounding program first: a primitive without a rule fails fast
             sample_first()

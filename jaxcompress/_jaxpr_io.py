@@ -270,13 +270,18 @@ def _eval_dim(value, env: dict):
     return ev(_parse_dim(value))
 
 
+@functools.lru_cache(maxsize=64)
 def _import_class(name: str) -> type:
     module, _, qual = name.partition(":")
     if module.split(".")[0] not in _TRUSTED:
         raise ValueError(f"the stored program names a class of module {module!r}")
-    obj: Any = importlib.import_module(module)
-    for part in qual.split("."):
-        obj = getattr(obj, part)
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in qual.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError):
+        raise ValueError(f"the stored program names {qual} of {module}, which this jax "
+                         f"({jax.__version__}) does not have") from None
     return obj
 
 
@@ -459,5 +464,20 @@ def rebuild(doc: dict) -> Rebuilt:
             elif eqn["p"] not in table:
                 raise ValueError(f"the stored program uses primitive {eqn['p']!r}, which this "
                                  f"jax ({jax.__version__}) does not have")
+            else:
+                check_params(eqn["a"])
+
+    def check_params(value):   # every class a parameter names exists in this jax
+        if isinstance(value, dict):
+            if value.get("t") in ("enum", "named", "dataclass"):
+                _import_class(value["cls"])
+            if value.get("t") in ("closed_jaxpr", "jaxpr"):
+                check(value["v"])
+                return
+            for v in value.values():
+                check_params(v)
+        elif isinstance(value, list):
+            for v in value:
+                check_params(v)
     check(doc)
     return Rebuilt(doc, tuple(_read_array(c) for c in doc["consts"]))

@@ -218,6 +218,13 @@ def test_jaxpr_documents_rebuild_the_program():
     assert calls(jax.make_jaxpr(lambda w, x: back(w, x)[0])(p["w0"], spec).jaxpr) == \
         calls(ref.jaxpr)
 
+    # a parameter naming a class this jax lacks: refused when the document is read
+    doc = _jaxpr_io.to_doc(ref)
+    dot = doc["eqns"][0]["a"]
+    dot["precision"] = {"t": "enum", "cls": "jax._src.lax.lax:NoSuchEnum", "v": "HIGHEST"}
+    with pytest.raises(ValueError, match="names NoSuchEnum of jax._src.lax.lax, which this jax"):
+        _jaxpr_io.rebuild(doc)
+
     mine = jax.extend.core.Primitive("my_sin")
     mine.def_impl(jnp.sin)
     mine.def_abstract_eval(lambda a: a)

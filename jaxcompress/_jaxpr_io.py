@@ -55,7 +55,7 @@ from jax.extend import core as ext_core
 
 from jaxcompress.verification.rules import bound_rules
 
-__all__ = ["VERSION", "Unstorable", "primitive_table", "rebuild", "to_doc"]
+__all__ = ["VERSION", "Rebuilt", "Unstorable", "primitive_table", "rebuild", "to_doc"]
 
 #: The format of a stored jaxpr (bump when what a document holds changes).
 VERSION = 1

@@ -469,3 +469,12 @@ def test_a_search_by_psnr_in_db():
     assert res.frontier.smallest_row(40.0).num_params == jc.num_params(res.params)
     front = res.frontier.pareto()
     assert all(a.error < b.error for a, b in zip(front, front[1:], strict=False))
+    # the frontier by PSNR: larger orders are closer to the teacher, so more dB
+    grid = jc.frontier(teacher, jc.derivative_matching, activation="tanh", domain=BALL,
+                       metric="psnr", orders=[1, 2, 3], batch=None, n_samples=64)
+    dbs = [r.error for r in grid.rows]
+    assert dbs == sorted(dbs) and [r.widths for r in grid.pareto()] == [(3, 3), (6, 6),
+                                                                        (10, 10)]
+    assert grid.smallest_row(dbs[1]).widths == (6, 6)
+    assert dbs[0] == pytest.approx(float(jc.measure.psnr(
+        teacher, grid.rows[0].network, activation="tanh", domain=BALL)), abs=1e-6)

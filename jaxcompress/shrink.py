@@ -199,7 +199,7 @@ def loss(value: float, metric) -> float:
 
 
 def metric_name(metric) -> str:
-    """How tables and messages name a metric."""
+    """How tables and messages name a metric (or a method factory)."""
     if isinstance(metric, str):
         return metric
     return getattr(metric, "__name__", type(metric).__name__)
@@ -609,7 +609,7 @@ def _orders(bench: Bench, family, eps, max_order, polish, rows, emit, clock: Clo
             return cand, error
         if full:
             break
-        clock.check_stall([bench.loss(e) for e in errors], bench.name)
+        clock.check_stall([bench.loss(e) for e in errors], bench.name, errors)
     best = int(best_index([bench.loss(e) for e in errors]))
     advice = []
     if polish is None:
@@ -857,7 +857,7 @@ def frontier(
     by_order = {id(f): UniformOrders(bench.net, f, domain, where=where,
                                      max_order=max(k for _, k, g in cands if g is f))
                 for _, _, f in cands if f is not None}
-    errors: dict[int, list[float]] = {}     # a factory's errors by order, for the stall rule
+    errors: dict[int, list[float]] = {}     # a factory's values by order, for the stall rule
     stalled: dict[int, str] = {}
     status, reason = "complete", "every candidate was measured"
     for i, (method, order, factory) in enumerate(cands, start=1):
@@ -892,15 +892,17 @@ def frontier(
              f"{row.num_params:,} params, {bench.name} {before:.4g}{polished} "
              f"({row.seconds:.1f} s)" + clock.eta(len(cands) - i, "candidates"))
         if factory is not None:
-            errors.setdefault(id(factory), []).append(bench.loss(error))
+            errors.setdefault(id(factory), []).append(error)
             try:
-                clock.check_stall(errors[id(factory)], bench.name)
+                clock.check_stall([bench.loss(e) for e in errors[id(factory)]], bench.name,
+                                  errors[id(factory)])
             except Stopped as why:
                 stalled[id(factory)] = why.reason
                 skipped = sum(1 for _, _, f in cands[i:] if f is factory)
                 if skipped:
                     status, reason = "stalled", why.reason
-                    emit(f"stalled: {why.reason}; its {skipped} larger orders skipped")
+                    emit(f"stalled: {why.reason}; {metric_name(factory)}'s {skipped} larger "
+                         f"order{'s' if skipped > 1 else ''} skipped")
     stop = clock.stop(status, reason, met=None)
     return bench.frontier(rows, history, batch, stop)
 

@@ -189,13 +189,16 @@ class Clock:
             raise Stopped("budget", f"the time budget of {self.max_seconds:g} s was spent "
                           f"({self.elapsed:.1f} s, {self.candidates} candidates measured)")
 
-    def check_stall(self, errors: Sequence[float], what: str = "error") -> None:
+    def check_stall(self, errors: Sequence[float], what: str = "error",
+                    values: Sequence[float] | None = None) -> None:
         """After an order: :class:`Stopped` (``"stalled"``) when the ``errors`` of the orders
-        so far have stalled (:class:`StallRule`)."""
+        so far (lower is better) have stalled (:class:`StallRule`); the message shows the best
+        one's ``values`` entry (the metric as the user reads it, e.g. dB) when given."""
         if self.stall is not None and self.stall.stalled(errors):
-            best = min(range(len(errors)), key=lambda i: _finite(errors[i]))
+            best = best_index(errors)
+            shown = (errors if values is None else values)[best]
             raise Stopped("stalled", f"the {what} stopped improving with the order: "
-                          f"{self.stall.describe()} (the best, {errors[best]:.4g}, at the "
+                          f"{self.stall.describe()} (the best, {shown:.4g}, at the "
                           f"{_ordinal(best + 1)} order tried)")
 
     def eta(self, left: int | None, unit: str = "steps", *, about: bool = False) -> str:

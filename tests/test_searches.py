@@ -378,6 +378,11 @@ def test_a_search_whose_error_stops_improving_stops_and_says_so():
                                     stall=None)
     assert full.status == "out_of_orders" and len(full.frontier.rows) == 4
     assert "no order <= 3 reaches flat <= 0.5" in full.reason
+    # a frontier skips the larger orders of a factory that stalled (k = 4 is not measured)
+    front = jc.frontier(teacher, jc.derivative_matching, activation="tanh", domain=BALL,
+                        metric=metric, orders=[0, 1, 2, 3, 4], batch=None, n_samples=64)
+    assert [r.order for r in front.rows] == [0, 1, 2, 3] and front.stop.status == "stalled"
+    assert "derivative_matching's 1 larger order skipped" in front.history[-1]
 
 
 def test_a_search_with_no_time_left_returns_its_first_candidate():

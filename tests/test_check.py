@@ -100,23 +100,29 @@ def test_relu_pair_is_confirmed(tmp_path):
     assert report.confirmed, report.reason
 
 
-def test_skip_and_residual_are_confirmed(tmp_path):
-    w2s = RNG.uniform(-0.25, 0.25, (18, 1))
+W2S = RNG.uniform(-0.25, 0.25, (18, 1))
 
-    def skip(s):  # y = [tanh(x W1 + b1), x] W2
-        return lambda x: jnp.concatenate([jnp.tanh(x @ W1 + B1[None] * s), x], axis=1) @ w2s
 
-    def residual(s):  # y = (h + tanh(h W2 + b2)) W3, h = tanh(x W1 + b1)
-        def f(x):
-            h = jnp.tanh(x @ W1 + B1[None])
-            return (h + jax.nn.sigmoid(h @ (W2 * s) + B2[None])) @ W3
+def skip(s):
+    """``y = [tanh(x W1 + b1), x] W2``: an input skip (a concatenation with the input)."""
+    return lambda x: jnp.concatenate([jnp.tanh(x @ W1 + B1[None] * s), x], axis=1) @ W2S
 
-        return f
 
-    for name, net in (("skip", skip), ("residual", residual)):
-        res = verify(net(1.0), net(1.02))
-        report = check(res.save(tmp_path / f"{name}.npz"))
-        assert report.confirmed, (name, report.reason)
+def residual(s):
+    """``y = (h + sigmoid(h W2 + b2)) W3`` with ``h = tanh(x W1 + b1)``: a residual add."""
+    def f(x):
+        h = jnp.tanh(x @ W1 + B1[None])
+        return (h + jax.nn.sigmoid(h @ (W2 * s) + B2[None])) @ W3
+
+    return f
+
+
+@pytest.mark.parametrize("net", [
+    skip, pytest.param(residual, marks=pytest.mark.slow)], ids=["skip", "residual"])
+def test_skip_and_residual_are_confirmed(tmp_path, net):
+    res = verify(net(1.0), net(1.02))
+    report = check(res.save(tmp_path / "c.npz"))
+    assert report.confirmed, report.reason
 
 
 # ------------------------------------------------------------------------------------------

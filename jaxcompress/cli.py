@@ -199,12 +199,12 @@ def _order_search(params, act: str | None, domain, eps: float, max_order: int, m
     """Smallest uniform order whose measured sup error is ``<= eps``, with progress lines
     (each with the time so far and an estimate of what is left).
 
-    Returns ``(small, info, order, err, missed)``: ``missed`` ``None`` when the order meets
-    ``eps``; else (``--max-seconds`` spent, the error stalled, no order left;
-    :mod:`jaxcompress.stopping`) the order of the smallest error and why the target was
-    missed: which order came closest and whether raising ``--max-order`` can help (the error
-    still falling) or not (the error growing with k), as
-    :func:`jaxcompress.tolerance.order_advice` words it.
+    Returns ``(small, info, order, err)``. Stopped before an order met ``eps``
+    (``--max-seconds`` spent, the error stalled, no order left; :mod:`jaxcompress.stopping`),
+    raises :class:`_Missed` (a ``ValueError``) saying why: which order came closest and whether
+    raising ``--max-order`` can help (the error still falling) or not (the error growing with
+    k), as :func:`jaxcompress.tolerance.order_advice` words it; its ``found()`` is that
+    order's network.
     """
     from jaxcompress.compression import UniformOrders, compressed_like
     from jaxcompress.networks import as_network
@@ -230,19 +230,33 @@ def _order_search(params, act: str | None, domain, eps: float, max_order: int, m
     order, result, errs = smallest_uniform_order(
         compress_at, lambda r: measure(r[0]), eps, max_order,
         lambda line: print(f"# {line}", flush=True), describe, clock=clock)
-    missed = None
-    if order is None:   # what was found is written all the same, the exit status says 1
+
+    def at_order(k):   # order k's network at its own widths (as --order k), measured
+        if not cands.masked:
+            return result[0], result[1], k, errs[k]
+        small, info = cands.exact(k)
+        small = compressed_like(params, net, small, info, domain)
+        return small, info, k, measure(small)
+
+    if order is None:   # the caller writes the closest order all the same (exit status 1)
         why = clock.halted
         missed = (order_advice(errs, eps, "--max-order") if why.status == "out_of_orders"
                   else why.reason)
         if "grows with k" in missed and method == "derivative":
             missed += "; try --method collocation (fits on Sobol points of the domain)"
-        order = best_index(errs)
-    if not cands.masked:
-        return result[0], result[1], order, errs[order], missed
-    small, info = cands.exact(order)
-    small = compressed_like(params, net, small, info, domain)
-    return small, info, order, measure(small), missed
+        best = best_index(errs)
+        raise _Missed("compress", missed, lambda: at_order(best))
+    return at_order(order)
+
+
+class _Missed(ValueError):
+    """A search stopped before its target (``--max-seconds`` spent, the error stalled, no
+    order left): ``reason`` says why, ``found()`` computes what it found, which the command
+    writes all the same before it exits with status 1."""
+
+    def __init__(self, where: str, reason: str, found):
+        super().__init__(f"{where}: {reason}")
+        self.reason, self.found = reason, found
 
 
 def _compress_cmd(args: argparse.Namespace) -> int:
@@ -280,9 +294,13 @@ def _compress_cmd(args: argparse.Namespace) -> int:
         err = measure(small)
         order, missed = args.order, None
     else:
-        small, info, order, err, missed = _order_search(params, act, domain, args.eps,
-                                                        args.max_order, args.method, measure,
-                                                        args.max_seconds)
+        try:
+            small, info, order, err = _order_search(params, act, domain, args.eps,
+                                                    args.max_order, args.method, measure,
+                                                    args.max_seconds)
+            missed = None
+        except _Missed as stop:
+            (small, info, order, err), missed = stop.found(), stop.reason
     # the rank-deficient neurons go, and the record follows (it describes what is saved)
     small, info = jc.trim(small), trim_info(info, small)
     secs = time.perf_counter() - t0

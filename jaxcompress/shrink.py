@@ -609,7 +609,8 @@ def _orders(bench: Bench, family, eps, max_order, polish, rows, emit, clock: Clo
             return cand, error
         if full:
             break
-        clock.check_stall([bench.loss(e) for e in errors], bench.name, errors)
+        if k < max_order:   # after the last order the advice says more than a stall
+            clock.check_stall([bench.loss(e) for e in errors], bench.name, errors)
     best = int(best_index([bench.loss(e) for e in errors]))
     advice = []
     if polish is None:

@@ -938,7 +938,8 @@ def smallest_uniform_order(compress_at, measure, eps: float, max_order: int, emi
                  + clock.eta(0 if met else max_order - k, "orders"))
             if met:
                 return k, results[-1], errs
-            clock.check_stall(errs, "measured sup error")
+            if k < max_order:   # after the last order the advice says more than a stall
+                clock.check_stall(errs, "measured sup error")
         raise Stopped("out_of_orders", order_advice(errs, eps))
     except Stopped as why:
         clock.halt(why)

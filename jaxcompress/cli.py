@@ -31,6 +31,10 @@ above ``--eps``; a search stopped before its target), 2 an error, with one line 
 traceback (``JAXCOMPRESS_TRACEBACK=1`` prints it). Building the parser imports no JAX (the
 package imports its names on first use), so ``--help`` answers at once.
 
+``jaxcompress check CERTIFICATE`` re-proves a certificate that ``Verification.save`` wrote, in
+ball arithmetic and without the verifier (:func:`jaxcompress.check`): exit status 0 confirmed,
+1 rejected, 2 an unreadable file.
+
 ``jaxcompress certify PARAMS_FILE --activation sigmoid --radius 1 --eps 1e-3`` prints the
 certificate of :func:`jaxcompress.certify` (the theorem's constants, Assumption 4, the certified
 orders and widths, the Appendix G diagnostics) for a saved network: an ``.npz`` with arrays
@@ -756,6 +760,7 @@ def _parser() -> argparse.ArgumentParser:
     cert.add_argument("--json", help="also write the report's to_dict() to this file")
     cert.set_defaults(func=_certify_cmd)
     _verify_parser(sub, fmt)
+    _check_parser(sub, fmt)
     return parser
 
 
@@ -785,6 +790,29 @@ def _verify_parser(sub, fmt) -> None:
     ver.set_defaults(func=_verify_cmd)
 
 
+def _check_cmd(args: argparse.Namespace) -> int:
+    from jaxcompress.checker import check
+
+    report = check(args.certificate, max_depth=args.max_depth)
+    print(report)
+    return 0 if report.confirmed else 1
+
+
+def _check_parser(sub, fmt) -> None:
+    """The ``check`` command's arguments."""
+    chk = sub.add_parser(
+        "check", help="re-prove a verification certificate in ball arithmetic (jc.check)",
+        formatter_class=fmt, epilog="exit status: 0 confirmed; 1 rejected (the first node "
+        "that fails is named); 2 an error (a missing, truncated, foreign or damaged file).",
+        description="Re-prove a certificate written by Verification.save (jc.verify's "
+        "programs, domain, boxes and bracket) in Arb ball arithmetic (python-flint), without "
+        "jaxcompress's verifier, JAX or the platform's libm: confirm lower <= sup |F_a - F_b| "
+        "<= upper, or name the first node that fails.")
+    chk.add_argument("certificate", help="the certificate (.npz) Verification.save wrote")
+    chk.add_argument("--max-depth", type=int, default=24,
+                     help="how many times a box may be bisected further where the checker's "
+                     "bound is looser than the claimed one")
+    chk.set_defaults(func=_check_cmd)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -200,8 +200,10 @@ class Frontier:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (the networks are left out)."""
+        # strict JSON has no infinity: the teacher's PSNR against itself is written as null
         return {"metric": self.metric, "teacher_params": self.teacher_params,
-                "teacher_error": self.teacher_error,
+                "teacher_error": (self.teacher_error if math.isfinite(self.teacher_error)
+                                  else None),
                 "teacher_points_per_s": self.teacher_points_per_s, "domain": self.domain,
                 "rows": [r.to_dict() for r in self.rows],
                 "pareto": [self.rows.index(r) for r in self.pareto()],
@@ -215,7 +217,8 @@ class Frontier:
         rows = tuple(FrontierRow(**{**{k: v for k, v in r.items() if k in names},
                                     "widths": tuple(r["widths"])}) for r in d["rows"])
         return cls(rows=rows, metric=d["metric"], teacher_params=d["teacher_params"],
-                   teacher_error=d["teacher_error"],
+                   teacher_error=(math.inf if d["teacher_error"] is None
+                                  else d["teacher_error"]),
                    teacher_points_per_s=d.get("teacher_points_per_s"),
                    domain=d.get("domain", ""), history=tuple(d.get("history", ())),
                    higher_is_better=bool(d.get("higher_is_better", False)),

@@ -445,8 +445,11 @@ def test_the_command_line_writes_what_it_has_when_stopped(tmp_path, capsys):
     small = jc.load(tmp_path / "s.jcz")
     assert small.metadata["target_met"] is False and small.metadata["stopped"] == "budget"
     assert 0 < small.metadata["metric_value"] < 200
-    front = json.loads((tmp_path / "s_frontier.json").read_text())
+    text = (tmp_path / "s_frontier.json").read_text()
+    front = json.loads(text, parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
     assert front["metric"] == "psnr" and front["higher_is_better"] and len(front["rows"]) == 1
+    assert front["teacher_error"] is None  # the teacher's PSNR against itself: infinite
+    assert jc.Frontier.from_dict(front).teacher_error == math.inf
     assert front["stop"]["status"] == "budget"
     assert (tmp_path / "s_frontier.png").stat().st_size > 10_000
     code = cli.main(["compress", str(tmp_path / "t.jcz"), "-o", str(tmp_path / "c.jcz"),

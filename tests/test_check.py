@@ -220,15 +220,23 @@ def test_truncated_foreign_and_damaged_files_are_errors(tanh_box, tmp_path):
         check(tmp_path / "damaged.npz")
 
 
-def test_save_refuses_a_program_outside_the_op_language(tmp_path):
-    def f(x):
-        return jnp.tanh(x @ W1[:, :2]).sum(axis=1, keepdims=True)
+def test_sums_are_read_and_a_product_of_two_values_is_refused(tmp_path):
+    def summed(s):  # a row's sum, one entry repeated: products with ones
+        def f(x):
+            total = jnp.tanh(x @ W1[:, :3] * s).sum(axis=1, keepdims=True)
+            return jnp.broadcast_to(total, (x.shape[0], 2)) @ W3[:2]
 
-    def g(x):
-        return jnp.tanh(x @ W1[:, :2] * 1.01).sum(axis=1, keepdims=True)
+        return f
 
-    res = jc.verify(f, g, domain=BOX2, order=2, max_seconds=math.inf)
-    with pytest.raises(UnsupportedForCertificate, match="reduce_sum"):
+    res = verify(summed(1.0), summed(1.01))
+    assert check(res.save(tmp_path / "sum.npz")).confirmed
+
+    def inner(s):  # h . h: a dot_general of two values
+        return lambda x: jnp.einsum("bi,bi->b", jnp.tanh(x @ W1[:, :3] * s),
+                                    jnp.tanh(x @ W1[:, :3]))[:, None]
+
+    res = verify(inner(1.0), inner(1.01))
+    with pytest.raises(UnsupportedForCertificate, match="dot_general"):
         res.save(tmp_path / "c.npz")
     bare = jc.Verification(lower=0.0, upper=1.0, status="converged", argmax=np.zeros(2),
                            eps=None, tol=0.01, domain=BOX2, boxes=0, seconds=0.0, history=(),

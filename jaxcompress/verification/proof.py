@@ -6,8 +6,9 @@ the search's proof tree and the bracket, written to one file by
 The programs are **lowered** from the verifier's jaxprs to a straight-line list of operations
 on row vectors (value 0 is the input ``x``, operation ``i`` defines value ``i + 1``):
 
-* ``dot`` (``x @ W``, ``W`` a constant), ``add`` / ``sub`` / ``mul`` (of two values, or of a
-  value and a constant broadcast to it: biases, scalings), ``div`` by a constant, ``neg``,
+* ``dot`` (``x @ W``, ``W`` a constant; also a row's sum and one entry repeated, as products
+  with ones), ``add`` / ``sub`` / ``mul`` (of two values, or of a value and a constant
+  broadcast to it: biases, scalings), ``div`` by a constant, ``neg``,
   ``concat`` (of values and constants: input skips), ``slice`` (a range of a row);
 * ``tanh``, ``logistic``, ``exp``, ``expm1``, ``log``, ``log1p``, ``sin``, ``cos``, ``erf``,
   ``erfc``, ``sqrt``, ``pow`` (an integer power), ``logaddexp`` with a constant (softplus) —
@@ -152,6 +153,12 @@ class _Lowering:
         if name in _IDENTITY or (name == "broadcast_in_dim" and x[0] == "v"
                                  and math.prod(x[2]) == math.prod(shape)):
             return [("v", x[1], shape)]
+        if x[0] == "v" and math.prod(x[2][:-1]) == 1 and (
+                (name == "reduce_sum" and tuple(eqn.params["axes"]) == (len(x[2]) - 1,))
+                or (name == "broadcast_in_dim" and math.prod(x[2]) == 1)):
+            # a sum over a row, or one entry repeated: x @ ones (exact)
+            ones = np.ones((math.prod(x[2]), math.prod(shape) if name != "reduce_sum" else 1))
+            return [self.emit("dot", [x[1], self.const(ones)], shape)]
         if name in _UNARY and x[0] == "v":
             return [self.emit(name, [x[1]], shape)]
         if name in ("integer_pow", "square") and x[0] == "v":

@@ -53,6 +53,7 @@ import numpy as np
 from jax import export as jax_export
 from jax.extend import core as ext_core
 
+from jaxcompress.program import CALLS
 from jaxcompress.verification.rules import bound_rules
 
 __all__ = ["VERSION", "Rebuilt", "Unstorable", "primitive_table", "rebuild", "to_doc"]
@@ -60,11 +61,6 @@ __all__ = ["VERSION", "Rebuilt", "Unstorable", "primitive_table", "rebuild", "to
 #: The format of a stored jaxpr (bump when what a document holds changes).
 VERSION = 1
 
-#: Call primitives, rebuilt as calls of their stored body (the parameter holding it).
-_CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr",
-          "core_call": "call_jaxpr", "custom_jvp_call": "call_jaxpr",
-          "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr",
-          "checkpoint": "jaxpr", "remat": "jaxpr", "remat2": "jaxpr"}
 #: Modules whose enums, named tuples and dataclasses may be stored (and imported on load).
 _TRUSTED = ("jax", "jaxlib")
 
@@ -186,8 +182,8 @@ def _jaxpr_doc(jaxpr, consts) -> dict:
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
         where = f"primitive {name!r}"
-        if name in _CALLS:
-            sub = eqn.params[_CALLS[name]]
+        if name in CALLS:
+            sub = eqn.params[CALLS[name]]
             inner = (_jaxpr_doc(sub.jaxpr, sub.consts) if isinstance(sub, ext_core.ClosedJaxpr)
                      else _jaxpr_doc(sub, ()))
             label = eqn.params.get("name") or getattr(
@@ -390,7 +386,7 @@ def _evaluate(doc: dict, consts: list, *args, env: dict) -> list:
     vals: list = list(consts) + list(args)
     for eqn in doc["eqns"]:
         ins = [_read_array(v["lit"]) if isinstance(v, dict) else vals[v] for v in eqn["i"]]
-        if eqn["p"] in _CALLS:
+        if eqn["p"] in CALLS:
             outs = _call(eqn, ins, env)
         else:
             prim = table.get(eqn["p"])
@@ -459,7 +455,7 @@ def rebuild(doc: dict) -> Rebuilt:
 
     def check(d):
         for eqn in d["eqns"]:
-            if eqn["p"] in _CALLS:
+            if eqn["p"] in CALLS:
                 check(eqn["a"]["call"])
             elif eqn["p"] not in table:
                 raise ValueError(f"the stored program uses primitive {eqn['p']!r}, which this "

@@ -25,15 +25,17 @@ from jax._src import source_info_util
 from jax._src.api_util import flatten_axes
 from jax._src.interpreters import partial_eval as pe
 
-__all__ = ["Const", "Eqn", "Program", "evaluate", "flatten", "line", "sub_programs",
+__all__ = ["CALLS", "Const", "Eqn", "Program", "evaluate", "flatten", "line", "sub_programs",
            "trace_program"]
 
 # ------------------------------------------------------------------------------------------------
 # The flat program: the jaxpr with its calls inlined
 # ------------------------------------------------------------------------------------------------
 
-#: Primitives whose sub-program is inlined, and the parameter that holds it.
-_CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
+#: Call primitives (a sub-program run once, as it is), and the parameter that holds it: the
+#: front end's one list of them (:func:`flatten` inlines them; the stored jaxpr of a saved
+#: network, :mod:`jaxcompress._jaxpr_io`, rebuilds them as calls).
+CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
           "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr",
           "custom_vjp_call_jaxpr": "fun_jaxpr", "checkpoint": "jaxpr", "remat": "jaxpr",
           "remat2": "jaxpr"}
@@ -144,7 +146,7 @@ def flatten(jaxpr, consts: Sequence, args: Sequence, out: list[Eqn], counter: li
             for v, r in zip(eqn.outvars, res, strict=True):
                 env[v] = r
             continue
-        sub = eqn.params.get(_CALLS.get(eqn.primitive.name, ""))
+        sub = eqn.params.get(CALLS.get(eqn.primitive.name, ""))
         if sub is not None and not (keep is not None and keep(eqn)):
             inner, inner_consts = (sub.jaxpr, sub.consts) if hasattr(sub, "consts") else (sub, ())
             inner_call = call

@@ -302,3 +302,24 @@ def test_the_derivative_tables_match_arb_power_series():
                     assert got[order].overlaps(want), (name, str(v), order)
     finally:
         flint.ctx.prec = 53
+
+
+def test_the_kink_slopes_enclose_every_divided_difference():
+    """``max(u, k)`` / ``min(u, k)`` over ``u in [l, r]``: the slope relative to the centre's
+    value holds ``(f(u) - f(u_c)) / (u - u_c)`` for sampled ``u`` (the mean-value form of a
+    ReLU network rests on it)."""
+    flint = pytest.importorskip("flint")
+    from jaxcompress.checker.prove import _SLOPES
+
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        lo, hi = np.sort(rng.normal(size=2))
+        k, uc = rng.uniform(lo, hi, 2)
+        ball = flint.arb(float(lo)).union(flint.arb(float(hi)))
+        for name, f in (("max", max), ("min", min)):
+            value, slope = _SLOPES[name](flint, ball, flint.arb(float(k)), flint.arb(float(uc)))
+            for u in rng.uniform(lo, hi, 20):
+                assert value.contains(flint.arb(float(f(u, k))))
+                if abs(u - uc) > 1e-9:
+                    s = (f(u, k) - f(uc, k)) / (u - uc)
+                    assert float(slope.lower()) - 1e-9 <= s <= float(slope.upper()) + 1e-9

@@ -250,13 +250,15 @@ class _Jets:
                              for i in range(d)])
         return rows
 
-    def unary(self, x: list, fn, c: list | None = None) -> list:
+    def unary(self, x: list, fn, c: list | None = None, centre: list | None = None) -> list:
         """``f`` of every entry, ``fn(v, k) = (f(v), f'(v), f''(v), f'''(v))`` with ``k``
-        the entry's constant (of ``c``: one, or one per entry)."""
+        the entry's constant (of ``c``: one, or one per entry); with ``centre``, ``fn(v, k,
+        v_c)`` returns the value and a slope relative to the entry's value at the centre."""
         out = [[] for _ in range(self.K)]
         chain, rows = self.chain, list(zip(*x, strict=True))
         for t, xt in enumerate(rows):
-            fs = fn(xt[0], c[t % len(c)] if c else None)
+            k = c[t % len(c)] if c else None
+            fs = fn(xt[0], k) if centre is None else fn(xt[0], k, centre[t])
             out[0].append(fs[0])
             f1 = fs[1]
             for k, groups in chain:
@@ -367,7 +369,34 @@ def _derivatives(fl, kind: str, y):
     return table[kind]
 
 
-def _run(jets: _Jets, ops, out: int, x: list, sizes0: int) -> list:
+def _slope_max(fl, v, k, uc):
+    """``max(u, k)`` over the ball ``v`` and its slope ``(max(u, k) - max(u_c, k)) / (u - u_c)``
+    relative to the centre's value ``u_c``: in ``[0, (r - k) / (r - u_c)]`` when ``u_c < k``,
+    ``[(u_c - k) / (u_c - l), 1]`` when ``u_c > k`` (``[l, r]``: the ball's ends), tight for a
+    kink at the edge of a box, where the derivative's ``[0, 1]`` is not."""
+    f0, f1 = _kink(fl, v, k, 0)[:2]
+    if v > k or v < k:
+        return f0, f1
+    if uc < k:
+        r = v.upper()
+        return f0, fl.arb(0).union((r - k) / (r - uc))
+    if uc > k:
+        low = v.lower()
+        return f0, fl.arb(1).union((uc - k) / (uc - low))
+    return f0, f1
+
+
+_SLOPES = {
+    "max": _slope_max,
+    "min": lambda fl, v, k, uc: (lambda f0, s: (-f0, s))(*_slope_max(fl, -v, -k, -uc)),
+    "abs": lambda fl, v, k, uc: _kink(fl, v, fl.arb(0), -1)[:2],
+}
+
+
+def _run(jets: _Jets, ops, x: list, sizes0: int, centre: list | None = None) -> list:
+    """Every value of a program (``vals[i]``: the jets of value ``i``). With ``centre`` (the
+    values of a pass at the boxes' centres) the first-order components are slopes relative to
+    the centre (the kinks' are tighter than their derivatives')."""
     fl, vals, sizes = jets.fl, [x], [sizes0]
     for kind, operands, extra in ops:
         a = vals[operands[0]] if isinstance(operands[0], int) else None
@@ -400,21 +429,28 @@ def _run(jets: _Jets, ops, out: int, x: list, sizes0: int) -> list:
         elif kind in ("mul", "div"):  # linear: every component scaled
             c = operands[1] if kind == "mul" else [1 / v for v in operands[1]]
             y = [[u * c[t % len(c)] for t, u in enumerate(comp)] for comp in a]
+        elif centre is not None and kind in _SLOPES:
+            y = jets.unary(a, lambda v, k, uc, f=_SLOPES[kind]: f(fl, v, k, uc),
+                           operands[1] if len(operands) > 1 else [fl.arb(0)],
+                           centre[operands[0]][0])
         else:
             y = jets.unary(a, _derivatives(fl, kind, extra),
                            operands[1] if len(operands) > 1 else None)
         vals.append(y)
         sizes.append(n)
-    return vals[out]
+    return vals
 
 
 
 # ---- bounds of boxes: three enclosures of D ------------------------------------------------
 
 
-def _difference(jets: _Jets, progs, x: list) -> list:
-    ya, yb = (_run(jets, ops, out, x, jets.d) for ops, out, _ in progs)
-    return [[u - v for u, v in zip(p, q, strict=True)] for p, q in zip(ya, yb, strict=True)]
+def _difference(jets: _Jets, progs, x: list, centres=(None, None)) -> tuple[list, list]:
+    """``(D, runs)``: the jets of ``F_a - F_b`` and every value of both programs."""
+    runs = [_run(jets, ops, x, jets.d, cen) for (ops, _, _), cen in zip(progs, centres,
+                                                                          strict=True)]
+    ya, yb = (vals[out] for vals, (_, out, _) in zip(runs, progs, strict=True))
+    return [[u - v for u, v in zip(p, q, strict=True)] for p, q in zip(ya, yb, strict=True)], runs
 
 
 def _monomials(fl, keys: list, h: np.ndarray) -> list:
@@ -456,8 +492,12 @@ def _bound_boxes(fl, progs, c: np.ndarray, h: np.ndarray, claims) -> list:
     mean-value form), with ``R = BOX_ORDER``."""
     nbox, d = c.shape
     box, point = _Jets(fl, d, BOX_ORDER, nbox), _Jets(fl, d, BOX_ORDER - 1, nbox)
-    over = _difference(box, progs, box.inputs(c, h))
-    at = _difference(point, progs, point.inputs(c, None))
+    over = _difference(box, progs, box.inputs(c, h))[0]
+    at, centres = _difference(point, progs, point.inputs(c, None))
+    slopes = over  # with kinks: the mean-value form's slopes relative to the centres
+    if any(kind in _SLOPES for ops, _, _ in progs for kind, _, _ in ops):
+        first = _Jets(fl, d, 1, nbox)
+        slopes = _difference(first, progs, first.inputs(c, h), centres)[0]
     m = len(over[0]) // nbox
     out = []
     for b in range(nbox):
@@ -468,8 +508,8 @@ def _bound_boxes(fl, progs, c: np.ndarray, h: np.ndarray, claims) -> list:
             for r in range(1, BOX_ORDER + 1):
                 terms = [(at[k][t], mono[k]) for k, key in enumerate(point.keys)
                          if 0 < len(key) < r]
-                terms += [(over[k][t], mono[k]) for k, key in enumerate(box.keys)
-                          if len(key) == r]
+                terms += [((slopes if r == 1 else over)[k][t], mono[k])
+                          for k, key in enumerate(box.keys) if len(key) == r]
                 uppers.append(_abs_bound(at[0][t], terms))
             proven = proven and any(u <= claims[b] for u in uppers)
             best = max(best, min(float(u) if u.is_finite() else math.inf for u in uppers))
@@ -707,7 +747,7 @@ def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float) -> CheckR
             raise _Reject(None, f"argmax {argmax.tolist()} is not in the domain")
         if lower > 0:
             jets = _Jets(fl, dim, 0, 1)
-            at = _difference(jets, progs, jets.inputs(argmax[None], None))[0]
+            at = _difference(jets, progs, jets.inputs(argmax[None], None))[0][0]
             if not any(v.abs_lower() >= lower for v in at):
                 raise _Reject(None, f"lower {lower:.6e} is not attained at argmax: "
                               f"|F_a - F_b| there is {max(float(v.abs_upper()) for v in at):.6e}")

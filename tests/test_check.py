@@ -100,6 +100,25 @@ def test_relu_pair_is_confirmed(tmp_path):
     assert report.confirmed, report.reason
 
 
+def test_a_loop_is_certified_as_its_iterations(tmp_path):
+    """A ``fori_loop`` (a scan: a static trip count) is lowered as the verifier reads it,
+    iteration by iteration; its certificate against the unrolled steps is confirmed."""
+    w, b = RNG.uniform(-0.8, 0.8, (2, 2)), RNG.uniform(-0.3, 0.3, 2)
+    v = RNG.uniform(-1, 1, (2, 1))
+
+    def step(_, h):
+        return jnp.tanh(h @ w + b[None])
+
+    def looped(x):
+        return jax.lax.fori_loop(0, 3, step, x) @ v
+
+    def unrolled(x):
+        return step(2, step(1, step(0, x))) @ v * 1.01
+
+    report = check(verify(looped, unrolled).save(tmp_path / "loop.npz"))
+    assert report.confirmed, report.reason
+
+
 W2S = RNG.uniform(-0.25, 0.25, (18, 1))
 
 

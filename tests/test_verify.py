@@ -13,6 +13,7 @@ they can, so that the compiled programs are reused across tests.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import draws
@@ -297,15 +298,37 @@ def test_cond_is_bounded_by_its_branches(loop_params):
     res = verify(by_weight, plain, domain=BOX2, order=2, tol=0.05)
     assert res.status == "converged" and abs(res.lower - 1e-3) <= 1e-12
 
-    def by_input(x):  # row by row: cond's index is one number
-        rows = [jax.lax.cond(x[i, 0] > 0.1, lambda h: jnp.tanh(h @ w + b[None]),
-                             lambda h: jnp.sin(h @ w + b[None]), x[i:i + 1])
-                for i in range(x.shape[0])]
-        return jnp.concatenate(rows, axis=0) @ v + c[None]
+    def by_input(x):  # one row (how the verifier bounds a box): cond's index is one number
+        h = jax.lax.cond(x[0, 0] > 0.1, lambda h: jnp.tanh(h @ w + b[None]),
+                         lambda h: jnp.sin(h @ w + b[None]), x)
+        return h @ v + c[None]
 
-    res = verify(by_input, plain, domain=BOX2, order=2, max_seconds=1.0)
-    assert res.upper >= grid_max(by_input, plain, BOX2, n=41)
-    assert value_at(by_input, plain, res.argmax) >= res.lower * (1 - 1e-12)
+    def by_rows(x):  # the same function of every row, for the samples
+        u = x @ w + b[None]
+        return jnp.where(x[:, :1] > 0.1, jnp.tanh(u), jnp.sin(u)) @ v + c[None]
+
+    from jaxcompress.verification import program as prog
+
+    def branch(act):
+        return lambda x: act(x @ w + b[None]) @ v + c[None]
+
+    centres = np.array([[0.1, 0.0], [0.5, 0.5], [-0.5, 0.2]])  # the switch, tanh, sin
+    half = np.full((3, 2), 0.05)
+
+    def bounds(f):
+        with jax.enable_x64(True):
+            program = prog.trace(f, plain, 2)
+            return jax.jit(jax.vmap(functools.partial(prog.box_bound, program, 2),
+                                    in_axes=(None, 0, 0)))(program.consts, centres, half)
+
+    ub, lb = bounds(by_input)
+    t = np.asarray(draws.uniform(jax.random.PRNGKey(7), (400, 2), jnp.float64, -1, 1))
+    for i, (cen, hw) in enumerate(zip(centres, half, strict=True)):
+        ya, yb = both(by_rows, plain, cen + hw * t)
+        assert float(ub[i]) >= float(np.max(np.abs(ya - yb))) >= float(lb[i]), i
+    # where the box decides the index: exactly the bound of that branch alone
+    assert float(ub[1]) == float(bounds(branch(jnp.tanh))[0][1])
+    assert float(ub[2]) == float(bounds(branch(jnp.sin))[0][2])
 
 
 def test_a_loop_without_a_static_trip_count_is_refused(loop_params):

@@ -38,7 +38,7 @@ from jaxcompress.verification.rules import (
     is_symbolic,
 )
 
-__all__ = ["Flat", "UnsupportedPrimitiveError", "flat", "interpret"]
+__all__ = ["Flat", "UnsupportedPrimitiveError", "flat", "interpret", "known_call", "run"]
 
 _core = extend.core
 
@@ -72,8 +72,8 @@ def _reference_text(name: str, avals: tuple) -> str | None:
     return None
 
 
-def _known_rule(eqn):
-    """The rule of a known function (:data:`KNOWN_CALLS`) whose jaxpr a call equation's
+def known_call(eqn) -> str | None:
+    """The name of the known function (:data:`KNOWN_CALLS`) whose jaxpr a call equation's
     sub-program is, or None."""
     subs = sub_programs(eqn)
     if len(subs) != 1:
@@ -81,15 +81,21 @@ def _known_rule(eqn):
     sub = getattr(subs[0], "jaxpr", subs[0])
     avals = tuple((tuple(v.aval.shape), str(v.aval.dtype)) for v in sub.invars)
     text = None
-    for name, (_, rule) in KNOWN_CALLS.items():
+    for name in KNOWN_CALLS:
         ref = _reference_text(name, avals)
         if ref is None:
             continue
         if text is None:
             text = str(sub)
         if text == ref:
-            return rule
+            return name
     return None
+
+
+def _known_rule(eqn):
+    """The bound rule of a known function's call equation, or None."""
+    name = known_call(eqn)
+    return None if name is None else KNOWN_CALLS[name][1]
 
 
 class Flat:
@@ -180,9 +186,11 @@ def _cond(eqn: Eqn, invals: list, ctx: RuleContext) -> list:
         pick = jnp.clip(jnp.asarray(index, jnp.int32), 0, n - 1)
         return [_select(ctx, [o[j] for o in outs], lambda i: pick == i)
                 for j in range(len(outs[0]))]
+    # the integers the index may take: those of its enclosure widened by half a unit on each
+    # side (a superset; an enclosure of an integer widened by rounding still decides it)
     lo, hi = ctx.interval(index)
-    lo = jnp.clip(jnp.floor(lo), 0, n - 1)
-    hi = jnp.clip(jnp.ceil(hi), 0, n - 1)
+    lo = jnp.clip(jnp.ceil(lo - 0.5), 0, n - 1)
+    hi = jnp.clip(jnp.floor(hi + 0.5), 0, n - 1)
     result = []
     for j in range(len(outs[0])):
         cases = [o[j] for o in outs]

@@ -15,11 +15,13 @@ on row vectors (value 0 is the input ``x``, operation ``i`` defines value ``i + 
   every activation of :mod:`jaxcompress.activations` is built of these;
 * ``max`` / ``min`` with a constant (ReLU) and ``abs``.
 
-Calls (``jit``, ``custom_jvp_call``, ``custom_vjp_call``, ``remat``, ``closed_call``) are
-inlined, shape-only operations (reshape, squeeze, casts, copies) are the identity (a float32
+The jaxprs are read as the verifier reads them (:func:`jaxcompress.program.flatten`, the
+library's one front end): calls (``jit``, ``custom_jvp_call``, ``custom_vjp_call``, ``remat``,
+``closed_call``) inlined, a ``scan`` / ``fori_loop`` with a static trip count unrolled;
+shape-only operations (reshape, squeeze, casts, copies) are the identity (a float32
 cast is taken as exact, as the verifier takes it), and equations that do not depend on ``x`` are
 evaluated by JAX in float64 and stored as constants: the certificate is about the programs as
-written in the file. Anything else (loops, ``cond``, products of matrices of values, ...) is
+written in the file. Anything else (``cond``, ``while``, products of matrices of values, ...) is
 refused by name: :class:`UnsupportedForCertificate`.
 """
 
@@ -32,46 +34,22 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import extend
 
 from jaxcompress.checker import fileformat
-from jaxcompress.program import line
+from jaxcompress.program import Const, sub_programs
+from jaxcompress.verification.interpret import flat, known_call
 
 __all__ = ["Proof", "UnsupportedForCertificate", "lower_program"]
 
-_core = extend.core
 _UNARY = ("tanh", "logistic", "exp", "expm1", "log", "log1p", "sin", "cos", "erf", "erfc",
           "sqrt", "neg", "abs")
 _IDENTITY = ("reshape", "squeeze", "expand_dims", "convert_element_type", "copy", "copy_p",
              "reduce_precision")
-_CALLS = ("pjit", "jit", "closed_call", "core_call", "remat", "checkpoint", "custom_jvp_call",
-          "custom_vjp_call", "custom_vjp_call_jaxpr")
 _BINARY = ("add", "sub", "mul", "div", "max", "min")
 
 
 class UnsupportedForCertificate(ValueError):
     """A program the certificate's op language cannot express (named by its primitive)."""
-
-
-def _sub_jaxpr(eqn):
-    for key in ("jaxpr", "call_jaxpr", "fun_jaxpr"):
-        sub = eqn.params.get(key)
-        if isinstance(sub, _core.ClosedJaxpr):
-            return sub.jaxpr, list(sub.consts)
-        if isinstance(sub, _core.Jaxpr):
-            return sub, []
-    return None
-
-
-def _is_logaddexp(eqn) -> bool:
-    """A ``custom_jvp_call`` whose body prints exactly as ``jnp.logaddexp``'s on these operand
-    types (recognised by its jaxpr)."""
-    if len(eqn.invars) != 2 or _sub_jaxpr(eqn) is None:
-        return False
-    avals = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in eqn.invars]
-    ref = jax.make_jaxpr(jnp.logaddexp)(*avals).jaxpr
-    return (len(ref.eqns) == 1 and ref.eqns[0].primitive is eqn.primitive
-            and str(_sub_jaxpr(ref.eqns[0])[0]) == str(_sub_jaxpr(eqn)[0]))
 
 
 class _Lowering:
@@ -83,7 +61,7 @@ class _Lowering:
         self.dim = dim
 
     def refuse(self, eqn, why: str):
-        where = line(eqn)
+        where = eqn.line
         raise UnsupportedForCertificate(
             f"save: program {self.name}: {why} (primitive {eqn.primitive.name!r}"
             + (f", at {where}" if where else "") + "); the certificate's checker reads dense "
@@ -106,28 +84,25 @@ class _Lowering:
         return ("v", len(self.ops), tuple(shape))
 
     def run(self, jaxpr, consts, args) -> list:
-        env = {}
+        """Lower ``jaxpr`` as the verifier reads it (:func:`~jaxcompress.verification.
+        interpret.flat`: calls inlined, loops unrolled, known functions kept whole)."""
+        program = flat(jaxpr)
+        env = {i: ("c", np.asarray(c)) for i, c in enumerate(consts)}
+        env.update({program.n_consts + i: a for i, a in enumerate(args)})
 
-        def read(v):
-            if isinstance(v, _core.Literal):
-                return ("c", np.asarray(v.val))
-            return env[v]
+        def read(o):
+            return ("c", np.asarray(o.value)) if isinstance(o, Const) else env[o]
 
-        for var, val in zip(jaxpr.constvars, consts, strict=True):
-            env[var] = ("c", np.asarray(val))
-        for var, val in zip(jaxpr.invars, args, strict=True):
-            env[var] = val
-        for eqn in jaxpr.eqns:
-            ins = [read(v) for v in eqn.invars]
+        for eqn in program.eqns:
+            ins = [read(o) for o in eqn.ins]
             if all(t[0] == "c" for t in ins):
                 outs = eqn.primitive.bind(*[jnp.asarray(t[1]) for t in ins], **eqn.params)
                 outs = outs if eqn.primitive.multiple_results else [outs]
                 outs = [("c", np.asarray(o)) for o in outs]
             else:
                 outs = self.equation(eqn, ins)
-            for var, val in zip(eqn.outvars, outs, strict=True):
-                env[var] = val
-        return [read(v) for v in jaxpr.outvars]
+            env.update(zip(eqn.outs, outs, strict=True))
+        return [read(o) for o in program.outs]
 
     def operand(self, t, shape):
         """A value's id, or a constant broadcast to ``shape`` (its key)."""
@@ -137,18 +112,15 @@ class _Lowering:
 
     def equation(self, eqn, ins) -> list:
         name = eqn.primitive.name
-        shape = tuple(eqn.outvars[0].aval.shape) if eqn.outvars else ()
+        shape = tuple(eqn.out_shapes[0]) if eqn.out_shapes else ()
         if len(shape) > 2 or (len(shape) == 2 and shape[0] != 1):
             self.refuse(eqn, f"a value of shape {shape} (the checker reads rows of one input)")
-        sub = _sub_jaxpr(eqn)
-        if name == "custom_jvp_call" and _is_logaddexp(eqn):
+        if sub_programs(eqn) and known_call(eqn) == "logaddexp":
             vals = [t for t in ins if t[0] == "v"]
             if len(vals) != 1 or vals[0][2] != shape:
                 self.refuse(eqn, "logaddexp of two values")
             other = self.operand(ins[1] if ins[0][0] == "v" else ins[0], shape)
             return [self.emit("logaddexp", [vals[0][1], other], shape)]
-        if name in _CALLS and sub is not None:
-            return self.run(sub[0], sub[1], ins)
         x = ins[0]
         if name in _IDENTITY or (name == "broadcast_in_dim" and x[0] == "v"
                                  and math.prod(x[2]) == math.prod(shape)):
@@ -173,8 +145,8 @@ class _Lowering:
                 self.refuse(eqn, "a strided slice, or one across rows")
             return [self.emit("slice", [x[1]], shape, start=int(start), stop=int(stop))]
         if name == "concatenate" and eqn.params["dimension"] == len(shape) - 1:
-            parts = [self.operand(t, tuple(v.aval.shape)) for t, v in zip(ins, eqn.invars,
-                                                                          strict=True)]
+            parts = [self.operand(t, tuple(v)) for t, v in zip(ins, eqn.in_shapes,
+                                                               strict=True)]
             return [self.emit("concat", parts, shape)]
         return self.refuse(eqn, "no rule in the certificate's op language")
 

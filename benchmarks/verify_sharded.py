@@ -36,7 +36,8 @@ import _common as C  # noqa: E402
 
 NAME = "verify_sharded"
 #: name -> (teacher sizes, collocation order)
-CASES = {"tanh_2x256x256": ([2, 256, 256, 1], 6), "tanh_3x128x128": ([3, 128, 128, 1], 4)}
+CASES = {"tanh_2x256x256": ([2, 256, 256, 1], 6), "tanh_3x128x128": ([3, 128, 128, 1], 4),
+         "tanh_4x64x64": ([4, 64, 64, 1], 3)}
 QUICK_CASES = {"tanh_2x32x32": ([2, 32, 32, 1], 3)}
 
 
@@ -112,7 +113,8 @@ def plot(result, path: Path) -> None:
                     ha="center", va="bottom", fontsize=8)
     ax.set_xticks(list(xs), [r["case"] for r in rows], fontsize=8)
     ax.set_ylabel("seconds to converge (median)")
-    ax.set_title(f"jc.verify, boxes split over devices ({result['device']})", fontsize=9)
+    ax.set_title(f"jc.verify: boxes split over {n} devices ({C.device_label(result['env'])})",
+                 fontsize=9)
     ax.legend(fontsize=8)
     C.save_figure(fig, path)
 

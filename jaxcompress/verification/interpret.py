@@ -147,10 +147,11 @@ def run(eqns, outs, env: dict, ctx: RuleContext) -> list:
             res = [as_constant(o) for o in (res if eqn.primitive.multiple_results else [res])]
         elif eqn.name == "cond":
             res = _cond(eqn, invals, ctx)
-        elif (known := _known_rule(eqn) if sub_programs(eqn) else None) is not None:
+        elif sub_programs(eqn):  # kept whole by the front end: a known function, or refused
+            known = _known_rule(eqn)
+            if known is None:
+                raise UnsupportedPrimitiveError(_sub_program_message(eqn))
             res = [known(ctx, *invals)]
-        elif sub_programs(eqn):
-            raise UnsupportedPrimitiveError(_sub_program_message(eqn))
         else:
             res = _apply_rule(eqn, invals, ctx)
         env.update(zip(eqn.outs, res, strict=True))

@@ -202,11 +202,15 @@ def verify(a, b, *, domain, activation=None, eps: float | None = None, tol: floa
       A :class:`~jaxcompress.verification.Verification`.
 
     Raises:
-      TypeError: ``a`` / ``b`` not callable, a domain that is neither a Box nor a Ball.
+      TypeError: ``a`` / ``b`` not callable, a domain that is neither a Box nor a Ball,
+        ``devices`` that are not devices or a Mesh.
       ValueError: a non-positive ``eps`` / ``tol`` / ``max_seconds``, a function that fails on
         ``(1, d)`` inputs (the domain's dimension) or returns another shape than the other,
-        a difference that is not finite in the domain.
-      UnsupportedPrimitiveError: a primitive without a bound rule, named with its source line.
+        a NaN or infinite parameter (the leaf named) or constant (its line named), a
+        difference that is NaN or infinite at a point of the domain (the point named).
+      UnsupportedPrimitiveError: a primitive without a bound rule, or one carrying a
+        sub-program that is not a call, a loop with a static trip count or a ``cond`` (a
+        ``while_loop``), named with its source line.
     """
     start = time.perf_counter()
     a = _as_function(a, activation, "a")

@@ -53,7 +53,7 @@ import numpy as np
 from jax import export as jax_export
 from jax.extend import core as ext_core
 
-from jaxcompress.program import CALLS
+from jaxcompress.program import CALLS, jax_primitives
 from jaxcompress.verification.rules import bound_rules
 
 __all__ = ["VERSION", "Rebuilt", "Unstorable", "primitive_table", "rebuild", "to_doc"]
@@ -73,20 +73,11 @@ class Unstorable(ValueError):
 # the primitives by name
 
 
-@functools.lru_cache(maxsize=1)
-def _jax_primitives() -> dict[str, Any]:
-    table: dict[str, Any] = {}
-    for value in vars(ext_core.primitives).values():
-        if isinstance(value, ext_core.Primitive):
-            table.setdefault(value.name, value)
-    return table
-
-
 def primitive_table() -> dict[str, Any]:
     """Every primitive :func:`rebuild` can bind, by name: JAX's own
     (:mod:`jax.extend.core.primitives`) and those with a bound rule of the verifier (a user's
     registered primitive included)."""
-    table = dict(_jax_primitives())
+    table = dict(jax_primitives())
     for prim in bound_rules:
         table.setdefault(prim.name, prim)
     return table

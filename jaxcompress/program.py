@@ -19,14 +19,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.extend
 import numpy as np
 from jax._src import core as jax_core
 from jax._src import source_info_util
 from jax._src.api_util import flatten_axes
 from jax._src.interpreters import partial_eval as pe
 
-__all__ = ["CALLS", "Const", "Eqn", "Program", "evaluate", "flatten", "line", "sub_programs",
-           "trace_program"]
+__all__ = ["CALLS", "Const", "Eqn", "Program", "RuleTable", "evaluate", "flatten", "jax_primitives",
+           "line", "sub_programs", "trace_program"]
 
 # ------------------------------------------------------------------------------------------------
 # The flat program: the jaxpr with its calls inlined
@@ -39,6 +40,49 @@ CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_cal
           "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr",
           "custom_vjp_call_jaxpr": "fun_jaxpr", "checkpoint": "jaxpr", "remat": "jaxpr",
           "remat2": "jaxpr"}
+
+
+@functools.cache
+def jax_primitives() -> dict[str, Any]:
+    """JAX's primitives by name (:mod:`jax.extend.core.primitives`)."""
+    table: dict[str, Any] = {}
+    for value in vars(jax.extend.core.primitives).values():
+        if isinstance(value, jax.extend.core.Primitive):
+            table.setdefault(value.name, value)
+    return table
+
+
+class RuleTable(dict):
+    """The rules of one interpretation of programs, keyed by primitive: JAX keeps one table
+    per transformation (batching, jvp, transpose), the library one per interpretation (the
+    trace's :data:`jaxcompress.graph.rules.RULES`, the verifier's
+    :data:`jaxcompress.verification.rules.bound_rules`), both reading the programs through
+    :func:`flatten`.
+
+    Keys are primitive objects (``jax.lax.tanh_p``). A rule registered by name is keyed by
+    JAX's primitive of that name when there is one, else by the name (a primitive that is not
+    at hand as an object: a user's own, or one this JAX lacks); :meth:`lookup` finds either.
+    """
+
+    def __init__(self, interpretation: str):
+        super().__init__()
+        self.interpretation = interpretation
+
+    @staticmethod
+    def key(primitive) -> Any:
+        """The key of a primitive object (itself) or of a name (JAX's primitive, or the name)."""
+        if isinstance(primitive, str):
+            return jax_primitives().get(primitive, primitive)
+        return primitive
+
+    def lookup(self, primitive) -> Any:
+        """The entry of a primitive (an object or a name), or None."""
+        entry = self.get(self.key(primitive))
+        if entry is None and not isinstance(primitive, str):
+            entry = self.get(primitive.name)
+            if entry is None:
+                entry = self.get(self.key(primitive.name))
+        return entry
 
 
 @dataclasses.dataclass(frozen=True)

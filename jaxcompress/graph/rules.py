@@ -17,7 +17,7 @@ import numpy as np
 
 from jaxcompress.graph.analysis import Analysis
 from jaxcompress.graph.values import OTHER, Val
-from jaxcompress.program import Eqn
+from jaxcompress.program import Eqn, RuleTable
 
 __all__ = ["ELEMENTWISE", "RULES", "Registered", "Rule", "analytic", "entire", "interpret",
            "register_rule", "ties"]
@@ -48,14 +48,17 @@ class Registered:
     ties: bool = False
 
 
-#: The registry: primitive name -> :class:`Registered` (its rule and flags). The side tables
-#: are derived from it (:func:`analytic`, :func:`entire`, :func:`ties`), never kept apart.
-RULES: dict[str, Registered] = {}
+#: The registry: primitive -> :class:`Registered` (its rule and flags), the trace's table of
+#: the library's one kind of rule table (:class:`jaxcompress.program.RuleTable`). The side
+#: tables are derived from it (:func:`analytic`, :func:`entire`, :func:`ties`), never kept
+#: apart.
+RULES: RuleTable = RuleTable("trace")
 
 
-def register_rule(primitive: str, rule: Rule, *, analytic: bool = True, entire: bool = False,
+def register_rule(primitive, rule: Rule, *, analytic: bool = True, entire: bool = False,
                   ties: bool = False) -> None:
-    """Register (or replace) the rule of the primitive named ``primitive``.
+    """Register (or replace) the rule of ``primitive``: a JAX primitive (``jax.lax.tanh_p``)
+    or its name (JAX's primitive of that name, or a primitive of your own found by name).
 
     A rule is a pure function of the :class:`~jaxcompress.graph.analysis.Analysis` (through its
     narrow API: a new group, a consumer, a pin with its reason and line, a tie, the activation
@@ -67,13 +70,14 @@ def register_rule(primitive: str, rule: Rule, *, analytic: bool = True, entire: 
     ``register_rule("my_sigmoid", ELEMENTWISE)`` (:data:`ELEMENTWISE`, the rule of this module's
     elementwise primitives).
     """
-    if not isinstance(primitive, str) or not callable(rule):
-        raise TypeError(f"register_rule: expected a primitive name and a function, got "
+    is_primitive = hasattr(primitive, "bind") and hasattr(primitive, "name")
+    if not (isinstance(primitive, str) or is_primitive) or not callable(rule):
+        raise TypeError(f"register_rule: expected a primitive (or its name) and a function, got "
                         f"{primitive!r}, {type(rule).__name__}")
     for name, flag in (("analytic", analytic), ("entire", entire), ("ties", ties)):
         if not isinstance(flag, bool):
             raise TypeError(f"register_rule: {name} must be a bool, got {flag!r}")
-    RULES[primitive] = Registered(rule, analytic=analytic, entire=entire, ties=ties)
+    RULES[RULES.key(primitive)] = Registered(rule, analytic=analytic, entire=entire, ties=ties)
 
 
 def _define(rule: Rule, *names: str, **flags: bool) -> None:
@@ -86,13 +90,13 @@ def _define(rule: Rule, *names: str, **flags: bool) -> None:
 def analytic(primitive: str) -> bool:
     """Whether a primitive is analytic where it is registered (an unknown one counts as
     analytic here: it pins what it touches anyway)."""
-    entry = RULES.get(primitive)
+    entry = RULES.lookup(primitive)
     return entry is None or entry.analytic
 
 
 def entire(primitive: str) -> bool:
     """Whether a primitive is registered as an entire function."""
-    entry = RULES.get(primitive)
+    entry = RULES.lookup(primitive)
     return entry is not None and entry.entire
 
 
@@ -100,13 +104,13 @@ def elementwise(primitive: str) -> bool:
     """Whether a primitive is registered with the elementwise rule (:data:`ELEMENTWISE`, or
     its variant for operands of one group): an output entry reads the same entry of each
     operand (or a scalar)."""
-    entry = RULES.get(primitive)
+    entry = RULES.lookup(primitive)
     return entry is not None and entry.rule in (_elementwise, _same)
 
 
 def ties(primitive: str) -> bool:
     """Whether a primitive ties two groups whose neuron blocks line up into one set."""
-    entry = RULES.get(primitive)
+    entry = RULES.lookup(primitive)
     return entry is not None and entry.ties
 
 
@@ -750,7 +754,7 @@ def interpret(flat: list[Eqn], a: Analysis) -> None:
     (random number generation is refused by its rule, before anything is counted)."""
     for eqn in flat:
         vals = [a.val(o) for o in eqn.ins]
-        entry = RULES.get(eqn.name)
+        entry = RULES.lookup(eqn.primitive)
         if entry is None:
             if all(v.kind == "const" for v in vals):   # (``iota``: no operand at all)
                 outs = _const_eval(eqn, vals)

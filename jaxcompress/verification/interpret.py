@@ -227,7 +227,7 @@ def _select(ctx: RuleContext, cases: list, chosen, default=None):
 
 def _apply_rule(eqn: Eqn, invals, ctx):
     prim = eqn.primitive
-    rule = bound_rules.get(prim)
+    rule = bound_rules.lookup(prim)
     if rule is None and prim.name == "call_exported":
         raise UnsupportedPrimitiveError(
             "verify: the program calls a jax.export-ed program (StableHLO), which the verifier "

@@ -45,6 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxcompress.program import RuleTable
 from jaxcompress.verification import smooth as sm
 from jaxcompress.verification import taylor as tm
 from jaxcompress.verification.taylor import Pred, TaylorModel
@@ -58,8 +59,9 @@ class NoBoundRule(NotImplementedError):
 
 Rule = Callable[..., Any]
 
-#: The rules, by primitive (``jet.py``'s ``jet_rules`` pattern).
-bound_rules: dict[Any, Rule] = {}
+#: The rules, by primitive (``jet.py``'s ``jet_rules`` pattern): the verifier's table of the
+#: library's one kind of rule table (:class:`jaxcompress.program.RuleTable`).
+bound_rules: RuleTable = RuleTable("bound")
 _overwrites = [0]
 
 

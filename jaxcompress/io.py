@@ -141,7 +141,7 @@ class LoadedNetwork(NetworkLike):
         if self.exported is None:
             return apply(self.params, x, activation=self.activation)
         if self.params_are_inputs:
-            return self.exported.call(list(self.params.values()), x)
+            return self.exported.call([_as_array(v) for v in self.params.values()], x)
         return self.exported.call(x)
 
     def apply(self, params, x: jax.Array) -> jax.Array:
@@ -253,8 +253,25 @@ class StoredProgram:
         return self.rebuilt.in_specs[-1][1]
 
     def __call__(self, params, x):
-        (out,) = self.rebuilt(*[params[p] for p in self.paths], x)
+        (out,) = self.rebuilt(*[_as_array(params[p]) for p in self.paths], x)
         return out
+
+
+#: the Python types of leaves a traced network's file gives back as they were saved
+PYTHON_LEAVES = {"bool": bool, "int": int, "float": float}
+
+
+def _python_kind(leaf) -> str | None:
+    """``"bool"``, ``"int"`` or ``"float"`` for a Python number among the params (a dimension,
+    a frequency; NumPy scalars are arrays here), else ``None``."""
+    if isinstance(leaf, np.generic):
+        return None
+    return next((k for k, t in PYTHON_LEAVES.items() if type(leaf) is t), None)
+
+
+def _as_array(leaf):
+    """A Python number as the 0-d NumPy array the stored program takes; an array as it is."""
+    return np.asarray(leaf) if _python_kind(leaf) is not None else leaf
 
 
 def _digest(params: list[dict[str, np.ndarray]]) -> str:
@@ -386,13 +403,16 @@ def _write(path: str | os.PathLike, doc: dict) -> None:
         raise
 
 
-def _traced_digest(paths: list[str], leaves: list[np.ndarray], program: bytes) -> str:
+def _traced_digest(paths: list[str], leaves: list[np.ndarray], program: bytes,
+                   python: dict[str, str] | None = None) -> str:
     h = hashlib.sha256()
     for p, a in zip(paths, leaves, strict=True):
         a = np.ascontiguousarray(a)
         h.update(f"{p}/{a.dtype.str}/{a.shape}".encode())
         h.update(a.tobytes())
     h.update(program)
+    if python:   # absent from files without Python numbers: their digest is as before
+        h.update(repr(sorted(python.items())).encode())
     return h.hexdigest()
 
 
@@ -420,6 +440,10 @@ def _traced_doc(obj, *, metadata, info, x) -> dict:
     again = isinstance(comp.network.fn, StoredProgram)
     paths = [p[0].key if again else jax.tree_util.keystr(p) for p, _ in pairs]
     leaves = [np.asarray(leaf) for _, leaf in pairs]
+    # Python numbers (a dimension, a frequency) are stored as 0-d arrays and given back as the
+    # Python type they were
+    python = {p: k for p, (_, leaf) in zip(paths, pairs, strict=True)
+              if (k := _python_kind(leaf)) is not None}
     pts = jax.random.normal(jax.random.PRNGKey(0), (16, d_in), dtype)
     (b,) = jax.export.symbolic_shape("b")
     xs = jax.ShapeDtypeStruct((b, d_in), dtype)
@@ -456,7 +480,9 @@ def _traced_doc(obj, *, metadata, info, x) -> dict:
            "leaves": leaves, "program": program, "params_are_inputs": bool(inputs),
            "d_in": d_in, "dtype": dtype.name, "metadata": meta,
            "sizes": [int(v) for v in comp.layer_sizes()], "chain": _chain_doc(comp),
-           "sha256": _traced_digest(paths, leaves, program)}
+           "sha256": _traced_digest(paths, leaves, program, python)}
+    if python:
+        doc["python_leaves"] = python
     if doc["chain"] is not None:   # what compress and certify read: never a silent change
         doc["chain_sha256"] = _digest(doc["chain"]["params"])
     if jaxpr is None:
@@ -506,7 +532,7 @@ def _chain_doc(comp: Compressed) -> dict | None:
 _TRACED_FIELDS = frozenset({
     "format", "version", "kind", "paths", "leaves", "program", "params_are_inputs", "d_in",
     "dtype", "metadata", "sizes", "chain", "chain_sha256", "sha256", "jaxpr", "jaxpr_sha256",
-    "jaxpr_why"})
+    "jaxpr_why", "python_leaves"})
 
 
 def _load_traced(path, doc: dict) -> LoadedNetwork:
@@ -520,11 +546,15 @@ def _load_traced(path, doc: dict) -> LoadedNetwork:
         program = bytes(doc["program"])
         inputs = bool(doc["params_are_inputs"])
         metadata = doc.get("metadata") or {}
-    except (KeyError, TypeError, ValueError) as e:
+        python = {str(p): str(k) for p, k in (doc.get("python_leaves") or {}).items()}
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise _bad(path, f"missing or malformed field ({e})") from None
     if len(paths) != len(leaves):
         raise _bad(path, f"{len(paths)} paths for {len(leaves)} leaves")
-    if _traced_digest(paths, leaves, program) != doc.get("sha256"):
+    if not set(python) <= set(paths) or not set(python.values()) <= set(PYTHON_LEAVES):
+        raise _bad(path, f"python_leaves {python} names paths or types it has not "
+                         f"(types: {sorted(PYTHON_LEAVES)})")
+    if _traced_digest(paths, leaves, program, python) != doc.get("sha256"):
         raise _bad(path, "the parameters or the program do not match the stored checksum "
                          "(corrupted)")
     try:
@@ -542,6 +572,8 @@ def _load_traced(path, doc: dict) -> LoadedNetwork:
         if "chain_sha256" in doc and _digest(chain) != doc["chain_sha256"]:
             raise _bad(path, "the stored chain does not match its checksum (corrupted)")
     program, why = _load_jaxpr(path, doc, paths)
+    leaves = [PYTHON_LEAVES[python[p]](a.item()) if p in python else a
+              for p, a in zip(paths, leaves, strict=True)]
     return LoadedNetwork(params=dict(zip(paths, leaves, strict=True)), metadata=metadata,
                          info=info, activation=activation, exported=exported,
                          params_are_inputs=inputs,

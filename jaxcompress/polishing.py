@@ -215,18 +215,58 @@ class _MLPModel:
         return error_estimate(teacher, student, activation=self.act_name, domain=domain)
 
 
+def _trainable(leaf) -> bool:
+    """Whether :func:`polish` optimises ``leaf``: a floating-point array. A Python number,
+    bool or string, or an integer array (a dimension, a frequency, a step counter kept in the
+    params) is given to ``fn`` as it was and given back unchanged."""
+    return isinstance(leaf, (jax.Array, np.ndarray)) and jnp.issubdtype(leaf.dtype, jnp.floating)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Split:
+    """A params tree cut into what the optimizer sees and the rest: :meth:`trainable` is the
+    tree with every leaf that is not :func:`_trainable` replaced by ``None`` (optax skips
+    ``None``), :meth:`merge` puts those leaves back, so ``fn`` sees its own tree."""
+
+    treedef: Any
+    leaves: tuple   # the tree's leaves; the trainable ones are replaced at merge
+
+    @staticmethod
+    def of(params) -> _Split:
+        leaves, treedef = jax.tree_util.tree_flatten(params)
+        return _Split(treedef, tuple(leaves))
+
+    @property
+    def keep(self) -> tuple[bool, ...]:
+        return tuple(_trainable(a) for a in self.leaves)
+
+    def trainable(self):
+        return jax.tree_util.tree_unflatten(
+            self.treedef, [a if k else None for a, k in zip(self.leaves, self.keep, strict=True)])
+
+    def merge(self, trainable):
+        new = iter(jax.tree_util.tree_leaves(trainable))
+        return jax.tree_util.tree_unflatten(
+            self.treedef, [next(new) if k else a
+                           for a, k in zip(self.leaves, self.keep, strict=True)])
+
+
 class _FnModel:
     """A compressed traced network (``student_apply(params, x)``) and its teacher's
-    ``fn(params, x)``; hashed by identity (one compilation per :func:`polish` call)."""
+    ``fn(params, x)``; hashed by identity (one compilation per :func:`polish` call). Both are
+    called on their :meth:`_Split.trainable` leaves, the other leaves closed over (never traced
+    by ``jax.jit``: a Python int stays one for ``fn``)."""
 
-    def __init__(self, student_apply: Callable, teacher_fn: Callable):
+    def __init__(self, student_apply: Callable, teacher_fn: Callable, student: _Split,
+                 teacher: _Split):
         self.student_apply, self.teacher_fn = student_apply, teacher_fn
+        self.student, self.teacher_split = student, teacher
 
     def __call__(self, params, x):
-        return flat_output(self.student_apply(params, x), x)
+        return flat_output(self.student_apply(self.student.merge(params), x), x)
 
     def teacher(self, params, x):
-        return flat_output(self.teacher_fn(params, x), x)
+        return flat_output(self.teacher_fn(self.teacher_split.merge(params), x), x)
 
     def estimate(self, teacher, student, domain):
         """``max |F(x_p) - F~(x_p)|`` on :func:`~jaxcompress.measure.error_points` (NaN for an
@@ -255,7 +295,8 @@ class _PlanModel:
         if not self.masked:
             return student
         leaves, mask = student
-        return [a * jax.lax.stop_gradient(m) for a, m in zip(leaves, mask, strict=True)]
+        return [a if m is None else a * jax.lax.stop_gradient(m)
+                for a, m in zip(leaves, mask, strict=True)]
 
     def __call__(self, student, x):
         return self.plan.apply(self._leaves(student), x)
@@ -265,10 +306,40 @@ class _PlanModel:
 
     def estimate(self, teacher, student, domain):
         """``max |F(x_p) - F~(x_p)|`` on :func:`~jaxcompress.measure.error_points`."""
-        dtype = jnp.result_type(*jax.tree_util.tree_leaves(student))
+        dtype = jnp.result_type(*[a for a in jax.tree_util.tree_leaves(student)
+                                  if jnp.issubdtype(jnp.result_type(a), jnp.floating)])
         pts = error_points(domain, dtype=dtype)
         gap = jnp.max(jnp.abs(self.teacher(teacher, pts).astype(dtype) - self(student, pts)))
         return jnp.where(domain.valid(), gap, jnp.nan)
+
+
+class _MergedModel:
+    """``model`` (a :class:`_PlanModel`) on the :meth:`_Split.trainable` leaves of its student
+    and teacher, their other leaves put back from the splits before each call; hashed by
+    identity."""
+
+    def __init__(self, model: _PlanModel, student: _Split, teacher: _Split):
+        self.model, self.student, self.teacher_split = model, student, teacher
+
+    @property
+    def masked(self) -> bool:
+        return self.model.masked
+
+    def _full(self, student):
+        if not self.masked:
+            return self.student.merge(student)
+        leaves, mask = student
+        return self.student.merge(leaves), mask
+
+    def __call__(self, student, x):
+        return self.model(self._full(student), x)
+
+    def teacher(self, leaves, x):
+        return self.model.teacher(self.teacher_split.merge(leaves), x)
+
+    def estimate(self, teacher, student, domain):
+        return self.model.estimate(self.teacher_split.merge(teacher), self._full(student),
+                                   domain)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -473,7 +544,9 @@ def polish(
     Args:
       student: the network to polish (its widths are kept): a params list, or a compressed
         traced network (``jc.compress(jc.trace(fn, params, x), ...)``'s or a module's first
-        result), which comes back with its parameters polished.
+        result), which comes back with its parameters polished. Only its floating-point
+        array leaves are optimised: Python numbers and integer arrays in the tree (a
+        dimension, a frequency) reach ``fn`` and come back unchanged.
       teacher: the network to match: a params list, or for a compressed traced network the
         :class:`~jaxcompress.Network` (or module network) it was compressed from; ``F_theta``
         is then the user's own ``fn(params, x)``.
@@ -559,17 +632,23 @@ def _polish_traced(student, teacher, *, activation, domain, info, steps, optimiz
                         f"{type(teacher).__name__}")
     teacher = as_network(teacher, where=where)
     d_in = teacher.x.shape[-1]
-    check_domain(domain, d_in, where, jnp.result_type(*jax.tree_util.tree_leaves(student.params)))
+    # only the floating-point arrays are optimised; ints, strings, ... are given back as they were
+    s_split, t_split = _Split.of(student.params), _Split.of(teacher.params)
+    if not any(s_split.keep):
+        raise ValueError(f"{where}: the student has no floating-point array leaf to optimise "
+                         f"(its leaves are {sorted({type(a).__name__ for a in s_split.leaves})})")
+    check_domain(domain, d_in, where, jnp.result_type(
+        *jax.tree_util.tree_leaves(s_split.trainable())))
     n = _check_points(points, d_in, steps, batch, where)
     if info is None:
         info = student.info
     elif info is not student.info:
         check_info_matches(info, student.layer_sizes(), None, where)
-    best, history = _polish_loop(student.params, teacher.params,
-                                 _FnModel(student.apply, teacher.fn), domain, n, info=info,
-                                 steps=steps, optimizer=optimizer, points=points, batch=batch,
-                                 key=key, progress=progress, dtype=dtype)
-    return dataclasses.replace(student, params=best, info=history.info), history
+    best, history = _polish_loop(s_split.trainable(), t_split.trainable(),
+                                 _FnModel(student.apply, teacher.fn, s_split, t_split), domain, n,
+                                 info=info, steps=steps, optimizer=optimizer, points=points,
+                                 batch=batch, key=key, progress=progress, dtype=dtype)
+    return dataclasses.replace(student, params=s_split.merge(best), info=history.info), history
 
 
 def polished_info(info, error: jax.Array, domain, *, steps: int, n_points: int):
@@ -606,11 +685,22 @@ def polish_leaves(plan: Plan, leaves, teacher_plan: Plan, teacher_leaves, *, dom
 
     Returns ``(leaves, history)``."""
     model = _PlanModel(plan, teacher_plan, masked=mask is not None)
-    student = list(leaves) if mask is None else (list(leaves), list(mask))
+    s_split, t_split = _Split.of(list(leaves)), _Split.of(list(teacher_leaves))
+    split = not (all(s_split.keep) and all(t_split.keep))
+    if split:  # a Python number or an integer array among the leaves: given back as it was
+        model = _MergedModel(model, s_split, t_split)
+        if mask is not None:
+            mask = [m if k else None for m, k in zip(mask, s_split.keep, strict=True)]
+    student = s_split.trainable() if split else list(leaves)
+    student = student if mask is None else (student, list(mask))
     n = _check_points(points, int(plan.x.shape[-1]), steps, None, "polish")
-    best, history = _polish_loop(student, list(teacher_leaves), model, domain, n, info=None,
-                                 steps=steps, optimizer=optimizer, points=points, batch=None,
-                                 key=None, progress=progress, dtype=dtype)
+    best, history = _polish_loop(student, t_split.trainable() if split else list(teacher_leaves),
+                                 model, domain, n, info=None, steps=steps, optimizer=optimizer,
+                                 points=points, batch=None, key=None, progress=progress,
+                                 dtype=dtype)
+    if split:
+        best = (s_split.merge(best) if mask is None
+                else (s_split.merge(best[0]), [1 if m is None else m for m in best[1]]))
     if mask is not None:
         pairs = list(zip(*best, strict=True))
         if all(is_concrete(a) and is_concrete(m) for a, m in pairs):
@@ -618,6 +708,9 @@ def polish_leaves(plan: Plan, leaves, teacher_plan: Plan, teacher_leaves, *, dom
             best = [jax.device_put(np.asarray(a) * np.asarray(m)) for a, m in pairs]
         else:
             best = [a * m for a, m in pairs]
+    if split:
+        best = [a if k else leaf for a, k, leaf in zip(best, s_split.keep, s_split.leaves,
+                                                      strict=True)]
     return best, history
 
 

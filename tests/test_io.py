@@ -153,6 +153,44 @@ def test_a_saved_traced_network_keeps_its_program_as_a_jaxpr(tmp_path):
         jc.verify(old, loaded, domain=jc.Ball(2, 1.0), eps=1.0)
 
 
+def _with_numbers(p, x):
+    """A PINN package's convention: dimensions and a frequency kept in the params tree."""
+    # cast: jc.trace passes the numbers as arrays (int64 / float64), and the tests' dtype
+    # promotion is strict
+    h = x * jnp.asarray(p["omega"] / (15 * p["d_in"]), x.dtype)
+    for layer in p["layers"][:-1]:
+        h = jnp.tanh(jnp.asarray(p["scale"], x.dtype) * (h @ layer["kernel"]
+                                                           + layer["bias"][None, :]))
+    return h @ p["layers"][-1]["kernel"] + p["layers"][-1]["bias"][None, :]
+
+
+def test_python_numbers_in_the_params_round_trip(tmp_path):
+    """Python numbers among a traced network's params (ints, a float, a bool) come back from
+    ``jc.load`` as the same Python values and types; the loaded network computes what was
+    saved, and its file is still checksummed (a changed type is an error)."""
+    from flax import serialization
+
+    params = {"layers": jc.init_mlp(jax.random.PRNGKey(0), [2, 16, 16, 1], dtype=jnp.float32),
+              "omega": 30, "d_in": 2, "scale": 1.0, "periodic": False}
+    net = jc.trace(_with_numbers, params, jnp.zeros((4, 2), jnp.float32))
+    small, _ = jc.compress(net, jc.collocation(2), domain=jc.Ball(2, 1.0))
+    jc.save(tmp_path / "n.jcz", small)
+    loaded = jc.load(tmp_path / "n.jcz")
+    for key in ("omega", "d_in", "scale", "periodic"):
+        got = loaded.params[f"['{key}']"]
+        assert type(got) is type(params[key]) and got == params[key], (key, got)
+    x = np.asarray(jax.random.normal(jax.random.PRNGKey(1), (5, 2), jnp.float32))
+    np.testing.assert_allclose(loaded(x), small(x), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(loaded.program(loaded.params, x), small(x), rtol=1e-6, atol=1e-6)
+    doc = serialization.msgpack_restore((tmp_path / "n.jcz").read_bytes())
+    assert doc["python_leaves"] == {"['omega']": "int", "['d_in']": "int", "['scale']": "float",
+                                    "['periodic']": "bool"}
+    doc["python_leaves"]["['omega']"] = "float"
+    (tmp_path / "bad.jcz").write_bytes(serialization.msgpack_serialize(doc))
+    with pytest.raises(ValueError, match="do not match the stored checksum"):
+        jc.load(tmp_path / "bad.jcz")
+
+
 def test_a_stored_chain_is_checksummed(tmp_path):
     """The chain of dense layers a traced network's file keeps (what compress and certify read)
     is covered by a checksum: a flipped bit is an error, not another network."""

@@ -150,6 +150,39 @@ def test_a_polished_traced_network_carries_its_polished_record(tmp_path):
                   info=dataclasses.replace(info, layers=info.layers[:1]))
 
 
+def _pinn(params, x):
+    """A PINN package's convention: Python ints (a frequency, the input dimension) inside the
+    params tree (cast: jc.trace passes them as int64 arrays and the tests' promotion is
+    strict)."""
+    h = x * jnp.asarray(params["omega"] / (15 * params["d_in"]), x.dtype)
+    for layer in params["layers"][:-1]:
+        h = jax.nn.sigmoid(h @ layer["kernel"] + layer["bias"][None])
+    return h @ params["layers"][-1]["kernel"] + params["layers"][-1]["bias"][None]
+
+
+def test_python_numbers_in_the_params_are_given_back_by_every_verb():
+    """Leaves that are not floating-point arrays ("traced, never compressed, given back") are
+    given back unchanged by polish, frontier's and compress_to_tolerance's polishing, and
+    accepted by verify: only the float arrays are optimised (the ints once reached optax's line
+    search, which cannot build its infinite start value in an integer dtype)."""
+    params = {"layers": _teacher(0), "omega": 30, "d_in": 2}
+    net = jc.trace(_pinn, params, jnp.zeros((4, 2)))
+    small, info = jc.compress(net, jc.collocation(2), domain=DISK)
+    polished, history = jc.polish(small, net, domain=DISK, steps=20, points=512)
+    assert polished.params["omega"] == 30 and type(polished.params["omega"]) is int
+    assert polished.params["d_in"] == 2 and type(polished.params["d_in"]) is int
+    assert float(history.error_after) < 0.5 * float(history.error_before)
+    for a, b in zip(polished.params["layers"], small.params["layers"], strict=True):
+        assert a["kernel"].shape == b["kernel"].shape and a["kernel"].dtype == b["kernel"].dtype
+    assert jc.verify(net, polished, domain=DISK, max_seconds=5).lower > 0
+    settings = jc.PolishSettings(steps=6, points=128)
+    front = jc.frontier(net, jc.collocation(2), domain=DISK, widths=[4], polish=settings)
+    assert front.rows[0].error < front.rows[0].error_before
+    found = jc.compress_to_tolerance(net, jc.Measured(method=jc.collocation, polish=settings),
+                                     domain=DISK, eps=0.5)
+    assert found.params["omega"] == 30 and type(found.params["d_in"]) is int
+
+
 def test_the_default_optimizer_runs_on_one_vector_a_users_on_the_tree(run):
     """The default L-BFGS optimises the student's leaves joined in one vector (a smaller
     program: methods.md); the same optimizer given by the user runs on the tree it expects, to

@@ -402,3 +402,54 @@ def test_a_users_own_primitive_pins_until_it_has_a_rule():
         rules.RULES.pop("test_softsign", None)
     assert rules.analytic("max") is False and rules.ties("add") and not rules.ties("max")
     assert rules.entire("sin") and not rules.entire("tanh")
+
+
+def _rows(p, x):
+    """Biases stored ``(1, n)``, as code ported from TensorFlow keeps them."""
+    for w, b in p[:-1]:
+        x = jnp.tanh(x @ w + b)
+    return x @ p[-1][0] + p[-1][1]
+
+
+def _columns(p, x):
+    """Neurons along axis 0 (``W^T x^T + b``) with biases stored ``(n, 1)``."""
+    h = x.T
+    for w, b in p[:-1]:
+        h = jnp.tanh(w.T @ h + b)
+    return (p[-1][0].T @ h + p[-1][1]).T
+
+
+def test_singleton_axis_biases_are_one_number_per_neuron():
+    """A ``(1, n)`` bias added to ``x K`` (or ``(n, 1)`` added to ``K^T x^T``) is one number per
+    neuron: sliced along its neuron axis, the network compresses to the widths and the error of
+    the same network with ``(n,)`` biases (equal to rounding); a ``(1, n)`` parameter read
+    other than as a bias pins its group with that reason and the fix."""
+    keys = jax.random.split(jax.random.PRNGKey(3), 3)
+    flat = [_dense(k, s) for k, s in zip(keys, [(2, 24), (24, 24), (24, 1)], strict=True)]
+    rows = [(w, b.reshape(1, -1)) for w, b in flat]
+    cols = [(w, b.reshape(-1, 1)) for w, b in flat]
+    method = jc.derivative_matching(3)
+
+    def plain(p, x):
+        for w, b in p[:-1]:
+            x = jnp.tanh(x @ w + b)
+        return x @ p[-1][0] + p[-1][1]
+
+    ref, _ = jc.compress(jc.trace(plain, flat, X), method, domain=BALL)
+    want = _measured(plain, flat, ref)
+    for fn, params, shape in ((_rows, rows, lambda n: (1, n)), (_columns, cols, lambda n: (n, 1))):
+        net = jc.trace(fn, params, X)
+        assert [g.width for g in net.compressible] == [24, 24], net
+        small, _ = jc.compress(net, method, domain=BALL)
+        assert small.layer_sizes() == ref.layer_sizes()
+        assert [b.shape for _, b in small.params] == [shape(n) for n in ref.layer_sizes()[1:]]
+        np.testing.assert_allclose(_measured(fn, params, small), want, rtol=1e-4)
+
+    def scaled(p, x):
+        for w, b in p[:-1]:
+            x = jnp.tanh((x @ w) * b)
+        return x @ p[-1][0] + p[-1][1]
+
+    net = jc.trace(scaled, rows, X)
+    assert not net.compressible
+    assert "parameter of shape (1, 24)" in str(net) and "b.reshape(-1)" in str(net)

@@ -176,8 +176,10 @@ class Analysis:
         self.layouts.setdefault(key, blocks)
         grp.consumers.append(Consumer(leaf, leaf_axis, 0, DUAL, -1, 0, eqn.line, index))
 
-    def set_bias(self, g: int, leaf: int) -> None:
-        self.groups[g].bias = leaf
+    def set_bias(self, g: int, leaf: int, axis: int | None = None) -> None:
+        """Leaf ``leaf`` is group ``g``'s bias, its neurons along ``axis`` (``None``: the
+        first axis of the leaf or of its slice)."""
+        self.groups[g].bias, self.groups[g].bias_axis = leaf, axis
 
     def add_scale(self, g: int, leaf: int, index: int | None = None) -> None:
         """A per-neuron parameter of group ``g`` (sliced with its neurons; its slice ``index``

@@ -251,7 +251,7 @@ class ChainPlan:
             kernel = leaves[layer.kernel]
             kernel = kernel.T if layer.out_in else kernel
             bias = (jnp.zeros((kernel.shape[1],), kernel.dtype) if layer.bias is None
-                    else leaves[layer.bias])
+                    else jnp.reshape(leaves[layer.bias], (-1,)))   # a (1, n) bias too
             out.append({"kernel": kernel, "bias": bias})
         return out
 

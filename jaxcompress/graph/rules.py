@@ -145,6 +145,15 @@ def _operand(a: Analysis, eqn: Eqn, ref: Val, v: Val):
         if (len(shape) == 1 and (v.laxis or 0) == ref.axis and g is not None
                 and shape[0] == a.groups[g].width):
             return ("p", v.leaf)
+        unit = _singleton_axis(shape)
+        if unit is None and len(shape) >= 2 and int(np.prod(shape)) == 1:
+            unit = ref.axis        # (1, 1): one number per neuron of a one-neuron group
+        if (unit is not None and v.laxis is None and v.index is None and g is not None
+                and len(shape) == len(eqn.out_shapes[0]) and unit == ref.axis
+                and shape[unit] == a.groups[g].width):
+            # a (1, n) or (n, 1) array (biases ported from TensorFlow): one number per neuron
+            # along its axis ``unit``, the value's neuron axis
+            return ("p", v.leaf, unit)
         if int(np.prod(shape)) == 1:
             # one shared scalar parameter (a slice of a stacked one: not a leaf of its own)
             return ("s", v.leaf) if v.index is None else ("f", None)
@@ -200,6 +209,7 @@ def _elementwise(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
             a.pin_group(g, f"`{eqn.name}` with group {others} ({why})", eqn.line)
         return [OTHER] * len(eqn.outs)
     operands, params, per = [], [], False
+    unit_axes = {}   # a (1, n) / (n, 1) per-neuron leaf: its neuron axis
     for v in vals:
         if v.kind == "hidden":
             operands.append(("n", v.node))
@@ -208,6 +218,8 @@ def _elementwise(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
         if isinstance(op, str):
             a.pin([ref], f"`{eqn.name}` of its activation with {op}", eqn.line)
             return [OTHER] * len(eqn.outs)
+        if len(op) == 3:
+            unit_axes[v.leaf], op = op[2], op[:2]
         if op[0] == "per":      # its leaves are per-neuron parameters, sliced with the neurons
             params += list(op[1])
             op, per = ("f", None), True
@@ -218,12 +230,23 @@ def _elementwise(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
     tied = any(h.blocks != ref.blocks for h in hidden[1:])
     if (g is not None and eqn.name == "add" and ref.pre and not dual and len(params) == 1
             and len(hidden) == 1 and not per and params[0][1] == a.groups[g].stack):
-        grp = a.groups[g]
+        grp, axis = a.groups[g], unit_axes.get(params[0][0])
         if grp.bias is None and not grp.program:
-            a.set_bias(g, params[0][0])
-        if grp.bias == params[0][0]:      # its bias (again, at another site of the group)
+            a.set_bias(g, params[0][0], axis)
+        if grp.bias == params[0][0] and grp.bias_axis == axis:   # again, at another site
             a.explain(*params[0])
             return [dataclasses.replace(ref, pre=True)]
+    wide = [leaf for leaf in unit_axes if int(np.prod(a.leaf_shapes[leaf])) > 1]
+    if wide:
+        shape = tuple(a.leaf_shapes[wide[0]])
+        a.pin([ref], f"`{eqn.name}` of its activation with a parameter of shape {shape} (one "
+                     "number per neuron, which is sliced along its unit axis only as a bias "
+                     "added to x K; reshape it to one axis where it is read, e.g. "
+                     "b.reshape(-1))", eqn.line)
+        return [OTHER] * len(eqn.outs)
+    if unit_axes:   # a (1, 1) number read by a one-neuron group other than as its bias: shared
+        operands = [("s", r) if k == "p" and r in unit_axes else (k, r) for k, r in operands]
+        params = [(leaf, i) for leaf, i in params if leaf not in unit_axes]
     for leaf, index in params:
         a.add_scale(g, leaf, index)
     if not analytic(eqn.name) and not eqn.benign:
@@ -360,6 +383,13 @@ def _tie(a: Analysis, eqn: Eqn, ref: Val, hidden: Sequence[Val]) -> None:
 
 def _unit_free(shape) -> list[int]:
     return [i for i, s in enumerate(shape) if s != 1]
+
+
+def _singleton_axis(shape) -> int | None:
+    """The one axis of a ``(1, n)`` or ``(n, 1)`` shape (two or more axes, all but one of
+    length 1, ``n > 1``), else ``None``."""
+    free = _unit_free(shape)
+    return free[0] if len(shape) >= 2 and len(free) == 1 else None
 
 
 def _view(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:

@@ -118,7 +118,8 @@ class Group:
       width: the number of neurons.
       kernel: the producing kernel's leaf index; ``kernel_axis`` its axis along the neurons
         (``out_in``: the kernel is laid out ``(out, in)``), an axis of the whole leaf.
-      bias: the bias leaf's index, or ``None``.
+      bias: the bias leaf's index, or ``None``; ``bias_axis`` its axis along the neurons when
+        that is not the first (a ``(1, n)`` bias), else ``None``.
       scales: leaves of per-neuron parameters inside the activation (a FiLM scale, a learnt
         frequency per neuron), sliced with the neurons; ``scale_stacks`` the slice of each
         (``None``: the whole leaf; a stacked leaf's slice: a parameter of a layer under scan).
@@ -156,6 +157,7 @@ class Group:
     kernel: int
     kernel_axis: int
     bias: int | None = None
+    bias_axis: int | None = None
     scales: list = dataclasses.field(default_factory=list)
     scale_stacks: list = dataclasses.field(default_factory=list)
     source: Any = "other"
@@ -203,7 +205,8 @@ class Group:
         (``slice``: the position along a stacked leaf's axis 0, or ``None``)."""
         lead = 0 if self.stack is None else 1
         out = [(self.kernel, self.kernel_axis, self.stack)]
-        out += [] if self.bias is None else [(self.bias, lead, self.stack)]
+        bias_axis = lead if self.bias_axis is None else self.bias_axis
+        out += [] if self.bias is None else [(self.bias, bias_axis, self.stack)]
         stacks = list(self.scale_stacks) + [None] * (len(self.scales) - len(self.scale_stacks))
         return out + [(leaf, 0 if i is None else 1, i)
                       for leaf, i in zip(self.scales, stacks, strict=True)]

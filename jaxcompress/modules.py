@@ -30,9 +30,15 @@ must equal ``small(x)`` on the domain's error points to rounding, else ``Runtime
   compared (:func:`jax.eval_shape` of ``init``); a field whose increment grows some axes by one
   sets those widths, and its new value is the old one plus their change. This covers
   ``@nn.compact`` MLPs with a ``features`` sequence and setup-style modules with a width field
-  per layer or one shared ``width``. A changed width that no field sets (a literal
-  ``nn.Dense(64)``), or one field that sets widths compressed differently, is a ``ValueError``
-  naming the leaf and the fields; ``small.params`` and ``small(x)`` still work.
+  per layer or one shared ``width``. Entries of a ``Sequence[int]`` field that must be equal
+  (a gated MLP's hidden widths, all multiplied by one gate: no entry can move alone) are one
+  unknown, raised together, and set when their widths were compressed alike (a tied set's
+  are). A changed width that no field sets (a literal ``nn.Dense(64)``), or one field that sets
+  widths compressed differently, is a ``ValueError`` naming the leaf and the fields, raised by
+  ``small.module`` (``small.module_why`` holds it); ``compress`` still returns: ``fn`` runs
+  the traced module at the new widths with every ``nn.Dense`` / ``nn.DenseGeneral`` reading its
+  ``features`` off its kernel (:func:`flax.linen.intercept_methods`), so ``small.params`` and
+  ``small(x)`` work.
 - Equinox: ``eqx.combine(small.params, static)``, then every ``eqx.nn.Linear`` gets
   ``in_features`` / ``out_features`` from its weight ``(out, in)`` and every ``eqx.nn.MLP``
   ``width_size``: the hidden width when all hidden layers have the same width, else the
@@ -51,7 +57,6 @@ import copy
 import dataclasses
 import functools
 import importlib.util
-import math
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -183,9 +188,26 @@ class CompressedModule(Compressed):
         return self.module_network.compressed_as(net, leaves, info, domain)
 
     @functools.cached_property
+    def module_why(self) -> str:
+        """Why :attr:`module` cannot be built (its error message, which says what to do), or
+        ``""`` when it can: the result of a module that cannot be rebuilt at the new widths is
+        still ``small.params`` and ``small(x)``."""
+        try:
+            self.module  # noqa: B018 - built here (and cached) to learn whether it can be
+        except (ValueError, RuntimeError) as e:
+            return str(e)
+        return ""
+
+    @functools.cached_property
     def module(self) -> Any:
         """A module of the model's class with the new sizes (see the module docstring), checked
-        against ``small(x)``. For linen, apply it as ``small.module.apply(small.params, x)``."""
+        against ``small(x)``. For linen, apply it as ``small.module.apply(small.params, x)``.
+
+        Raises:
+          ValueError: (linen) a changed width that no field of the module sets (a literal
+            ``nn.Dense(64)``), saying which and how to expose it (:attr:`module_why` holds
+            the message); ``small.params`` and ``small(x)`` work all the same.
+          RuntimeError: the rebuilt module does not compute ``small(x)``."""
         src, where = self.source, "CompressedModule.module"
         # the check below runs the module as one compiled program of (its arrays, x): op by op
         # it compiled a program per operation and shape
@@ -342,7 +364,12 @@ def trace_module(model: Any, x: jax.Array, *, variables: Any = None) -> ModuleNe
             if key == tuple(sorted(_shapes(params).items())):
                 return functools.partial(model.apply, p)
             if key not in at_shapes:
-                at_shapes[key] = _linen_rebuild(model, params, p, shape, one, where)
+                try:
+                    at_shapes[key] = _linen_rebuild(model, params, p, shape, one, where)
+                except ValueError:   # widths no field sets: the Dense layers told (below)
+                    at_shapes[key] = None
+            if at_shapes[key] is None:
+                return functools.partial(_linen_at_kernel_widths, model, p)
             return functools.partial(at_shapes[key].apply, p)
     else:
         import equinox as eqx
@@ -433,30 +460,44 @@ def _linen_rebuild(module: nn.Module, old_vars, new_vars, x: jax.ShapeDtypeStruc
     values: dict[tuple[str, int | None], int] = {}
     explained: set = set()
     candidates = _size_fields(module)
-    for name, pos, v in candidates:
+
+    def solve(unknown: list[tuple[str, int | None]], v: int, label: str) -> bool:
+        """Raise the fields ``unknown`` (one unknown: they hold one value ``v``) by one in a
+        clone; if that grows some axes and nothing else, set them to ``v`` plus the change of
+        those axes. Whether they set widths."""
         try:
-            bumped = shapes_of(_with_values(module, {(name, pos): v + 1}))
+            bumped = shapes_of(_with_values(module, {u: v + 1 for u in unknown}))
         except Exception:  # noqa: BLE001 - a field the module cannot take one larger
-            continue
+            return False
         if bumped.keys() != base.keys() or any(len(bumped[k]) != len(base[k]) for k in base):
-            continue          # not a width: it changes the structure (a depth, a flag)
+            return False      # not a width: it changes the structure (a depth, a flag)
         moved = {(k, a) for k in base for a in range(len(base[k])) if bumped[k][a] != base[k][a]}
         if not moved or any(bumped[k][a] < base[k][a] for k, a in moved):
-            continue          # sets no axis: left as it is
+            return False      # sets no axis: left as it is
         # an axis may be a multiple of the field (sin and cos of n features: 2 n); the field
         # moves by the axis' change over that multiple, the same for every axis it sets
         deltas = {(new[k][a] - old[k][a]) / (bumped[k][a] - base[k][a]) for k, a in moved}
-        if any(d != int(d) for d in deltas):
-            deltas = {math.nan}
-        label = name if pos is None else f"{name}[{pos}]"
-        if len(deltas) > 1:
+        if len(deltas) > 1 or any(d != int(d) for d in deltas):
             detail = ", ".join(f"{k} axis {a}: {old[k][a]} -> {new[k][a]}" for k, a in sorted(
                 moved))
             raise ValueError(f"{where}: the field {label} of {type(module).__name__} sets "
                              f"widths that were compressed differently ({detail}); one value "
                              "cannot hold them. small.params and small(x) still work")
-        values[(name, pos)] = v + int(deltas.pop())
-        explained |= moved
+        delta = int(deltas.pop())
+        values.update({u: v + delta for u in unknown})
+        explained.update(moved)
+        return True
+
+    for name, pos, v in candidates:
+        solve([(name, pos)], v, name if pos is None else f"{name}[{pos}]")
+    # widths that must be equal (a gated MLP's hidden layers, all multiplied by one gate):
+    # the entries of a Sequence[int] field that no one-entry change could move are one
+    # unknown, solved when their widths were compressed alike (a tied set's are)
+    for name in dict.fromkeys(n for n, p, _ in candidates if p is not None):
+        entries = [(p, v) for n, p, v in candidates if n == name and (n, p) not in values]
+        if len(entries) > 1 and len({v for _, v in entries}) == 1:
+            solve([(name, p) for p, _ in entries], entries[0][1],
+                  f"{name} (its entries {[p for p, _ in entries]}, one width)")
     missing = sorted(changed - explained)
     if missing:
         k, a = missing[0]
@@ -476,6 +517,41 @@ def _linen_rebuild(module: nn.Module, old_vars, new_vars, x: jax.ShapeDtypeStruc
         raise ValueError(f"{where}: {type(module).__name__}.clone({shown}) gives {bad} the "
                          f"shape {got.get(bad)}, expected {new[bad]}")
     return rebuilt
+
+
+def _dense_features(module, kernel):
+    """The ``features`` an ``nn.Dense`` / ``nn.DenseGeneral`` with ``kernel`` has (its last
+    axes), or ``None`` for any other module."""
+    import flax.linen as nn
+
+    if isinstance(module, nn.Dense):
+        return int(kernel.shape[-1])
+    if isinstance(module, nn.DenseGeneral):
+        if isinstance(module.features, (int, np.integer)):
+            return int(kernel.shape[-1])
+        return tuple(int(n) for n in kernel.shape[len(kernel.shape) - len(module.features):])
+    return None
+
+
+def _linen_at_kernel_widths(module: nn.Module, variables, x):
+    """``module.apply(variables, x)`` where a width no field of ``module`` sets (a literal
+    ``nn.Dense(64)``) has changed: every ``nn.Dense`` / ``nn.DenseGeneral`` whose kernel is
+    not the shape its ``features`` say runs as a copy with ``features`` read off its kernel,
+    through :func:`flax.linen.intercept_methods` (linen's own hook; the module's code, and so
+    its program, is unchanged). Other modules run as they are (their shape checks apply)."""
+    import flax.linen as nn
+
+    def at_kernel(next_fun, args, kwargs, context):
+        mod = context.module
+        if context.method_name == "__call__" and mod.has_variable("params", "kernel"):
+            features = _dense_features(mod, mod.get_variable("params", "kernel"))
+            if features is not None and features != mod.features:
+                return mod.clone(parent=None, features=features).apply(
+                    {"params": mod.variables["params"]}, *args, **kwargs)
+        return next_fun(*args, **kwargs)
+
+    with nn.intercept_methods(at_kernel):
+        return module.apply(variables, x)
 
 
 def _replace_static(module, **fields):

@@ -151,6 +151,62 @@ def test_linen_without_size_fields_says_what_is_missing():
     assert small(PTS).shape == (PTS.shape[0], 1)
 
 
+class Gated(nn.Module):
+    """A gated MLP (jaxpi's modified MLP): every hidden width must equal the gates' ``u`` and
+    ``v``, so no entry of ``layers`` can change alone; ``literal`` writes the widths as
+    ``nn.Dense(24)`` instead (no field sets them)."""
+
+    layers: Sequence[int] = (24, 24)
+    literal: bool = False
+
+    @nn.compact
+    def __call__(self, x):
+        def dense(w):
+            return nn.Dense(24 if self.literal else w)
+
+        u = jnp.tanh(dense(self.layers[0])(x))
+        v = jnp.tanh(dense(self.layers[0])(x))
+        for w in self.layers:
+            h = jnp.tanh(dense(w)(x))
+            x = h * u + (1 - h) * v
+        return nn.Dense(1)(x)
+
+
+def _plain_gated(p, x):
+    """Gated's function on its variables, written out (what jc.trace compresses)."""
+    def dense(name, z):
+        return z @ p["params"][name]["kernel"] + p["params"][name]["bias"][None]
+
+    u, v = jnp.tanh(dense("Dense_0", x)), jnp.tanh(dense("Dense_1", x))
+    for i in (2, 3):
+        h = jnp.tanh(dense(f"Dense_{i}", x))
+        x = h * u + (1 - h) * v
+    return dense("Dense_4", x)
+
+
+def test_linen_tied_widths_are_one_field_and_literal_widths_still_compress():
+    """Equal widths are one unknown: a gated MLP's ``layers`` is solved as one value and the
+    module rebuilt with it. With its widths literal, the module cannot be rebuilt, and
+    ``compress`` still returns the same smaller params and function (each ``nn.Dense`` reads its
+    width off its kernel), with ``small.module`` raising why and ``small.module_why`` saying
+    it. Both match the same network traced as a plain function."""
+    variables = Gated().init(jax.random.PRNGKey(5), X)
+    ref, _ = jc.compress(jc.trace(_plain_gated, variables, X), METHOD, domain=BALL)
+    want = np.asarray(ref(PTS))
+    small, _ = jc.compress(jc.trace_module(Gated(), X, variables=variables), METHOD, domain=BALL)
+    assert small.layer_sizes() == ref.layer_sizes() == [2, 15, 15, 15, 15, 1]
+    assert small.module.layers == (15, 15) and small.module_why == ""
+    _close(jax.jit(small.module.apply)(small.params, PTS), want)
+    literal = Gated(literal=True)
+    small, _ = jc.compress(jc.trace_module(literal, X, variables=variables), METHOD, domain=BALL)
+    assert small.polymorphic and small.layer_sizes() == ref.layer_sizes()
+    _close(small(PTS), want)
+    with pytest.raises(ValueError, match=r"cannot rebuild Gated.*24 -> 15.*set by no field"
+                                         r".*small.params and small\(x\) still work"):
+        _ = small.module
+    assert "cannot rebuild Gated" in small.module_why
+
+
 class Shared(nn.Module):
     """One width field for two layers."""
 
@@ -252,8 +308,8 @@ def test_save_load_module(tmp_path, nnx_small):
 
 def test_save_load_traced_function(tmp_path):
     """A plain Compressed from jc.trace (its network knows the input shape; x= is checked
-    against it); a linen-style fn that refuses the smaller leaves is stored as its compressed
-    program."""
+    against it); a linen module, rebuilt or not, runs on the smaller leaves and is stored
+    with them as its program's inputs."""
     params = jc.init_mlp(jax.random.PRNGKey(4), [2, 24, 24, 1], dtype=jnp.float32)
     net = jc.trace(lambda p, x: jc.apply(p, x, activation="tanh"), params, X)
     small, info = jc.compress(net, METHOD, domain=BALL)
@@ -275,13 +331,14 @@ def test_save_load_traced_function(tmp_path):
     loaded = jc.load(tmp_path / "b.jcz")
     assert loaded.params_are_inputs
     _close(loaded(PTS), small(PTS))
-    # one with literal widths cannot be: stored as its compressed program
+    # one with literal widths cannot be rebuilt, but its fn runs on the smaller leaves too
+    # (each nn.Dense reads its width off its kernel): stored with the leaves as inputs
     model = Literal()
     small, _ = jc.compress(jc.trace_module(model, X, variables=model.init(
         jax.random.PRNGKey(5), X)), METHOD, domain=BALL)
     jc.save(tmp_path / "c.jcz", small)
     loaded = jc.load(tmp_path / "c.jcz")
-    assert not loaded.params_are_inputs
+    assert loaded.params_are_inputs
     _close(loaded(PTS), small(PTS))
 
 

@@ -605,7 +605,7 @@ def compressed(net: Network, leaves, info) -> Compressed:
     try:
         prog = trace_program(net.fn, params, net.x)
     except Exception as e:  # noqa: BLE001 - the user's code refusing smaller leaves
-        why = f"{type(e).__name__}: {str(e).splitlines()[0]:.200}"
+        why = f"{type(e).__name__}: {str(e).splitlines()[0]}"   # whole: it says what to do
     else:
         if prog.signature() == net.signature:
             return Compressed(params, net, info)

@@ -362,8 +362,8 @@ class Plan:
             raise ValueError(
                 f"compress: fn(params, x) fails at the compressed widths (leaf shapes {shapes}, "
                 f"x {tuple(np.shape(x))}), so fn is not shape-polymorphic in its parameters: "
-                f"{type(e).__name__}: {str(e).splitlines()[0]:.300}. Make the widths follow the "
-                "parameter shapes (e.g. x @ kernel, not a hard-coded size)") from None
+                f"{type(e).__name__}: {str(e).splitlines()[0].rstrip('.')}. Make the widths "
+                "follow the parameter shapes (e.g. x @ kernel, not a hard-coded size)") from None
         if self.signature and prog.signature() != self.signature:
             raise ValueError(
                 "compress: fn(params, x) traced at the compressed widths (or another batch size) "

@@ -315,11 +315,22 @@ class _PlanModel:
 
 class _MergedModel:
     """``model`` (a :class:`_PlanModel`) on the :meth:`_Split.trainable` leaves of its student
-    and teacher, their other leaves put back from the splits before each call; hashed by
-    identity."""
+    and teacher, their other leaves put back from the splits before each call. Equal (one
+    compilation) to another of the same model, structures and other leaves when those are
+    Python numbers (every candidate of a search); else hashed by identity."""
 
     def __init__(self, model: _PlanModel, student: _Split, teacher: _Split):
         self.model, self.student, self.teacher_split = model, student, teacher
+        fixed = tuple((type(a), a) for split in (student, teacher)
+                      for a, k in zip(split.leaves, split.keep, strict=True) if not k)
+        self._key = ((model, student.treedef, teacher.treedef, fixed)
+                     if all(t in (bool, int, float, str) for t, _ in fixed) else (id(self),))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _MergedModel) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
 
     @property
     def masked(self) -> bool:

@@ -578,7 +578,9 @@ def _eqx_rebuild(params, static):
     if linears:
         new = []
         for lin in linears:
-            out_f, in_f = lin.weight.shape        # (out, in); a "scalar" side has size 1
+            # (out, in), after the members' axes of an ensemble built with filter_vmap;
+            # a "scalar" side has size 1
+            out_f, in_f = lin.weight.shape[-2:]
             new.append(_replace_static(
                 lin, in_features=lin.in_features if lin.in_features == "scalar" else int(in_f),
                 out_features=lin.out_features if lin.out_features == "scalar" else int(out_f)))

@@ -10,7 +10,6 @@ traces of a shape-polymorphic function at other shapes number their values alike
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import functools
 import importlib.util
@@ -23,11 +22,10 @@ import jax.extend
 import numpy as np
 from jax._src import core as jax_core
 from jax._src import source_info_util
-from jax._src.api_util import flatten_axes
 from jax._src.interpreters import partial_eval as pe
 
 __all__ = ["CALLS", "Const", "Eqn", "Program", "RuleTable", "evaluate", "flatten", "jax_primitives",
-           "line", "sub_programs", "trace_program"]
+           "line", "static_leaf", "sub_programs", "trace_program"]
 
 # ------------------------------------------------------------------------------------------------
 # The flat program: the jaxpr with its calls inlined
@@ -227,20 +225,20 @@ def sub_programs(eqn) -> list:
 
 
 @functools.cache
-def _index_jaxpr(shape: tuple[int, ...], dtype, i: int):
-    """``a[i]`` of an ``a`` of ``shape`` (``slice`` and ``squeeze``: what the rules read as
-    slice ``i`` of a stacked leaf)."""
-    return jax.make_jaxpr(lambda a: jax.lax.index_in_dim(a, i, 0, keepdims=False))(
+def _index_jaxpr(shape: tuple[int, ...], dtype, i: int, axis: int = 0):
+    """Slice ``i`` of an ``a`` of ``shape`` along ``axis`` (``slice`` and ``squeeze``: along
+    axis 0, what the rules read as slice ``i`` of a stacked leaf)."""
+    return jax.make_jaxpr(lambda a: jax.lax.index_in_dim(a, i, axis, keepdims=False))(
         jax.ShapeDtypeStruct(shape, dtype))
 
 
 @functools.cache
-def _stack_jaxpr(shape: tuple[int, ...], dtype, n: int):
-    """``n`` arrays of ``shape`` stacked along a new axis 0 (``broadcast_in_dim`` and
+def _stack_jaxpr(shape: tuple[int, ...], dtype, n: int, axis: int = 0):
+    """``n`` arrays of ``shape`` stacked along a new axis ``axis`` (``broadcast_in_dim`` and
     ``concatenate``, primitives with rules, not ``jnp.stack``'s own)."""
     spec = jax.ShapeDtypeStruct(shape, dtype)
     return jax.make_jaxpr(lambda *a: jax.lax.concatenate(
-        [jax.lax.expand_dims(v, (0,)) for v in a], 0))(*[spec] * n)
+        [jax.lax.expand_dims(v, (axis,)) for v in a], axis))(*[spec] * n)
 
 
 def _inline(closed, args: Sequence, out: list[Eqn], counter: list[int], where: str) -> list:
@@ -311,77 +309,387 @@ def _dtype(v):
     return v.dtype if hasattr(v, "dtype") else jax.numpy.result_type(v)
 
 
-#: The parameter leaves (as traced) of the :func:`trace_program` under way in this context.
-_PARAMS: contextvars.ContextVar = contextvars.ContextVar("jaxcompress_params", default=None)
-_VMAP = jax.vmap
+# ------------------------------------------------------------------------------------------------
+# Ensembles: a batched program read member by member
+# ------------------------------------------------------------------------------------------------
+
+class _Axes:
+    """Union-find over the axes ``(value, axis)`` of a flat program: two axes are one class
+    when an equation carries one into the other entry for entry (an elementwise operation,
+    a transpose, a broadcast, a matrix product's batch and free axes)."""
+
+    def __init__(self):
+        self.parent: dict = {}
+
+    def find(self, k):
+        self.parent.setdefault(k, k)
+        while self.parent[k] != k:
+            self.parent[k] = self.parent[self.parent[k]]
+            k = self.parent[k]
+        return k
+
+    def union(self, a, b) -> None:
+        self.parent[self.find(a)] = self.find(b)
 
 
-def _members_vmap(fun: Callable, in_axes=0, out_axes=0, *args, **kwargs) -> Callable:
-    """``jax.vmap`` as :func:`trace_program` sees it: a ``vmap`` over parameter leaves along
-    their axis 0 (an ensemble of stacked members: ``vmap(f, in_axes=(0, None))(params, x)``)
-    runs the members one after the other, each on its slice of the stacked leaves, and stacks
-    their outputs. The program then computes member ``i``'s neurons from slice ``i`` of the
-    stacked kernels, as a scan's layer ``i`` (the trace keeps one width for the stack, each
-    member its own neurons). Every other ``vmap`` (over ``x``, with an axis name, ...) is
-    JAX's. The same function, so the user's ``fn`` runs the compressed stack with ``vmap``."""
-    batched = _VMAP(fun, in_axes, out_axes, *args, **kwargs)
-
-    @functools.wraps(fun)
-    def call(*xs):
-        params = _PARAMS.get()
-        if params is None or args or kwargs or not isinstance(out_axes, int):
-            return batched(*xs)
-        flat, tree = jax.tree_util.tree_flatten(xs)
-        try:
-            axes = flatten_axes("vmap in_axes", tree, tuple(in_axes) if isinstance(
-                in_axes, list) else (in_axes if isinstance(in_axes, tuple) else
-                                     (in_axes,) * len(xs)))
-        except (ValueError, TypeError):
-            return batched(*xs)
-        mapped = [(v, a) for v, a in zip(flat, axes, strict=True) if a is not None]
-        sizes = {np.shape(v)[a] for v, a in mapped}
-        if not any(id(v) in params and a == 0 for v, a in mapped) or len(sizes) != 1:
-            return batched(*xs)
-        outs = [fun(*jax.tree_util.tree_unflatten(tree, [
-            v if a is None else jax.lax.index_in_dim(v, i, a, keepdims=False)
-            for v, a in zip(flat, axes, strict=True)])) for i in range(sizes.pop())]
-        return jax.tree_util.tree_map(lambda *ys: jax.numpy.stack(ys, axis=out_axes), *outs)
-
-    return call
+#: Primitives that act along one axis (``axis`` / ``dimension`` / ``dimensions``), whatever
+#: their shapes: never read as elementwise.
+_ALONG = {"cumsum": "axis", "cumprod": "axis", "cummax": "axis", "cummin": "axis",
+          "cumlogsumexp": "axis", "rev": "dimensions", "sort": "dimension"}
+_REDUCE = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
+           "reduce_or", "argmax", "argmin")
 
 
-def _traced(fn: Callable, treedef) -> Callable:
-    """``fn`` on flat leaves, with ``jax.vmap`` over its parameters unrolled
-    (:func:`_members_vmap`) while it traces."""
-    def run(ls, xx):
-        token = _PARAMS.set(frozenset(id(v) for v in ls))
-        jax.vmap = _members_vmap
-        try:
-            return fn(jax.tree_util.tree_unflatten(treedef, ls), xx)
-        finally:
-            jax.vmap = _VMAP
-            _PARAMS.reset(token)
-    return run
+def _elementwise_shapes(e: Eqn) -> bool:
+    """Equal output shapes, every operand a scalar or of their rank with each axis equal or
+    1 (an implicit broadcast): an elementwise equation (no sub-program, no axis parameter)."""
+    if not e.out_shapes or len(set(e.out_shapes)) != 1 or e.name in _ALONG or sub_programs(e):
+        return False
+    out = e.out_shapes[0]
+    return all(s == () or (len(s) == len(out) and all(a in (b, 1) for a, b in zip(
+        s, out, strict=True))) for s in e.in_shapes)
+
+
+def _axis_map(e: Eqn) -> list[tuple[int, int, int, int]]:
+    """``(operand, axis, output, axis)`` for every operand axis that equation ``e`` carries
+    into an output axis entry for entry (same size, same order of entries)."""
+    p, ins, outs = e.params, e.in_shapes, e.out_shapes
+    pairs: list[tuple[int, int, int, int]] = []
+    name = e.name
+    if name == "dot_general":
+        (lc, rc), (lb, rb) = p["dimension_numbers"]
+        lfree = [d for d in range(len(ins[0])) if d not in lc and d not in lb]
+        rfree = [d for d in range(len(ins[1])) if d not in rc and d not in rb]
+        pairs += [(0, a, 0, i) for i, a in enumerate(lb)] + [(1, b, 0, i)
+                                                             for i, b in enumerate(rb)]
+        pairs += [(0, a, 0, len(lb) + i) for i, a in enumerate(lfree)]
+        pairs += [(1, b, 0, len(lb) + len(lfree) + i) for i, b in enumerate(rfree)]
+    elif name == "broadcast_in_dim" and len(ins) == 1:
+        pairs += [(0, d, 0, b) for d, b in enumerate(p["broadcast_dimensions"])
+                  if ins[0][d] == outs[0][b]]
+    elif name == "transpose":
+        pairs += [(0, a, 0, i) for i, a in enumerate(p["permutation"])]
+    elif name in _REDUCE or name == "squeeze":
+        gone = set(p["axes"] if name in _REDUCE else p["dimensions"])
+        kept = [d for d in range(len(ins[0])) if d not in gone]
+        pairs += [(0, d, 0, i) for i, d in enumerate(kept)]
+    elif name == "reshape" and len(ins) == 1 and p.get("dimensions") is None:
+        old, new = ins[0], outs[0]
+        for d in range(len(old)):        # an axis kept whole: same start, same size
+            for b in range(len(new)):
+                if (old[d] == new[b] and old[d] != 1
+                        and int(np.prod(old[:d])) == int(np.prod(new[:b]))):
+                    pairs.append((0, d, 0, b))
+    elif name in ("concatenate", "split"):
+        dim = p["dimension" if name == "concatenate" else "axis"]
+        pairs += [(k, d, j, d) for k in range(len(ins)) for j in range(len(outs))
+                  for d in range(len(ins[k])) if d != dim]
+    elif name in ("slice", "pad"):
+        pairs += [(0, d, 0, d) for d in range(len(ins[0])) if ins[0][d] == outs[0][d]]
+    elif name in _ALONG and len(ins) == 1:
+        pairs += [(0, d, 0, d) for d in range(len(ins[0]))]
+    elif _elementwise_shapes(e):
+        pairs += [(k, d, j, d) for k, s in enumerate(ins) if s
+                  for j in range(len(outs)) for d in range(len(s)) if s[d] == outs[j][d]]
+    return pairs
+
+
+def _member_classes(eqns: Sequence[Eqn], n_leaves: int, x_rank: int, shapes: dict):
+    """The classes of axes that are the members of an ensemble, and the axis of each value
+    along them (at most one per value).
+
+    A ``vmap`` over stacked parameters (``jax.vmap``, ``nnx.vmap``, ``eqx.filter_vmap``: one
+    transformation in the jaxpr, whatever its name) leaves a matrix product with a batch
+    dimension whose class of axes holds an axis of a parameter leaf: the members. The same
+    class holds the members' axis in every value the members compute (their hidden values,
+    their per-member biases, the cotangents of a derivative taken inside each member). A
+    batch dimension whose class holds the input's coordinates (an einsum batched over them,
+    as a KAN's per-edge functions) is no ensemble, and neither is one over no leaf."""
+    axes = _Axes()
+    batch_roots = []
+    for e in eqns:
+        for k, a, j, b in _axis_map(e):
+            if not isinstance(e.ins[k], Const):
+                axes.union((e.ins[k], a), (e.outs[j], b))
+        if e.name == "dot_general" and e.params["dimension_numbers"][1][0]:
+            lb = e.params["dimension_numbers"][1][0]
+            if not isinstance(e.ins[0], Const):
+                batch_roots += [(e.ins[0], d) for d in lb]
+    roots = {axes.find(k) for k in batch_roots}
+    members: dict = {}
+    for k in list(axes.parent):
+        members.setdefault(axes.find(k), []).append(k)
+    chosen = {}
+    for r in roots:
+        keys = members.get(r, [])
+        on_leaves = [(v, a) for v, a in keys if v < n_leaves]
+        coordinates = (n_leaves, x_rank - 1) in keys
+        if on_leaves and not coordinates and all(a == 0 for _, a in on_leaves):
+            chosen[r] = shapes[on_leaves[0][0]][0]
+    axis_of: dict[int, tuple[Any, int]] = {}
+    several: set[int] = set()
+    for r in chosen:
+        for v, a in members[r]:
+            if v in axis_of:
+                several.add(v)
+            axis_of[v] = (r, a)
+    for v in several:       # a member of a member (nested ensembles): kept whole
+        del axis_of[v]
+    return axis_of, {r: int(s) for r, s in chosen.items()}
+
+
+def _drop(seq, i: int) -> tuple:
+    return tuple(s for j, s in enumerate(seq) if j != i)
+
+
+def _renumber(dims, i: int) -> tuple:
+    """Axis numbers of a value once its axis ``i`` is gone (``i`` itself must not be among
+    them)."""
+    return tuple(int(d) - (int(d) > i) for d in dims)
+
+
+def _member_params(e: Eqn, a: list, b: int) -> dict | None:
+    """The parameters of one member's copy of ``e``, whose operand ``k`` has its members
+    along axis ``a[k]`` (``None``: none) and whose outputs along ``b``; ``None`` when ``e``
+    mixes the members (a reduction over them) or is not read member by member here."""
+    p = dict(e.params)
+    name = e.name
+    if name == "dot_general":
+        (lc, rc), (lb, rb) = p["dimension_numbers"]
+        al, ar = a[0], a[1]
+        if (al is not None and al in lc) or (ar is not None and ar in rc):
+            return None
+        if al is not None and ar is not None:
+            if al not in lb or ar not in rb or list(lb).index(al) != list(rb).index(ar):
+                return None
+        elif (al is not None and al in lb) or (ar is not None and ar in rb):
+            return None
+        drop_l = (lambda ds: _renumber([d for d in ds if d != al], al)) if al is not None \
+            else tuple
+        drop_r = (lambda ds: _renumber([d for d in ds if d != ar], ar)) if ar is not None \
+            else tuple
+        p["dimension_numbers"] = ((drop_l(lc), drop_r(rc)), (drop_l(lb), drop_r(rb)))
+        return p
+    if name == "broadcast_in_dim":
+        if len(e.ins) != 1:
+            return None
+        dims = tuple(p["broadcast_dimensions"])
+        if a[0] is not None:
+            if dims[a[0]] != b:
+                return None
+            dims = _drop(dims, a[0])
+        p["broadcast_dimensions"] = _renumber(dims, b)
+        p["shape"] = _drop(p["shape"], b)
+        return p
+    if name == "reshape":
+        if a[0] is None or p.get("dimensions") is not None or len(e.ins) != 1:
+            return None
+        p["new_sizes"] = _drop(p["new_sizes"], b)
+        return p
+    if name == "transpose":
+        perm = tuple(p["permutation"])
+        if perm[b] != a[0]:
+            return None
+        p["permutation"] = _renumber(_drop(perm, b), a[0])
+        return p
+    if name in _REDUCE or name == "squeeze":
+        key = "axes" if name in _REDUCE else "dimensions"
+        if a[0] is None or a[0] in p[key]:
+            return None
+        p[key] = _renumber(p[key], a[0])
+        return p
+    if name in ("concatenate", "split"):
+        key = "dimension" if name == "concatenate" else "axis"
+        if p[key] == b:
+            return None
+        p[key] = int(p[key]) - (int(p[key]) > b)
+        if name == "split" and any(ai is None for ai in a):
+            return None
+        return p
+    if name in ("slice", "pad"):
+        if a[0] is None or a[0] != b:
+            return None
+        if name == "pad":
+            if tuple(p["padding_config"][b]) != (0, 0, 0):
+                return None
+            p["padding_config"] = _drop(p["padding_config"], b)
+            return p
+        if p.get("strides") is not None:
+            p["strides"] = _drop(p["strides"], b)
+        p["start_indices"] = _drop(p["start_indices"], b)
+        p["limit_indices"] = _drop(p["limit_indices"], b)
+        return p
+    if name in _ALONG:
+        key = _ALONG[name]
+        if len(e.ins) != 1 or a[0] is None:
+            return None
+        dims = p[key] if isinstance(p[key], (tuple, list)) else (p[key],)
+        if b in dims:
+            return None
+        new = _renumber(dims, b)
+        p[key] = new if isinstance(p[key], (tuple, list)) else new[0]
+        return p
+    if _elementwise_shapes(e):
+        return p
+    return None
+
+
+def _members(prog: Program, shapes: dict, dtypes: dict, x_rank: int,
+             counter: list[int]) -> Program:
+    """``prog`` with every ensemble read member by member (:func:`_member_classes`).
+
+    An equation over the members' stacked values becomes one equation per member on its
+    slices (the members' axis removed from its shapes and parameters), as a ``scan``'s body
+    is read once per iteration (:func:`_unroll`): member ``i`` reads slice ``i`` of every
+    stacked parameter leaf (``slice`` and ``squeeze`` along axis 0, the reading of a scan's
+    layer ``i``), so each member's neurons are groups of their own, and the stack keeps one
+    width. An equation that mixes the members (the ensemble's mean) runs on the members
+    stacked again. The program computes what it did: only its equations are split."""
+    n = prog.n_leaves
+    axis_of, sizes = _member_classes(prog.eqns, n, x_rank, shapes)
+    if not sizes:
+        return prog
+    out: list[Eqn] = []
+    parts: dict[int, list] = {}
+    whole: dict[int, Any] = {v: v for v in range(n + 1)}
+    cut: dict[tuple, Any] = {}
+
+    def inline(closed, args, where: str):
+        start = len(out)
+        res = _inline(closed, args, out, counter, where)
+        for e in out[start:]:
+            for o, s, d in zip(e.outs, e.out_shapes, e.out_dtypes, strict=True):
+                shapes[o], dtypes[o] = s, d
+        return res[0]
+
+    def whole_of(v, where: str = ""):
+        if isinstance(v, Const):
+            return v
+        if v not in whole:
+            root, ax = axis_of[v]
+            shape = list(shapes[v])
+            del shape[ax]
+            closed = _stack_jaxpr(tuple(shape), dtypes[v], len(parts[v]), ax)
+            whole[v] = inline(closed, parts[v], where)
+        return whole[v]
+
+    def member(v, i: int, ax: int, where: str):
+        """Member ``i`` of operand ``v`` whose members run along its axis ``ax`` (an operand
+        of size 1 there, an implicit broadcast, gives its one slice)."""
+        if not isinstance(v, Const) and v in parts and axis_of.get(v, (None, -1))[1] == ax:
+            return parts[v][i]
+        if isinstance(v, Const):
+            value = np.asarray(v.value)
+            return Const(np.take(value, min(i, value.shape[ax] - 1), axis=ax))
+        j = min(i, shapes[v][ax] - 1)
+        if (v, j, ax) not in cut:
+            closed = _index_jaxpr(tuple(shapes[v]), dtypes[v], j, ax)
+            cut[(v, j, ax)] = inline(closed, [whole_of(v, where)], where)
+        return cut[(v, j, ax)]
+
+    for e in prog.eqns:
+        roots = {axis_of[o][0] for o in e.outs if o in axis_of}
+        b_axes = {axis_of[o][1] for o in e.outs if o in axis_of}
+        a = [axis_of[v][1] if not isinstance(v, Const) and v in axis_of
+             and axis_of[v][0] in roots else None for v in e.ins]
+        params = None
+        if (len(roots) == 1 and len(b_axes) == 1 and all(o in axis_of for o in e.outs)
+                and all(axis_of[v][0] in roots for v in e.ins
+                        if not isinstance(v, Const) and v in axis_of)):
+            b = b_axes.pop()
+            params = _member_params(e, a, b)
+        if params is None:
+            ins = tuple(whole_of(v, e.line) for v in e.ins)
+            outs = []
+            for o, s, d in zip(e.outs, e.out_shapes, e.out_dtypes, strict=True):
+                counter[0] += 1
+                whole[o] = counter[0]
+                outs.append(counter[0])
+                shapes[counter[0]], dtypes[counter[0]] = s, d
+            out.append(dataclasses.replace(e, ins=ins, outs=tuple(outs)))
+            continue
+        size = sizes[roots.pop()]
+        elementwise = e.name not in ("dot_general", "broadcast_in_dim", "transpose",
+                                     "reshape", "squeeze") and e.name not in _REDUCE
+        for o in e.outs:
+            parts[o] = []
+        for i in range(size):
+            ins = []
+            for v, ax in zip(e.ins, a, strict=True):
+                if ax is not None:
+                    ins.append(member(v, i, ax, e.line))
+                elif elementwise and (np.shape(v.value) if isinstance(v, Const)
+                                      else shapes[v]) not in ((),):
+                    ins.append(member(v, i, b, e.line))     # broadcast along the members
+                else:
+                    ins.append(whole_of(v, e.line))
+            in_shapes = tuple(tuple(np.shape(v.value)) if isinstance(v, Const) else
+                              tuple(shapes[v]) for v in ins)
+            outs = []
+            for o in e.outs:
+                counter[0] += 1
+                outs.append(counter[0])
+                parts[o].append(counter[0])
+            out_shapes = tuple(_drop(s, b) for s in e.out_shapes)
+            for o, s, d in zip(outs, out_shapes, e.out_dtypes or ("",) * len(outs),
+                               strict=True):
+                shapes[o], dtypes[o] = s, d
+            out.append(dataclasses.replace(
+                e, ins=tuple(ins), outs=tuple(outs), params=params, in_shapes=in_shapes,
+                out_shapes=out_shapes, call=f"{e.call}/{i}" if e.call else ""))
+    outs = tuple(whole_of(v) for v in prog.outs)
+    links = tuple(tuple(whole[v] if not isinstance(v, Const) else v for v in link)
+                  for link in prog.links if all(isinstance(v, Const) or v in whole
+                                                for v in link))
+    return Program(tuple(out), outs, n, links)
+
+
+
+def static_leaf(v) -> bool:
+    """A Python number among the parameters (a PINN's dimension, a frequency): it reaches
+    ``fn`` as the number it is (``range(p["depth"])`` works), is never traced and never
+    compressed."""
+    return isinstance(v, (bool, int, float, complex)) and not isinstance(v, np.generic)
 
 
 def trace_program(fn: Callable, params: Any, x, analytic_call: Callable | None = None
                   ) -> Program:
     """The :class:`Program` of ``fn(params, x)`` (``params`` and ``x`` may be abstract; see
-    :func:`flatten` for ``analytic_call``; a ``jax.vmap`` over stacked parameters runs its
-    members one by one: :func:`_members_vmap`)."""
+    :func:`flatten` for ``analytic_call``).
+
+    Python numbers among the leaves reach ``fn`` as themselves (:func:`static_leaf`); their
+    value ids are never read. An ensemble (a ``vmap`` over stacked parameters, however it is
+    called) is read member by member from the jaxpr (:func:`_members`): nothing of JAX is
+    replaced while ``fn`` traces."""
     leaves, treedef = jax.tree_util.tree_flatten(params)
-    specs = [jax.ShapeDtypeStruct(np.shape(v), _dtype(v)) for v in leaves]
+    traced = [i for i, v in enumerate(leaves) if not static_leaf(v)]
+    specs = [jax.ShapeDtypeStruct(np.shape(leaves[i]), _dtype(leaves[i])) for i in traced]
     x_spec = jax.ShapeDtypeStruct(np.shape(x), x.dtype)
-    closed = jax.make_jaxpr(_traced(fn, treedef))(specs, x_spec)
+
+    def run(arrays, xx):
+        full = list(leaves)
+        for i, a in zip(traced, arrays, strict=True):
+            full[i] = a
+        return fn(jax.tree_util.tree_unflatten(treedef, full), xx)
+
+    closed = jax.make_jaxpr(run)(specs, x_spec)
     n = len(leaves)
     eqns: list[Eqn] = []
     links: list = []
     # dead code removed first: a scan's per-iteration outputs that nothing reads (the ys of
     # a scan used for its carry) would otherwise be stacked, and pin what they stack
     jaxpr, _ = pe.dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars), instantiate=True)
-    outs = flatten(jaxpr, closed.consts, list(range(n + 1)), eqns, [n],
+    counter = [n]
+    outs = flatten(jaxpr, closed.consts, traced + [n], eqns, counter,
                    analytic_call=analytic_call, links=links)
-    return Program(tuple(eqns), tuple(outs), n, tuple(links))
+    prog = Program(tuple(eqns), tuple(outs), n, tuple(links))
+    shapes: dict = {i: tuple(np.shape(v)) for i, v in enumerate(leaves)}
+    dtypes: dict = {i: _dtype(v) for i, v in enumerate(leaves)}
+    shapes[n], dtypes[n] = tuple(x_spec.shape), x_spec.dtype
+    for e in eqns:
+        for o, s, d in zip(e.outs, e.out_shapes, e.out_dtypes, strict=True):
+            shapes[o], dtypes[o] = s, d
+    return _members(prog, shapes, dtypes, len(x_spec.shape), counter)
 
 
 def evaluate(program: Program, leaves: Sequence, x, want: Sequence[int]) -> dict[int, Any]:

@@ -479,9 +479,14 @@ def _dot_general(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
                                                              for v in vals):
         return _latent(a, eqn, vals)
     if side is None or lb or rb or len(lc) != 1:
-        what = ("a batch dimension (jc.trace runs a jax.vmap over stacked parameters member "
-                "by member when it maps their axis 0 and is called as jax.vmap; this one is "
-                "not: another axis, or jax.vmap bound to another name before tracing)"
+        what = ("a batch dimension that is no ensemble (the trace reads a batched matrix "
+                "product member by member when its batch axis runs along axis 0 of the "
+                "parameter leaves it reaches, whatever vmap made it: jax.vmap, nnx.vmap, "
+                "eqx.filter_vmap; this one runs along x's coordinates, a layer's neurons or "
+                "another axis of a leaf, as a KAN's per-edge einsum does); fix: stack an "
+                "ensemble's members along axis 0 of every leaf and map that axis (in_axes=0); "
+                "a per-edge function (a KAN's splines) has no neurons act(h K + b) to compress "
+                "and is kept whole"
                 if lb or rb else
                 "a constant matrix" if any(v.kind == "const" for v in vals) else
                 "a kernel computed from parameters that is not leaf * per-output scale (e.g. "

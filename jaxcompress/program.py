@@ -25,7 +25,7 @@ from jax._src import source_info_util
 from jax._src.interpreters import partial_eval as pe
 
 __all__ = ["CALLS", "Const", "Eqn", "Program", "RuleTable", "evaluate", "flatten", "jax_primitives",
-           "line", "static_leaf", "sub_programs", "trace_program"]
+           "keep_numbers", "line", "static_leaf", "sub_programs", "trace_program"]
 
 # ------------------------------------------------------------------------------------------------
 # The flat program: the jaxpr with its calls inlined
@@ -650,6 +650,31 @@ def static_leaf(v) -> bool:
     ``fn`` as the number it is (``range(p["depth"])`` works), is never traced and never
     compressed."""
     return isinstance(v, (bool, int, float, complex)) and not isinstance(v, np.generic)
+
+
+def keep_numbers(fn: Callable, params: Any) -> Callable:
+    """``fn`` that always sees the Python numbers of ``params`` as the numbers they are.
+
+    A ``jax.jit`` of ``fn`` (the compressed network's call, the polishing loop) traces every
+    leaf it is given, numbers too; the returned function puts back, for each leaf of
+    ``params`` that is a Python number (:func:`static_leaf`), that number wherever it now
+    receives something else in its place (a tracer of it), so ``range(p["depth"])`` runs under
+    ``jit``. Such leaves are never compressed, so the number is the one ``fn`` was traced
+    with. ``fn`` itself when ``params`` has no Python numbers."""
+    leaves, treedef = jax.tree_util.tree_flatten(params)
+    fixed = {i: v for i, v in enumerate(leaves) if static_leaf(v)}
+    if not fixed:
+        return fn
+
+    @functools.wraps(fn)
+    def run(p, x):
+        got, tree = jax.tree_util.tree_flatten(p)
+        if tree == treedef:
+            got = [fixed[i] if i in fixed and not static_leaf(v) else v
+                   for i, v in enumerate(got)]
+        return fn(jax.tree_util.tree_unflatten(tree, got), x)
+
+    return run
 
 
 def trace_program(fn: Callable, params: Any, x, analytic_call: Callable | None = None

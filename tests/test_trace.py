@@ -453,3 +453,38 @@ def test_singleton_axis_biases_are_one_number_per_neuron():
     net = jc.trace(scaled, rows, X)
     assert not net.compressible
     assert "parameter of shape (1, 24)" in str(net) and "b.reshape(-1)" in str(net)
+
+
+def _pinn_with_settings(p, x):
+    """A PINN package's network: its settings (depth, frequency, a switch) stored in params as
+    Python numbers and used in Python control flow."""
+    h = jnp.sin(p["omega"] * x) if p["periodic"] else x
+    for i in range(p["depth"]):
+        h = jnp.tanh(h @ p["layers"][i]["kernel"] + p["layers"][i]["bias"])
+    return h @ p["layers"][p["depth"]]["kernel"] + p["layers"][p["depth"]]["bias"]
+
+
+def test_python_numbers_in_params_reach_fn_as_numbers():
+    """``range(p["depth"])`` and ``if p["periodic"]`` work in the trace, in the compressed
+    network's call (jitted), in polishing and under a user's ``jax.jit`` of ``small``: the
+    numbers are never traced, never compressed, given back."""
+    seen = []
+
+    def fn(p, x):
+        seen.append((type(p["depth"]), type(p["omega"]), type(p["periodic"])))
+        return _pinn_with_settings(p, x)
+
+    params = {"layers": jc.init_mlp(jax.random.PRNGKey(0), [2, 16, 16, 1], dtype=jnp.float32),
+              "depth": 2, "omega": 1.5, "periodic": True}
+    net = jc.trace(fn, params, X)
+    assert [g.width for g in net.compressible] == [16, 16]
+    small, _ = jc.compress(net, jc.collocation(3), domain=BALL)
+    assert small.params["depth"] == 2 and type(small.params["depth"]) is int
+    pts = error_points(BALL, dtype=jnp.float32)
+    y = np.asarray(small(pts))
+    np.testing.assert_allclose(np.asarray(jax.jit(lambda z: small(z))(pts)), y, rtol=1e-6,
+                               atol=1e-6)
+    assert np.max(np.abs(np.asarray(net(pts)) - y)) <= 5e-2
+    polished, _ = jc.polish(small, net, domain=BALL, steps=3)
+    assert polished.params["omega"] == 1.5 and np.all(np.isfinite(np.asarray(polished(pts))))
+    assert set(seen) == {(int, float, bool)}

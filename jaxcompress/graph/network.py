@@ -50,7 +50,7 @@ from jaxcompress.graph.table import format_table
 from jaxcompress.graph.values import Consumer, Group, Val
 from jaxcompress.layer import CompressInfo
 from jaxcompress.mlp import Params, apply, leaf_count
-from jaxcompress.program import trace_program
+from jaxcompress.program import keep_numbers, trace_program
 from jaxcompress.protocol import NetworkLike
 
 __all__ = ["Compressed", "Network", "apply_fn", "compressed", "trace"]
@@ -318,6 +318,7 @@ def trace(fn: Callable[[Any, jax.Array], jax.Array], params: Any, x: jax.Array) 
       >>> [g.width for g in net.compressible]
       [16, 16]
     """
+    fn = keep_numbers(fn, params)   # Python numbers in params reach fn as numbers, jit or not
     shape = jax.ShapeDtypeStruct(np.shape(x), jnp.result_type(x))
     if len(shape.shape) != 2:
         raise ValueError(f"trace: x must be example inputs of shape (n, d_in), got shape "

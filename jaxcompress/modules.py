@@ -75,9 +75,96 @@ if TYPE_CHECKING:
     import flax.linen as nn
     from flax import nnx
 
-__all__ = ["CompressedModule", "ModuleNetwork", "trace_module"]
+__all__ = ["CompressedModule", "ModuleNetwork", "Part", "trace_module"]
 
 _KINDS = ("nnx", "linen", "equinox")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Part:
+    """Where the traced module sits in a bigger model (:func:`trace_module`'s ``part``).
+
+    Attributes:
+      model: the whole model (a neural ODE whose vector field is the part).
+      select: the function from the model to the part (``lambda m: m.func.mlp``).
+      steps: ``select`` as attribute names and indices (``(("attr", "func"), ("attr",
+        "mlp"))``).
+      variables: linen only: the whole model's variables (the part's are a subtree of them).
+    """
+
+    model: Any
+    select: Callable
+    steps: tuple
+    variables: Any = None
+
+
+class _Path:
+    """Records the attributes and indices a ``select`` function takes of the model."""
+
+    def __init__(self, steps: tuple = ()):
+        object.__setattr__(self, "_steps", steps)
+
+    def __getattr__(self, name: str) -> _Path:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Path(self._steps + (("attr", name),))
+
+    def __getitem__(self, key) -> _Path:
+        return _Path(self._steps + (("item", key),))
+
+
+def _steps_of(select: Callable, where: str) -> tuple:
+    if not callable(select):
+        raise TypeError(f"{where}: part must be a function from the model to the part to "
+                        f"compress (e.g. lambda m: m.func.mlp), got {type(select).__name__}")
+    try:
+        path = select(_Path())
+    except Exception as e:  # noqa: BLE001 - anything but attribute and index access
+        raise ValueError(f"{where}: part must only take attributes and indices of the model "
+                         f"(e.g. lambda m: m.func.mlp or lambda m: m.blocks[2]); calling it on "
+                         f"a recorder raised {type(e).__name__}: {e}") from e
+    if not isinstance(path, _Path) or not path._steps:
+        raise ValueError(f"{where}: part must return a sub-module of the model reached by "
+                         "attributes and indices (e.g. lambda m: m.func.mlp), got "
+                         f"{type(path).__name__}")
+    return path._steps
+
+
+def _step(obj, step):
+    how, key = step
+    return getattr(obj, key) if how == "attr" else obj[key]
+
+
+def _linen_subtree(variables, names: list[str], where: str):
+    """The variables of the linen sub-module at field ``names`` (every collection that has
+    it)."""
+    out = {}
+    for col, tree in variables.items():
+        node = tree
+        for n in names:
+            node = node.get(n) if hasattr(node, "get") else None
+            if node is None:
+                break
+        if node is not None:
+            out[col] = node
+    if "params" not in out:
+        raise ValueError(f"{where}: variables['params'] has no entry {'/'.join(names)} for "
+                         f"the part; expected the whole model's variables (model.init(key, "
+                         "...)) with the part's fields as sub-modules")
+    return out
+
+
+def _linen_replaced(variables, names: list[str], part_vars):
+    """``variables`` with the sub-module at ``names`` given ``part_vars``."""
+    def put(tree, path, value):
+        tree = dict(tree)
+        tree[path[0]] = value if len(path) == 1 else put(tree[path[0]], path[1:], value)
+        return tree
+
+    out = dict(variables)
+    for col, value in part_vars.items():
+        out[col] = put(variables[col], names, value)
+    return out
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -93,6 +180,8 @@ class ModuleNetwork(NetworkLike):
         :func:`jax.vmap`.
       parts: what ``fn`` closes over: nnx ``(graphdef, rest)``, Equinox ``(static,)``, linen
         ``()``.
+      within: where the module sits in a bigger model (:class:`Part`; ``trace_module``'s
+        ``part``), or ``None``.
     """
 
     network: Network
@@ -100,6 +189,7 @@ class ModuleNetwork(NetworkLike):
     kind: str
     per_example: bool
     parts: tuple = ()
+    within: Part | None = None
 
     @property
     def params(self) -> Any:
@@ -199,6 +289,50 @@ class CompressedModule(Compressed):
         return ""
 
     @functools.cached_property
+    def whole(self) -> Any:
+        """The whole model with the compressed part in place of the traced one (for a module
+        traced with ``trace_module(model, x, part=...)``): nnx, a copy of the model
+        (:func:`flax.nnx.clone`) with the part's attribute set to :attr:`module`; Equinox,
+        ``eqx.tree_at(part, model, small.module)``; linen, the pair ``(model, variables)``:
+        the model cloned along the part's fields with :attr:`module` at the end, and its
+        variables with the part's subtree replaced by ``small.params``
+        (``model.apply(variables, ...)``). The model given is left as it was.
+
+        Raises:
+          ValueError: the module was traced whole (no ``part``): :attr:`module` is the model.
+        """
+        within = self.source.within
+        if within is None:
+            raise ValueError("CompressedModule.whole: the module was traced whole "
+                             "(trace_module without part=); small.module is the model")
+        part = self.module
+        if self.source.kind == "equinox":
+            import equinox as eqx
+
+            return eqx.tree_at(within.select, within.model, part)
+        *head, last = within.steps
+        if self.source.kind == "nnx":
+            from flax import nnx
+
+            model = nnx.clone(within.model)
+            parent = model
+            for step in head:
+                parent = _step(parent, step)
+            if last[0] == "attr":
+                setattr(parent, last[1], part)
+            else:
+                parent[last[1]] = part
+            return model
+        chain = [within.model]
+        for step in head:
+            chain.append(_step(chain[-1], step))
+        new = part
+        for obj, (_, name) in zip(reversed(chain), reversed(within.steps), strict=True):
+            new = obj.clone(**{name: new})
+        names = [name for _, name in within.steps]
+        return new, _linen_replaced(within.variables, names, self.params)
+
+    @functools.cached_property
     def module(self) -> Any:
         """A module of the model's class with the new sizes (see the module docstring), checked
         against ``small(x)``. For linen, apply it as ``small.module.apply(small.params, x)``.
@@ -271,9 +405,14 @@ def _kind(model: Any, variables: Any, where: str) -> str:
     else:
         extra = ("" if importlib.util.find_spec("equinox") is not None
                  else " (Equinox is not installed: pip install equinox)")
-        raise TypeError(f"{where}: model must be a flax.nnx.Module, a flax.linen.Module or an "
-                        f"equinox.Module{extra}, got {type(model).__name__}; for any other "
-                        "function use jc.trace(fn, params, x)")
+        raise TypeError(
+            f"{where}: model must be a flax.nnx.Module, a flax.linen.Module or an "
+            f"equinox.Module{extra}, got {type(model).__name__}; a module of another system "
+            "is traced by jc.trace with a two-line split / merge wrapper: its arrays as a "
+            "pytree and a function that puts them back, e.g. for a model that is a pytree "
+            "`params, treedef = jax.tree_util.tree_flatten(model)` and "
+            "`fn = lambda p, x: jax.tree_util.tree_unflatten(treedef, p)(x)`, then "
+            "jc.trace(fn, params, x) (docs/trace.md, \"Modules of other systems\")")
     if kind == "linen" and variables is None:
         raise TypeError(f"{where}: a linen module needs variables= (model.init(key, x)), got "
                         "None")
@@ -314,19 +453,28 @@ def _takes_one_example(call: Callable, params, x: jax.ShapeDtypeStruct, single_f
                      f"({errors.get(False)})")
 
 
-def trace_module(model: Any, x: jax.Array, *, variables: Any = None) -> ModuleNetwork:
+def trace_module(model: Any, x: jax.Array, *, variables: Any = None,
+                 part: Callable | None = None) -> ModuleNetwork:
     """Trace a Flax nnx, Flax linen or Equinox module with :func:`jaxcompress.trace`.
 
     Args:
       model: an ``nnx.Module``, a ``linen.Module`` (with ``variables``) or an ``eqx.Module``.
-      x: example inputs ``(n, d_in)`` (only the shape and dtype are used).
-      variables: the linen module's variables (``model.init(key, x)``); only for linen.
+      x: example inputs ``(n, d_in)`` of the module (of the part, with ``part``; only the
+        shape and dtype are used).
+      variables: the linen module's variables (``model.init(key, ...)``); only for linen.
+      part: the network inside a bigger model to compress, as a function from the model to
+        it made of attribute and index access, the form :func:`equinox.tree_at` takes
+        (``lambda m: m.func.mlp``: a neural ODE's vector field). The part is traced on ``x``
+        and compressed; ``small.whole`` is the whole model with it replaced. For linen the
+        path is of module fields (``Func(mlp=MLP(...))``), whose variables are the subtree
+        of ``variables`` under their names.
 
     Returns:
       A :class:`ModuleNetwork`: ``jc.compress(mnet, method, domain=...)`` returns
       ``(small, info)`` with ``small.params`` (the module's parameter pytree, smaller leaves),
-      ``small(x)`` (the compressed function) and ``small.module`` (a module of the same class
-      with its size fields updated; see the module docstring for each library).
+      ``small(x)`` (the compressed function), ``small.module`` (a module of the same class
+      with its size fields updated; see the module docstring for each library) and, with
+      ``part``, ``small.whole`` (:attr:`CompressedModule.whole`).
 
     Example:
       >>> from flax import nnx
@@ -338,6 +486,8 @@ def trace_module(model: Any, x: jax.Array, *, variables: Any = None) -> ModuleNe
       10
     """
     where = "trace_module"
+    if part is not None:
+        return _trace_part(model, x, variables, part, where)
     kind = _kind(model, variables, where)
     shape = jax.ShapeDtypeStruct(np.shape(x), jnp.result_type(x))
     if len(shape.shape) != 2:
@@ -389,6 +539,35 @@ def trace_module(model: Any, x: jax.Array, *, variables: Any = None) -> ModuleNe
 
     fn.__qualname__ = fn.__name__ = f"{type(model).__name__}.__call__"
     return ModuleNetwork(trace(fn, params, x), model, kind, per_example, parts)
+
+
+def _trace_part(model: Any, x, variables: Any, select: Callable, where: str) -> ModuleNetwork:
+    """:func:`trace_module` of the part ``select(model)``, remembering the whole."""
+    steps = _steps_of(select, where)
+    kind = _kind(model, variables, where)
+    sub_vars = None
+    if kind == "linen":
+        if any(how != "attr" for how, _ in steps):
+            raise ValueError(f"{where}: part of a linen model must be a chain of module fields "
+                             "(lambda m: m.func.mlp), got an index")
+    try:
+        inner = model
+        for step in steps:
+            inner = _step(inner, step)
+    except (AttributeError, KeyError, IndexError, TypeError) as e:
+        hint = (" (linen: a sub-module made in setup or @nn.compact exists only while the "
+                "model runs; pass it as a field, Func(mlp=MLP(...)), or trace it with "
+                "jc.trace(lambda p, x: MLP(...).apply(p, x), variables['params'][...], x))"
+                if kind == "linen" else "")
+        raise ValueError(f"{where}: part does not reach a sub-module of "
+                         f"{type(model).__name__}: {type(e).__name__}: {e}{hint}") from e
+    if kind == "linen":
+        sub_vars = _linen_subtree(variables, [name for _, name in steps], where)
+    mnet = trace_module(inner, x, variables=sub_vars)
+    if mnet.kind != kind:
+        raise TypeError(f"{where}: part is a {mnet.kind} module inside a {kind} model; "
+                        "expected one module system")
+    return dataclasses.replace(mnet, within=Part(model, select, steps, variables))
 
 
 # ------------------------------------------------------------------------------------------------

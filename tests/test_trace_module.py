@@ -236,6 +236,10 @@ def test_wrong_arguments():
         jc.trace_module(GeluNet([2, 4, 1], nnx.Rngs(0)), X, variables={})
     with pytest.raises(TypeError, match="model must be a flax.nnx.Module.*got function"):
         jc.trace_module(lambda x: x, X)
+    # a module of another system: the refusal says how to trace it (docs/trace.md's example)
+    with pytest.raises(TypeError, match=r"two-line split / merge wrapper.*tree_flatten\(model\)"
+                                        r".*jc\.trace\(fn, params, x\)"):
+        jc.trace_module(object(), X)
     with pytest.raises(ValueError, match="takes neither one example of shape \\(3,\\)"):
         jc.trace_module(GeluNet([2, 4, 1], nnx.Rngs(0)), jnp.zeros((4, 3)))
 
@@ -370,3 +374,134 @@ def test_a_module_with_several_heads_comes_back_with_them():
     assert set(got) == {"sdf", "rgb"} and got["rgb"].shape == (64, 3)
     worst = max(float(np.max(np.abs(np.asarray(got[k]) - np.asarray(want[k])))) for k in got)
     assert worst < 3 * float(info.error_estimate) + 1e-6
+
+
+# --- a network inside a bigger model: trace_module(model, x, part=...) --------------------------
+
+Y = jax.random.uniform(jax.random.PRNGKey(3), (64, 2), jnp.float32, -0.7, 0.7)
+
+
+def _euler(field, y, steps=5, dt=0.1):
+    """A neural ODE's solve, as the model's own ``__call__`` does it: ``steps`` Euler steps."""
+    for _ in range(steps):
+        y = y + dt * field(0.0, y)
+    return y
+
+
+class NnxField(nnx.Module):
+    """A neural ODE's vector field ``f(t, y)``: an MLP inside."""
+
+    def __init__(self, rngs):
+        self.mlp = nnx.Sequential(nnx.Linear(2, 24, rngs=rngs), jnp.tanh,
+                                  nnx.Linear(24, 24, rngs=rngs), jnp.tanh,
+                                  nnx.Linear(24, 2, rngs=rngs))
+        self.scale = nnx.Param(jnp.asarray(0.5, jnp.float32))
+
+    def __call__(self, t, y):
+        return self.scale[...] * self.mlp(y)
+
+
+class NnxODE(nnx.Module):
+    def __init__(self, rngs):
+        self.func = NnxField(rngs)
+
+    def __call__(self, y0):
+        return _euler(self.func, y0)
+
+
+def test_nnx_part_of_a_neural_ode_comes_back_in_the_whole_model():
+    model = NnxODE(nnx.Rngs(0))
+    mnet = jc.trace_module(model, X, part=lambda m: m.func.mlp)
+    assert mnet.layer_sizes() == [2, 24, 24, 2] and mnet.within.model is model
+    small, _ = jc.compress(mnet, METHOD, domain=BALL)
+    whole = small.whole
+    assert isinstance(whole, NnxODE) and whole.func.mlp is small.module
+    assert whole.func.mlp.layers[2].in_features == 15
+    assert model.func.mlp.layers[2].in_features == 24        # the model given is unchanged
+    assert float(whole.func.scale[...]) == 0.5
+    _close(whole.func.mlp(PTS), small(PTS))
+    y, ys = np.asarray(model(Y)), np.asarray(whole(Y))
+    assert np.max(np.abs(ys - y)) <= 1e-2 * np.max(np.abs(y))
+
+
+class LinenMLP(nn.Module):
+    features: Sequence[int] = (24, 24, 2)
+
+    @nn.compact
+    def __call__(self, y):
+        for f in self.features[:-1]:
+            y = jnp.tanh(nn.Dense(f)(y))
+        return nn.Dense(self.features[-1])(y)
+
+
+class LinenField(nn.Module):
+    mlp: nn.Module
+
+    def __call__(self, t, y):
+        return self.mlp(y)
+
+
+class LinenODE(nn.Module):
+    func: nn.Module
+
+    def __call__(self, y0):
+        return _euler(self.func, y0)
+
+
+def test_linen_part_of_a_neural_ode_comes_back_with_its_variables():
+    model = LinenODE(LinenField(LinenMLP()))
+    variables = model.init(jax.random.PRNGKey(0), X)
+    mnet = jc.trace_module(model, X, variables=variables, part=lambda m: m.func.mlp)
+    assert mnet.layer_sizes() == [2, 24, 24, 2]
+    small, _ = jc.compress(mnet, METHOD, domain=BALL)
+    whole, whole_vars = small.whole
+    assert whole.func.mlp.features == (15, 15, 2) and model.func.mlp.features == (24, 24, 2)
+    assert whole_vars["params"]["func"]["mlp"]["Dense_1"]["kernel"].shape == (15, 15)
+    assert variables["params"]["func"]["mlp"]["Dense_1"]["kernel"].shape == (24, 24)
+    y, ys = np.asarray(model.apply(variables, Y)), np.asarray(whole.apply(whole_vars, Y))
+    assert np.max(np.abs(ys - y)) <= 1e-2 * np.max(np.abs(y))
+
+
+def test_equinox_part_of_a_neural_ode_is_put_back_with_tree_at():
+    eqx = pytest.importorskip("equinox", reason="equinox is not installed")
+
+    class Func(eqx.Module):
+        mlp: eqx.nn.MLP
+
+        def __call__(self, t, y, args):
+            return self.mlp(y)
+
+    class NeuralODE(eqx.Module):
+        func: Func
+
+        def __call__(self, y0):
+            return _euler(lambda t, y: self.func(t, y, None), y0)
+
+    mlp = eqx.nn.MLP(2, 2, 24, 2, activation=jnp.tanh, dtype=jnp.float32,
+                     key=jax.random.PRNGKey(0))
+    model = NeuralODE(Func(mlp))
+    mnet = jc.trace_module(model, X, part=lambda m: m.func.mlp)
+    assert mnet.per_example and mnet.layer_sizes() == [2, 24, 24, 2]
+    small, _ = jc.compress(mnet, METHOD, domain=BALL)
+    whole = small.whole
+    assert isinstance(whole, NeuralODE) and whole.func.mlp.width_size == 15
+    assert model.func.mlp.width_size == 24
+    y, ys = np.asarray(jax.vmap(model)(Y)), np.asarray(jax.vmap(whole)(Y))
+    assert np.max(np.abs(ys - y)) <= 1e-2 * np.max(np.abs(y))
+
+
+def test_a_part_that_is_not_there_or_no_part_at_all_is_said():
+    model = NnxODE(nnx.Rngs(0))
+    with pytest.raises(ValueError, match="part does not reach a sub-module of NnxODE"):
+        jc.trace_module(model, X, part=lambda m: m.func.net)
+    with pytest.raises(ValueError, match="part must only take attributes and indices"):
+        jc.trace_module(model, X, part=lambda m: m.func.mlp(X))
+    small, _ = jc.compress(jc.trace_module(model.func.mlp, X), METHOD, domain=BALL)
+    with pytest.raises(ValueError, match="traced whole"):
+        small.whole  # noqa: B018
+    ode = LinenODE(LinenField(LinenMLP()))
+    variables = ode.init(jax.random.PRNGKey(0), X)
+    with pytest.raises(ValueError, match="made in setup or @nn.compact exists only while"):
+        jc.trace_module(ode, X, variables=variables, part=lambda m: m.func.mlp.Dense_0)
+    with pytest.raises(ValueError, match="variables\\['params'\\] has no entry func/mlp"):
+        jc.trace_module(ode, X, variables={"params": {"other": {}}}, part=lambda m: m.func.mlp)

@@ -19,8 +19,8 @@ documented there: the selectors (:mod:`jaxcompress.select`), the feature maps
 (:mod:`jaxcompress.features`), the activations' registry (:mod:`jaxcompress.activations`), the
 certificates' parts (:mod:`jaxcompress.certificates`), the trace's rules
 (:mod:`jaxcompress.graph`), files (:mod:`jaxcompress.io`), the per-layer step and trimming
-records (:mod:`jaxcompress.compression`), the searches (:mod:`jaxcompress.tolerance`,
-:mod:`jaxcompress.shrink`), polishing (:mod:`jaxcompress.polishing`), the network protocol
+records (:mod:`jaxcompress.compression`), the search (:mod:`jaxcompress.search`: its
+proposers, judges and candidates), polishing (:mod:`jaxcompress.polishing`), the network protocol
 (:mod:`jaxcompress.protocol`), the proven bound's parts (:mod:`jaxcompress.verification`).
 
 References:
@@ -45,14 +45,12 @@ _PUBLIC = {
     "mlp": ("apply", "init_mlp", "layer_sizes", "num_params"),
     "modules": ("ModuleNetwork", "trace_module"),
     "networks": ("shard",),
-    "pareto": ("Frontier",),
     "polishing": ("polish",),
     "profile": ("DataProfile", "data_profile"),
     "select": ("OMP", "MaxVol", "PivotedQR"),
-    "shrink": ("PolishSettings", "frontier"),
-    "tolerance": (
-        "Certified", "Measured", "MeasuredOrders", "ToleranceResult", "Verified",
-        "compress_to_tolerance",
+    "search": (
+        "Certified", "Frontier", "Measured", "MeasuredOrders", "PolishSettings",
+        "ToleranceResult", "Verified", "compress_to_tolerance", "frontier",
     ),
     "verification": ("Verification", "verify"),
 }

@@ -200,57 +200,68 @@ def _dtype(net) -> str:
 
 def _order_search(params, act: str | None, domain, eps: float, max_order: int, method: str,
                   measure, max_seconds: float | None = None) -> tuple:
-    """Smallest uniform order whose measured sup error is ``<= eps``, with progress lines
-    (each with the time so far and an estimate of what is left).
+    """Smallest uniform order whose measured sup error is ``<= eps``: the search's loop
+    (:mod:`jaxcompress.search`) with its uniform orders as the proposer and ``measure`` of the
+    network the command writes as the judge, with progress lines (each with the time so far
+    and an estimate of what is left).
 
     Returns ``(small, info, order, err)``. Stopped before an order met ``eps``
     (``--max-seconds`` spent, the error stalled, no order left; :mod:`jaxcompress.stopping`),
     raises :class:`_Missed` (a ``ValueError``) saying why: which order came closest and whether
     raising ``--max-order`` can help (the error still falling) or not (the error growing with
-    k), as :func:`jaxcompress.tolerance.order_advice` words it; its ``found()`` is that
+    k), as :func:`jaxcompress.search.order_advice` words it; its ``found()`` is that
     order's network.
     """
-    from jaxcompress.compression import UniformOrders, compressed_like
+    from jaxcompress.compression import compressed_like
     from jaxcompress.networks import as_network
-    from jaxcompress.stopping import Clock, StallRule, best_index, check_max_seconds
-    from jaxcompress.tolerance import order_advice, smallest_uniform_order
+    from jaxcompress.search import Candidate, Candidates, Judge, Search, Verdict, order_advice
+    from jaxcompress.search.proposers import uniform_orders
+    from jaxcompress.stopping import Clock, StallRule, check_max_seconds
 
-    # every order of a bucket of four in one compiled program (masked candidates: the same
-    # networks to rounding, with dead neurons), the one chosen compressed at its own widths
+    class Written(Judge):   # the sup error of the network the command writes
+        name = "measured sup error"
+
+        def judge(self, cand, cands):
+            return Verdict(self._number(measure(cand.measured)), cand)
+
     net = as_network(params, activation=act, where="compress")
-    cands = UniformOrders(net, lambda k: _method(method, k), domain, max_order=max_order,
-                          where="compress")
+    cands = Candidates(net, domain, params, where="compress")
 
-    def compress_at(k):
-        small, info = cands(k)
-        return compressed_like(params, net, small, info, domain), info
+    def family(k):
+        return _method(method, k)
 
-    def describe(result):
-        info = result[1]
-        return (f"width {info.layers[0].width_out}, estimate {float(info.error_estimate):.3e}"
-                f"{_winner(info)}")
+    def build(k):   # every order of a bucket of four in one compiled program
+        small, info = cands.uniform_leaves(family, k, max_order)
+        return Candidate(small, tuple(li.width_out for li in info.layers), info, family(k), k,
+                         measured=compressed_like(params, net, small, info, domain))
+
+    def describe(t):
+        info = t.candidate.info
+        return (f"measured {t.figure:.3e}, width {info.layers[0].width_out}, estimate "
+                f"{float(info.error_estimate):.3e}{_winner(info)}")
 
     clock = Clock(check_max_seconds(max_seconds, "compress", "--max-seconds"), StallRule())
-    order, result, errs = smallest_uniform_order(
-        compress_at, lambda r: measure(r[0]), eps, max_order,
-        lambda line: print(f"# {line}", flush=True), describe, clock=clock)
+    search = Search(cands, Written(), eps, clock,
+                    progress=lambda line: print(f"# {line}", flush=True))
+    out = search.run(uniform_orders(
+        build, range(max_order + 1), label="uniform", describe=describe,
+        advice=lambda ts: order_advice([t.figure for t in ts], eps, "--max-order")))
+    chosen = out.chosen
 
-    def at_order(k):   # order k's network at its own widths (as --order k), measured
-        if not cands.masked:
-            return result[0], result[1], k, errs[k]
-        small, info = cands.exact(k)
+    def at_order():   # the order's network at its own widths (as --order k), measured
+        k = chosen.candidate.order
+        if not cands.masks_orders(family, max_order):
+            return chosen.candidate.measured, chosen.candidate.info, k, chosen.figure
+        small, info = cands.exact(family, k)
         small = compressed_like(params, net, small, info, domain)
         return small, info, k, measure(small)
 
-    if order is None:   # the caller writes the closest order all the same (exit status 1)
-        why = clock.halted
-        missed = (order_advice(errs, eps, "--max-order") if why.status == "out_of_orders"
-                  else why.reason)
+    if not out.stop.met:   # the caller writes the closest order all the same (exit status 1)
+        missed = out.stop.reason
         if "grows with k" in missed and method == "derivative":
             missed += "; try --method collocation (fits on Sobol points of the domain)"
-        best = best_index(errs)
-        raise _Missed("compress", missed, lambda: at_order(best))
-    return at_order(order)
+        raise _Missed("compress", missed, at_order)
+    return at_order()
 
 
 class _Missed(ValueError):

@@ -32,7 +32,7 @@ from jaxcompress._checks import (
 )
 from jaxcompress.activations import get_activation
 from jaxcompress.domains import Ball, check_domain, check_radius
-from jaxcompress.driver import masked_jit, masked_runs, run_any, run_jit
+from jaxcompress.driver import run_any, run_jit
 from jaxcompress.graph import Compressed, Network
 from jaxcompress.graph.match import refuse_kinks
 from jaxcompress.graph.plan import Plan
@@ -46,7 +46,7 @@ from jaxcompress.profile import rank_widths
 from jaxcompress.protocol import NetworkLike
 
 __all__ = ["CompressInfo", "LayerInfo", "compress", "compress_layer", "compress_network",
-           "UniformOrders", "compressed_like", "compressor", "trim", "trim_info"]
+           "compressed_like", "compressor", "trim", "trim_info"]
 
 
 #: Method factories by name (for the message of ``compress(params, "collocation", ...)``).
@@ -206,71 +206,6 @@ def compress_network(net: Network, method, domain=None, placement: Placement | N
             info, method=method.describe(), choice=jnp.asarray(choice, jnp.int32),
             candidates=tuple(m.describe() for m in method.methods))
     return run_jit(net.leaves, method, domain, plan=plan, placement=placement)
-
-
-class UniformOrders:
-    r"""The teacher compressed by ``family(k)`` at uniform orders ``k = 0, 1, ...`` (the order
-    searches' candidates), compiled once per bucket of orders rather than once per order (ours).
-
-    When every method of ``family(K)`` can run masked (:func:`jaxcompress.planning.masked_runs`:
-    derivative features or collocation on Sobol nodes with a greedy selector, or a
-    best-of of such) on a network without a stack or a mesh, ``k`` runs in the program of the
-    bucket ``K`` (the next multiple of :attr:`BUCKET`, at most ``max_order``): the features of
-    order ``K`` with the rows order ``k`` lacks zeroed, the first :math:`\min(D_k, d)` pivots
-    re-weighted and the other neurons of the :math:`\min(D_K, d)` dead (their reading rows
-    zero; :meth:`jaxcompress.graph.plan.Plan.trim` drops them). That is the network
-    ``family(k)`` gives, to rounding, at the bucket's widths; :meth:`exact` gives it at its own.
-    Other families compile each order (:func:`compress_network`).
-
-    ``cands(k)`` returns ``(leaves, info)``; the record's widths, orders and feature counts are
-    order ``k``'s.
-    """
-
-    #: orders per compiled program
-    BUCKET = 4
-
-    def __init__(self, net: Network, family: Callable[[int], Any], domain, *, max_order: int,
-                 where: str = "compress"):
-        self.net, self.family, self.domain = net, family, domain
-        self.max_order, self.where = max_order, where
-        self.plan = net.plan()
-        self._methods: dict[int, tuple] = {}
-
-    def bucket(self, k: int) -> int:
-        """The order of the program that computes order ``k``."""
-        return max(k, min(self.max_order, self.BUCKET * max(1, -(-k // self.BUCKET))))
-
-    def _checked(self, k: int) -> tuple:
-        if k not in self._methods:
-            self._methods[k] = _checked(self.net, self.family(k), self.domain, self.where, None)
-        return self._methods[k]
-
-    @property
-    def masked(self) -> bool:
-        """Whether the candidates run masked (one program per bucket)."""
-        method, _ = self._checked(self.bucket(0))
-        return (masked_runs(method) and network_placement(self.net) is None
-                and not any(s.parts for s in self.plan.sets))
-
-    def exact(self, k: int) -> tuple[list, CompressInfo]:
-        """The teacher compressed by ``family(k)`` at its own widths (its own program)."""
-        return compress_network(self.net, self.family(k), self.domain, where=self.where)
-
-    def __call__(self, k: int) -> tuple[list, CompressInfo]:
-        if not self.masked:
-            return self.exact(k)
-        method, domain = self._checked(self.bucket(k))
-        own, _ = self._checked(k)
-        # the orders from the host (jnp.full would compile a program of its own)
-        small, info = masked_jit(self.net.leaves, method, domain,
-                                 np.full(len(self.plan.sets), k, np.int32), plan=self.plan)
-        sizes = list(self.plan.sizes)
-        first = own.methods[0] if isinstance(own, BestOf) else own
-        d_ks = first.features.num_features(sizes, domain)
-        layers = tuple(dataclasses.replace(li, width_out=w, order=k, num_features=dk)
-                       for li, w, dk in zip(info.layers, resolve_widths(first, sizes, domain),
-                                            d_ks, strict=True))
-        return small, dataclasses.replace(info, layers=layers, method=own.describe())
 
 
 def compressor(net, method, *, domain=None, activation=None

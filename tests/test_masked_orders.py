@@ -1,8 +1,9 @@
 """Masked runs: one program compiled at order ``K`` computes the network of every order
 ``k <= K`` (feature rows past ``k`` zeroed, the first ``min(D_k, d)`` pivots re-weighted, the
 other neurons dead, a set with ``D_k >= d`` kept whole), so the order searches compile once per
-bucket of orders instead of once per order (issue 42)."""
+bucket of orders instead of once per order."""
 
+import dataclasses
 import re
 
 import draws
@@ -13,9 +14,10 @@ import pytest
 from user_nets import mlp
 
 import jaxcompress as jc
-from jaxcompress.compression import UniformOrders, compress_network, compressed_like
+from jaxcompress.compression import compress_network, compressed_like
 from jaxcompress.driver import masked_jit, masked_runs
 from jaxcompress.graph import Network
+from jaxcompress.search.candidates import Candidates, _order_bucket
 
 BALL = jc.Ball(2, 1.0)
 X = draws.uniform(jax.random.PRNGKey(3), (256, 2), jnp.float64, -0.7, 0.7)
@@ -63,15 +65,16 @@ def test_a_masked_run_is_the_network_of_its_order(teacher, family):
 
 def test_uniform_orders_compile_once_per_bucket(teacher):
     params, net = teacher
-    cands = UniformOrders(net, FAMILIES["best_of"], BALL, max_order=8)
-    assert cands.masked and [cands.bucket(k) for k in (0, 1, 4, 5, 8)] == [4, 4, 4, 8, 8]
+    family, cands = FAMILIES["best_of"], Candidates(net, BALL)
+    assert cands.masks_orders(family, 8)
+    assert [_order_bucket(k, 8) for k in (0, 1, 4, 5, 8)] == [4, 4, 4, 8, 8]
     before = masked_jit._cache_size()
     for k in range(5):
-        small, info = cands(k)
+        small, info = cands.uniform_leaves(family, k, 8)
         assert [li.width_out for li in info.layers] == [min(10, (k + 1) * (k + 2) // 2),
                                                         min(30, (k + 1) * (k + 2) // 2)]
         assert all(li.order == k for li in info.layers) and f"order={k}" in info.method
-        exact, _ = cands.exact(k)
+        exact, _ = cands.exact(family, k)
         np.testing.assert_allclose(_f(net, small, X), _f(net, exact, X), rtol=0, atol=1e-12)
     assert masked_jit._cache_size() == before + 1          # orders 0..4: one program
 
@@ -86,11 +89,11 @@ def test_a_traced_network_called_twice_runs_masked():
     net = jc.trace(fn, params, jnp.zeros((4, 2), jnp.float64))
     run = jax.jit(fn)   # the user's function compiled (op by op: a program per operation)
     for family in ("derivative", "collocation"):
-        cands = UniformOrders(net, FAMILIES[family], BALL, max_order=4)
-        assert cands.masked
+        family, cands = FAMILIES[family], Candidates(net, BALL)
+        assert cands.masks_orders(family, 4)
         for k in (1, 2):
-            small, info = cands(k)
-            exact, exact_info = cands.exact(k)
+            small, info = cands.uniform_leaves(family, k, 4)
+            exact, exact_info = cands.exact(family, k)
             a = run(compressed_like(net, net, small, info, BALL).params, X)
             b = run(compressed_like(net, net, exact, exact_info, BALL).params, X)
             np.testing.assert_allclose(a, b, rtol=0, atol=1e-11)
@@ -100,13 +103,16 @@ def test_what_cannot_run_masked_compiles_per_order(teacher):
     _, net = teacher
     assert not masked_runs(jc.derivative_matching(3, selector="maxvol"))   # swaps: not greedy
     assert not masked_runs(jc.collocation(3, widths=(4, 4)))
-    cands = UniformOrders(net, lambda k: jc.derivative_matching(k, selector="maxvol"), BALL,
-                          max_order=6)
-    assert not cands.masked
-    small, info = cands(2)
+    cands = Candidates(net, BALL)
+
+    def family(k):
+        return jc.derivative_matching(k, selector="maxvol")
+
+    assert not cands.masks_orders(family, 6)
+    small, info = cands.uniform_leaves(family, 2, 6)
     assert [li.width_out for li in info.layers] == [6, 6]
     assert jax.tree_util.tree_structure(small) == jax.tree_util.tree_structure(
-        cands.exact(2)[0])
+        cands.exact(family, 2)[0])
 
 
 def test_the_command_line_search_matches_its_order(tmp_path, teacher, capsys):
@@ -146,11 +152,11 @@ def test_tied_sets_and_a_residual_stream_run_masked(name):
     x = ball.sobol(128, dtype=jnp.float32)
     run = jax.jit(model.fn)   # the model compiled (op by op: a program per operation)
     y = np.asarray(run(model.params, x))
-    cands = UniformOrders(net, jc.collocation, ball, max_order=4)
-    assert cands.masked
+    cands = Candidates(net, ball)
+    assert cands.masks_orders(jc.collocation, 4)
     for k in (1, 3):
-        small, info = cands(k)
-        exact, exact_info = cands.exact(k)
+        small, info = cands.uniform_leaves(jc.collocation, k, 4)
+        exact, exact_info = cands.exact(jc.collocation, k)
         a = np.asarray(run(compressed_like(net, net, small, info, ball).params, x))
         b = np.asarray(run(compressed_like(net, net, exact, exact_info, ball).params, x))
         scale = float(np.max(np.abs(y))) + float(np.max(np.abs(b - y)))
@@ -173,7 +179,7 @@ def test_a_masked_shrink_step_is_the_shrink_step_in_one_program(case):
     not zero (sigmoid(0) = 1/2), and with biases of -3 larger than the network's own: they
     must be masked, not merely dead."""
     from jaxcompress.networks import as_network
-    from jaxcompress.shrink import Bench, _bucket, _narrow_step, _Space
+    from jaxcompress.search.candidates import _narrow_step
 
     if case == "chain/derivative":
         params = [dict(layer, bias=jax.device_put(np.asarray(layer["bias"]) - 3.0)) for layer in
@@ -189,19 +195,19 @@ def test_a_masked_shrink_step_is_the_shrink_step_in_one_program(case):
                                  {"kernel": normal[2] / 4, "bias": np.zeros(1)}])
         net = jc.trace(_skip_net, params, jnp.zeros((4, 2)))
         method = jc.collocation(3, layer_order="forward")
-    bench = Bench(params, net, BALL, "sup", key=jax.random.PRNGKey(0), emit=lambda line: None)
-    cand = bench.compress(method, 3, "test")
+    cands = Candidates(net, BALL, params)
+    cand = dataclasses.replace(cands.uniform(method, None), order=3)
     assert cand.widths == (10, 10)
-    space = _Space(bench.plan, _bucket(cand.widths, bench.widths))
+    space = cands.space(cand)
     assert space.widths == (12, 12)
     before = _narrow_step._cache_size()
     for s, by in ((0, 1), (0, 4), (1, 3), (1, 9)):
-        exact, masked = bench.shrink(cand, s, by), bench.shrink(cand, s, by, space)
+        exact, masked = cands.narrow(cand, s, by), cands.narrow(cand, s, by, space)
         assert masked.widths == exact.widths and exact.widths[s] <= cand.widths[s] - by
         for a, b in zip(masked.info.layers, exact.info.layers, strict=True):
             np.testing.assert_array_equal(a.kept, b.kept)
             assert a.width_out == b.width_out and int(a.rank) == int(b.rank)
-        np.testing.assert_allclose(bench.function(masked.leaves)(X),
-                                   bench.function(exact.leaves)(X), rtol=0, atol=1e-10)
+        np.testing.assert_allclose(cands.function(masked.leaves)(X),
+                                   cands.function(exact.leaves)(X), rtol=0, atol=1e-10)
         cand = exact if s == 0 and by == 1 else cand   # the next steps from a narrower one
     assert _narrow_step._cache_size() == before + 2       # one program per set

@@ -20,7 +20,7 @@ from programs import programs_compiled
 import jaxcompress as jc
 from jaxcompress import cli, polishing
 from jaxcompress.polishing import polish_leaves
-from jaxcompress.shrink import _Space
+from jaxcompress.search.candidates import Space
 
 pytestmark = pytest.mark.usefixtures("user_broadcasting")
 
@@ -55,7 +55,7 @@ def test_a_padded_candidate_is_the_same_network_and_polishes_as_the_narrower_one
     small, _ = jc.compress(net, jc.collocation(widths=(5, 4), order=2), domain=BALL)
     leaves, plan = jax.tree_util.tree_leaves(small.params), net.plan()
     assert plan.set_widths(leaves) == (5, 4)
-    space = _Space(plan, (9, 7))
+    space = Space(plan, (9, 7))
     padded, mask = space.pad(leaves)
     assert space.plan.set_widths(padded) == (9, 7)
     x = BALL.sobol(64)
@@ -93,7 +93,7 @@ def test_a_masked_polish_keeps_the_mask_out_of_the_optimizer(monkeypatch):
     net = jc.trace(_skip, _skip_params(), X)
     small, _ = jc.compress(net, jc.collocation(widths=(5, 4), order=2), domain=BALL)
     plan = net.plan()
-    padded, mask = _Space(plan, (9, 7)).pad(jax.tree_util.tree_leaves(small.params))
+    padded, mask = Space(plan, (9, 7)).pad(jax.tree_util.tree_leaves(small.params))
     carries, real = [], polishing._run_chunk
 
     def spy(carry, *args, **kwargs):
@@ -187,8 +187,8 @@ def test_search_by_a_task_metric_with_polishing_on_a_traced_network():
     res, names = programs_compiled(lambda: jc.compress_to_tolerance(
         net, jc.Measured(metric=task_mse, polish=FAST, method=jc.collocation, max_order=6),
         domain=BALL, eps=eps, progress=lines.append))
-    # programs by what they do, not one per candidate (issue 42): every candidate is padded to
-    # 16 neurons per set (the teacher's width, shrink.MIN_BUCKET), the orders run masked in
+    # programs by what they do, not one per candidate: every candidate is padded to 16 neurons
+    # per set (the teacher's width, search.candidates.MIN_BUCKET), the orders run masked in
     # buckets of four, a width step narrows one set masked
     count = collections.Counter(names)
     assert count["jit(_run_impl)"] == count["jit(_shrink_step)"] == 0, count
@@ -223,7 +223,7 @@ def test_each_search_is_a_strategy_of_its_own_and_explains_itself():
     assert jc.Measured(polish=True).polish == jc.PolishSettings()
     with pytest.raises(ValueError, match="random selector is not supported"):
         jc.MeasuredOrders(selector=jc.select.RandomChoice(jax.random.PRNGKey(0)))
-    with pytest.raises(ValueError, match="metric must be 'sup', 'rel_l2', 'psnr' or a callable"):
+    with pytest.raises(ValueError, match="metric must be 'sup', 'rel_l2', 'psnr', a callable"):
         jc.Measured(metric="mse")
     with pytest.raises(TypeError, match="polish must be a bool or jc.PolishSettings"):
         jc.Measured(polish=100)
@@ -368,7 +368,7 @@ def test_a_search_whose_error_stops_improving_stops_and_says_so():
     assert jc.layer_sizes(res.params) == [2, 1, 1, 1]
     assert "s so far; at most 4 orders left" in lines[0] and lines[-1].startswith(
         "stopped (stalled)")
-    with pytest.raises(jc.tolerance.ToleranceNotMet, match=r"(?s)stopped improving.*is this "
+    with pytest.raises(jc.search.ToleranceNotMet, match=r"(?s)stopped improving.*is this "
                                                            r"error's .result.*the search so far"
                        ) as caught:
         jc.compress_to_tolerance(teacher, strategy, activation="tanh", domain=BALL, eps=0.5)

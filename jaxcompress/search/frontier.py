@@ -77,8 +77,8 @@ class FrontierRow:
     @property
     def network(self) -> Any:
         if self.build is None:
-            raise ValueError("FrontierRow.network: this row was read back from a file; it has "
-                             "only the numbers")
+            raise ValueError("FrontierRow.network: this row has only the numbers (read back "
+                             "from a file, or a candidate measured at the teacher's shapes)")
         return self.build()
 
     def to_dict(self) -> dict[str, Any]:

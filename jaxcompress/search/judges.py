@@ -1,0 +1,259 @@
+r"""Judges: whether a candidate keeps the task, and at what figure (ours).
+
+A judge maps a candidate to one number, its *figure*, and says whether the figure meets the
+target ``eps`` (``figure <= eps``; ``>= eps`` for a judge whose :attr:`Judge.higher_is_better`).
+The built-in judges:
+
+* :class:`Metric` ``("sup")``: :func:`jaxcompress.sup_error` against the teacher (uniform
+  samples plus projected gradient ascent);
+* :class:`Metric` ``("rel_l2")``: :math:`\|F - \tilde F\|_2 / \|F\|_2` over
+  :data:`REL_L2_POINTS` fixed Sobol points of the domain (from the error estimate's stretch of
+  the sequence, none of them a polishing point);
+* :class:`Metric` ``("psnr")``: :func:`jaxcompress.measure.psnr` of the candidate against the
+  teacher on the same points, in dB (higher is better);
+* :class:`Metric` ``(callable)``: ``metric(f) -> float`` of the candidate as a batched function
+  ``f(x)`` (your task's error on held-out data; lower is better);
+* :class:`Polished` ``(judge, settings)``: the candidate distilled towards the teacher
+  (:func:`jaxcompress.polish`) before ``judge`` measures it, its figure before polishing kept;
+* :class:`Certificate`: the smaller of the paper's and our a posteriori certificates of
+  :func:`jaxcompress.certify` (chains of dense layers with an analytic activation);
+* :class:`Proof`: the upper end of :func:`jaxcompress.verify`'s proven bracket.
+
+Your own judge subclasses :class:`Judge` and defines ``__call__(f) -> float`` (``f`` the
+candidate as a batched function), with a ``name`` and, for a score, ``higher_is_better =
+True``; pass it as ``jc.Measured(metric=YourJudge())`` (``docs/shrink.md`` has an example).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxcompress._checks import describe
+from jaxcompress.certificates.certificate import certify_prepared
+from jaxcompress.certificates.report import Certificate as _Report
+from jaxcompress.compiling import FastOnSmallCPU
+from jaxcompress.graph.plan import Plan
+from jaxcompress.measure import error_points, network_sup_error, plan_estimate, psnr_db
+from jaxcompress.search.candidates import Candidate, Candidates
+from jaxcompress.verification import verify
+
+__all__ = ["METRICS", "REL_L2_POINTS", "Certificate", "Judge", "Metric", "Polished", "Proof",
+           "Verdict", "as_judge"]
+
+#: Fixed Sobol points of the domain for ``"rel_l2"`` and ``"psnr"``.
+REL_L2_POINTS = 4096
+#: The metrics named by a string.
+METRICS = ("sup", "rel_l2", "psnr")
+
+
+class Verdict(NamedTuple):
+    """A judge's answer: the ``figure``, the candidate judged (polished, for
+    :class:`Polished`), the figure ``before`` polishing and the judge's ``evidence`` (a
+    certificate, a proof)."""
+
+    figure: float
+    candidate: Candidate
+    before: float | None = None
+    evidence: Any = None
+
+
+class Judge:
+    """Whether a candidate keeps the task, and at what figure.
+
+    A subclass defines ``__call__(f) -> float`` (``f`` the candidate as a batched function
+    ``f(x)``); a built-in judge overrides :meth:`judge`, which sees the candidate and the
+    teacher's :class:`~jaxcompress.search.candidates.Candidates`. NaN counts as the worst figure.
+    """
+
+    #: how tables and messages name the figure
+    name: str = "error"
+    #: a score (``True``: larger figures are better, ``eps`` the least one kept) or an error
+    higher_is_better: bool = False
+
+    def __call__(self, f) -> float:
+        raise NotImplementedError(f"{type(self).__name__}: a judge defines __call__(f) -> "
+                                  "float (f the candidate as a batched function f(x))")
+
+    def judge(self, cand: Candidate, cands: Candidates) -> Verdict:
+        """The figure of ``cand``."""
+        return Verdict(self._number(self(cands.function(cand.figure_leaves))), cand)
+
+    def teacher_figure(self, cands: Candidates) -> float:
+        """The teacher's own figure (what no compression can beat, by measurement)."""
+        return self._number(self(cands.function(cands.teacher)))
+
+    def _number(self, value) -> float:
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            raise TypeError(f"metric {self.name} must return one number, got "
+                            f"{describe(value)}") from None
+        if math.isnan(value):
+            return -math.inf if self.higher_is_better else math.inf
+        return value
+
+    def within(self, figure: float, eps: float) -> bool:
+        """Whether ``figure`` meets ``eps``."""
+        return figure >= eps if self.higher_is_better else figure <= eps
+
+    def loss(self, figure: float) -> float:
+        r"""``figure`` as a loss, lower is better and relative changes meaningful (what the
+        stall rule compares): the figure, or for a score in dB (PSNR) the normalised MSE
+        :math:`10^{-\mathrm{figure}/10}`."""
+        return 10.0 ** (-figure / 10.0) if self.higher_is_better else figure
+
+
+class Metric(Judge):
+    """A metric by name (``"sup"``, ``"rel_l2"``, ``"psnr"``) or a callable ``metric(f) ->
+    float`` of the candidate as a batched function (lower is better).
+
+    ``key``, ``n_samples``, ``local_search_steps``: the sup measurement's. ``teacher``: the
+    leaves the sup is measured against (default the candidates' strongly typed teacher).
+    """
+
+    def __init__(self, metric="sup", *, key=None, n_samples: int = 4096,
+                 local_search_steps: int = 100, teacher=None):
+        self.metric = metric
+        self.name = metric if isinstance(metric, str) else getattr(
+            metric, "__name__", type(metric).__name__)
+        self.higher_is_better = metric == "psnr"
+        self.key, self.n_samples, self.local_search_steps = key, n_samples, local_search_steps
+        self.teacher = teacher
+
+    def __call__(self, f) -> float:
+        return self.metric(f)
+
+    def judge(self, cand: Candidate, cands: Candidates) -> Verdict:
+        leaves = list(cand.figure_leaves)
+        teacher = cands.teacher if self.teacher is None else self.teacher
+        if self.metric == "sup":
+            value = network_sup_error(cands.plan, teacher, leaves, cands.domain, self.key,
+                                      n_samples=self.n_samples,
+                                      local_search_steps=self.local_search_steps)
+        elif self.metric == "rel_l2":
+            value = _rel_l2(teacher, leaves, cands.domain, plan=cands.plan, n=REL_L2_POINTS)
+        elif self.metric == "psnr":
+            value = _psnr(teacher, leaves, cands.domain, plan=cands.plan, n=REL_L2_POINTS)
+        else:
+            return super().judge(cand, cands)
+        return Verdict(self._number(value), cand)
+
+    def teacher_figure(self, cands: Candidates) -> float:
+        if self.metric in ("sup", "rel_l2"):
+            return 0.0
+        if self.metric == "psnr":
+            return math.inf
+        return super().teacher_figure(cands)
+
+
+class Polished(Judge):
+    """``judge`` of the candidate polished towards the teacher (:func:`jaxcompress.polish`
+    with ``settings``: ``settings.steps`` for a compression of the teacher,
+    ``settings.shrink_steps`` for a step of the width search), padded and masked in the
+    candidate's space; the verdict's ``before`` is the figure before polishing."""
+
+    def __init__(self, judge: Judge, settings):
+        self.inner, self.settings = judge, settings
+        self.name, self.higher_is_better = judge.name, judge.higher_is_better
+
+    def judge(self, cand: Candidate, cands: Candidates) -> Verdict:
+        before = self.inner.judge(cand, cands).figure
+        steps = self.settings.shrink_steps if cand.stage == "shrink" else self.settings.steps
+        polished = cands.polish(cand, self.settings, steps)
+        after = self.inner.judge(polished, cands)
+        return after._replace(before=before)
+
+    def teacher_figure(self, cands: Candidates) -> float:
+        return self.inner.teacher_figure(cands)
+
+
+class Certificate(Judge):
+    """The a posteriori certificate of a candidate of per-set orders (exact, at its own widths):
+    the smaller of ours and the paper's Theorem 16 with Eq. 16 (both rigorous); the report is
+    the verdict's evidence. ``prepared``: the teacher's
+    :class:`~jaxcompress.certificates.prepared.Prepared`."""
+
+    name = "a posteriori bound"
+
+    def __init__(self, prepared, eps: float, delta: float):
+        self.prepared, self.eps, self.delta = prepared, eps, delta
+
+    def judge(self, cand: Candidate, cands: Candidates) -> Verdict:
+        rep = certify_prepared(self.prepared, eps=self.eps, delta=self.delta,
+                               compressed=cands.plan.chain.lower(cand.leaves), info=cand.info)
+        return Verdict(proof(rep)[0], cand, evidence=rep)
+
+    def teacher_figure(self, cands: Candidates) -> float:
+        return 0.0
+
+
+def proof(rep: _Report) -> tuple[float, str]:
+    """The smaller of the two a posteriori certificates (both rigorous) and whose it is."""
+    cands = [(rep.a_posteriori_bound, "ours"), (rep.a_posteriori_paper, "paper Thm 16 + Eq. 16")]
+    cands = [(b, w) for b, w in cands if b is not None]
+    return min(cands) if cands else (float("inf"), "none")
+
+
+class Proof(Judge):
+    """The upper end of :func:`jaxcompress.verify`'s bracket of ``sup |F - F~|`` over the
+    domain (``max_seconds`` for each proof; a proof that times out counts its upper bound);
+    the :class:`~jaxcompress.Verification` is the verdict's evidence."""
+
+    name = "proven sup"
+
+    def __init__(self, teacher, eps: float, max_seconds: float):
+        self.teacher, self.eps, self.max_seconds = teacher, eps, max_seconds
+
+    def judge(self, cand: Candidate, cands: Candidates) -> Verdict:
+        res = verify(self.teacher, cands.function(cand.figure_leaves), domain=cands.domain,
+                     eps=self.eps, max_seconds=self.max_seconds)
+        return Verdict(self._number(res.upper), cand, evidence=res)
+
+    def teacher_figure(self, cands: Candidates) -> float:
+        return 0.0   # the teacher is 0 from itself: no proof of it to compile
+
+
+def as_judge(metric, where: str, **sup) -> Judge:
+    """``metric=`` of a search as a judge: a :class:`Judge`, a name of :data:`METRICS` or a
+    callable ``metric(f) -> float`` (``sup``: the sup measurement's settings)."""
+    if isinstance(metric, Judge):
+        return metric
+    if isinstance(metric, str):
+        if metric not in METRICS:
+            raise ValueError(f"{where}: metric must be 'sup', 'rel_l2', 'psnr', a callable "
+                             f"metric(f) -> float or a jc.search.Judge, got {metric!r}")
+    elif not callable(metric):
+        raise TypeError(f"{where}: metric must be 'sup', 'rel_l2', 'psnr', a callable "
+                        f"metric(f) -> float (f the candidate as a batched function f(x)) or a "
+                        f"jc.search.Judge, got {describe(metric)}")
+    return Metric(metric, **sup)
+
+
+@functools.partial(jax.jit, static_argnames=("plan", "n"))
+def _rel_l2(teacher, leaves, domain, *, plan: Plan, n: int):
+    x = error_points(domain, n, plan.x.dtype)
+    f = plan.apply(teacher, x)
+    gap = f - plan.apply(leaves, x)
+    return jnp.sqrt(jnp.sum(gap * gap) / jnp.sum(f * f))
+
+
+@functools.partial(jax.jit, static_argnames=("plan", "n"))
+def _psnr(teacher, leaves, domain, *, plan: Plan, n: int):
+    x = error_points(domain, n, plan.x.dtype)
+    return psnr_db(plan.apply(teacher, x), plan.apply(leaves, x))
+
+
+def estimate(cands: Candidates, leaves) -> jax.Array:
+    """``max |F - F~|`` on the error estimate's fixed Sobol points, as the driver records it
+    (one program)."""
+    return _estimate(cands.teacher, list(leaves), cands.domain, plan=cands.plan)
+
+
+@functools.partial(FastOnSmallCPU, static_argnames=("plan",))
+def _estimate(teacher, leaves, domain, *, plan: Plan):
+    return plan_estimate(plan, teacher, leaves, domain, None)

@@ -486,3 +486,85 @@ def test_a_search_by_psnr_in_db():
     assert grid.smallest_row(dbs[1]).widths == (6, 6)
     assert dbs[0] == pytest.approx(float(jc.measure.psnr(
         teacher, grid.rows[0].network, activation="tanh", domain=BALL)), abs=1e-6)
+
+
+class _Fits(jc.search.Judge):
+    """A user's validation as a score: the share of held-out points the candidate fits within
+    ``tol`` of the task's values (higher is better)."""
+
+    name = "fits"
+    higher_is_better = True
+
+    def __init__(self, x, y, tol):
+        self.x, self.y, self.tol, self.calls = x, y, tol, 0
+
+    def __call__(self, f):
+        self.calls += 1
+        return float(jnp.mean(jnp.abs(f(self.x) - self.y) <= self.tol))
+
+    def loss(self, figure):        # what the stall rule compares: the share missed
+        return 1.0 - figure
+
+
+def test_a_judge_of_your_own_decides_the_search():
+    """The judge of docs/shrink.md's example: a score of the user's own validation, kept when at
+    least ``eps``; the result is judged by it (name, figure) and so is every candidate."""
+    teacher = jc.init_mlp(jax.random.PRNGKey(0), [2, 16, 16, 1])
+    x = BALL.sobol(512, skip=5000)
+    judge = _Fits(x, jc.apply(teacher, x, activation="tanh"), 1e-3)
+    res = jc.compress_to_tolerance(teacher, jc.Measured(metric=judge, n_samples=256),
+                                   activation="tanh", domain=BALL, eps=0.95)
+    assert res.met and res.metric == "fits" and res.metric_value >= 0.95
+    rows = res.frontier.rows
+    assert judge.calls == len(rows) + 1 and res.frontier.higher_is_better   # and the teacher
+    assert judge(res.compressed) == pytest.approx(res.metric_value, abs=1e-9)
+    assert any(r.error < 0.95 for r in rows)             # some candidate missed the score
+    assert res.widths < (16, 16) and "fits" in res.history[0]
+    with pytest.raises(ValueError, match="metric must be .* or a jc.search.Judge, got 'fit'"):
+        jc.Measured(metric="fit")
+
+
+def test_a_proposer_of_your_own_runs_in_the_loop():
+    """A proposer is a generator over the loop: it yields candidates to build, reads each trial
+    and returns its choice; a spent budget is thrown into it at its yield."""
+    from jaxcompress.search import Candidates, Outcome, Search
+    from jaxcompress.stopping import Clock, Stopped
+
+    teacher = jc.init_mlp(jax.random.PRNGKey(0), [2, 16, 16, 1])
+    net = jc.networks.as_network(teacher, activation="tanh")
+    judge = jc.search.judges.Metric("rel_l2")
+
+    def largest_first(search):          # orders from the top: the last that met eps
+        chosen = None
+        try:
+            for k in (4, 3, 2, 1):
+                trial = yield lambda k=k: search.candidates.uniform(jc.collocation, k, 4)
+                if not trial.ok:
+                    break
+                chosen = trial
+        except Stopped as why:
+            return Outcome(chosen, search.clock.stop(why.status, why.reason, met=True))
+        return Outcome(chosen, search.clock.stop("met", "the smallest order that met eps",
+                                                 met=chosen is not None))
+
+    search = Search(Candidates(net, BALL, teacher), judge, 1e-3, Clock())
+    out = search.run(largest_first)
+    figures = [t.figure for t in search.trials]
+    assert out.stop.met and out.chosen.figure <= 1e-3
+    assert [t.candidate.order for t in search.trials] == [4, 3, 2, 1][:len(figures)]
+    assert all(f <= 1e-3 for f in figures[:-1]) and out.chosen is search.trials[-2]
+    budget = Search(Candidates(net, BALL, teacher), judge, 1e-3, Clock(max_seconds=0))
+    out = budget.run(largest_first)      # the first candidate alone, then the budget
+    assert out.stop.status == "budget" and len(budget.trials) == 1
+
+
+def test_a_method_value_is_searched_at_its_own_order():
+    """``Measured(method=<a Method>)`` compresses at the method's order, once (it swept
+    k = 0, 1, ... over the same method)."""
+    teacher = jc.init_mlp(jax.random.PRNGKey(0), [2, 16, 16, 1])
+    res = jc.compress_to_tolerance(
+        teacher, jc.Measured(method=jc.derivative_matching(3), shrink=False, n_samples=256),
+        activation="tanh", domain=jc.Ball(2, 0.5), eps=1e-2)
+    assert res.met and res.orders == (3, 3) and res.widths == (10, 10)
+    assert [r.order for r in res.frontier.rows] == [3]
+    assert res.history[0].startswith("order k = 3: widths [10, 10]")

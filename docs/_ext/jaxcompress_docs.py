@@ -63,7 +63,7 @@ GROUPS: dict[str, str] = {
     "jaxcompress.domains": "Domains",
     "jaxcompress.features": "Feature maps",
     "jaxcompress.certificates": "Certificates",
-    "jaxcompress.tolerance": "Compressing to a tolerance",
+    "jaxcompress.search": "How small can it get (the search)",
     "jaxcompress.polish": "Polishing",
     "jaxcompress.sharding": "Scale-out",
     "jaxcompress.evaluate": "Measuring the error",

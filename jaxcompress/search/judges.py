@@ -102,9 +102,10 @@ class Judge:
         return figure >= eps if self.higher_is_better else figure <= eps
 
     def loss(self, figure: float) -> float:
-        r"""``figure`` as a loss, lower is better and relative changes meaningful (what the
-        stall rule compares): the figure, or for a score in dB (PSNR) the normalised MSE
-        :math:`10^{-\mathrm{figure}/10}`."""
+        r"""``figure`` as a positive loss, lower is better and relative changes meaningful (what
+        the stall rule compares and the best candidate minimises): an error itself, a score
+        in dB (PSNR) as the normalised MSE :math:`10^{-\mathrm{figure}/10}`; a judge of
+        another score overrides it (e.g. ``1 - share`` for a share of points kept)."""
         return 10.0 ** (-figure / 10.0) if self.higher_is_better else figure
 
 

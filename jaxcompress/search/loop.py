@@ -13,6 +13,7 @@ that it returns what it has. A proposer that raises :class:`~jaxcompress.stoppin
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 import time
 from collections.abc import Callable, Generator
@@ -91,6 +92,11 @@ class Search:
             except Stopped as why:
                 return self.stopped(why)
             trial = self.judged(proposal)
+
+    @functools.cached_property
+    def teacher_figure(self) -> float:
+        """The teacher's own figure (judged once)."""
+        return self.judge.teacher_figure(self.candidates)
 
     def judged(self, proposal: Callable[[], Candidate]) -> Trial:
         """Build the proposal's candidate, judge it, record it."""

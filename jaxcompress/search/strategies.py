@@ -478,7 +478,7 @@ def _width_search(self: Measured | Verified, search: Search) -> tuple[ToleranceR
                     "or jc.Box domain")
     family = (default_family(self.polish, self.selector) if self.method is None
               else as_family(self.method, "compress_to_tolerance"))
-    teacher = judge.teacher_figure(cands)
+    teacher = search.teacher_figure
     if not judge.within(teacher, eps):
         raise _fail(search.history, f"the teacher itself has {judge.name} {teacher:.4g} "
                     f"{'<' if judge.higher_is_better else '>'} eps = {eps:g}; no compression of "
@@ -771,7 +771,7 @@ def _frontier(search: Search, stop: Stop | None, batch: int | None = None,
     speed = None if batch is None else _throughput(cands, cands.teacher, batch)
     return Frontier(rows=tuple(rows), metric=judge.name,
                     teacher_params=leaf_count(cands.teacher),
-                    teacher_error=judge.teacher_figure(cands), teacher_points_per_s=speed,
+                    teacher_error=search.teacher_figure, teacher_points_per_s=speed,
                     domain=repr(cands.domain), history=tuple(search.history),
                     higher_is_better=judge.higher_is_better, stop=stop)
 

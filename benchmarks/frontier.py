@@ -3,7 +3,7 @@
 Beyond the paper (ours). ``jc.compress_to_tolerance(net, jc.Measured(metric=task, polish=True),
 domain=..., eps=...)`` compresses a traced network at orders ``k = 0, 1, ...`` (collocation,
 each polished towards the teacher) until one meets the task budget, then removes neurons one
-at a time per layer while it still does (``jaxcompress/shrink.py``). Measured here:
+at a time per layer while it still does (``jaxcompress/search/``). Measured here:
 
 **Table 1** (float64): the five teachers of ``benchmarks/teachers.py`` (``[2, 512, 512, 512, 1]``
 sigmoid MLPs trained on ``q(x1, x2) = sin(2 x1) + 0.5 cos(3 x2) + 0.25 x1 x2`` over the unit

@@ -1,29 +1,20 @@
-"""How the library's compression program is compiled on a CPU (ours, not the paper's).
+"""How the library's programs are compiled on a CPU (ours, not the paper's).
 
 On the coordinate networks people compress, XLA's compilation of one compression takes seconds
 and its run milliseconds (``benchmarks/compile_latency.py``). XLA's CPU backend compiles the
-same program 3-4x faster at optimisation level 0 with its older elemental fusion emitter, and
-the program then runs 1.4-5x slower. Measured on the 2-core development CPU, float64, the
-compression program of ``[2, w, w, 1]`` tanh networks at k = 6 (compile / warm run, default ->
-fast)::
+same program several times faster at optimisation level 0 with its older elemental fusion
+emitter (:data:`FAST_OPTIONS`), and the program then runs slower; the same kept neurons come
+out, the coefficients equal to rounding. One call always comes out ahead; the slower run pays
+the saving back only after many calls, the fewer the wider the teacher (the measurements are in
+``benchmarks/README.md``, "Compile once"). So :data:`jaxcompress.driver.run_jit` compiles
+*fast* on a CPU when the teacher has at most :data:`FAST_MAX_PARAMS` parameters, and XLA's
+defaults otherwise, on every accelerator (a GPU's compile is another trade) and under an
+enclosing ``jax.jit`` / ``vmap`` / ``grad`` (the enclosing program is compiled as its caller
+asked).
 
-    w = 64,   derivative matching   1.33 s / 0.9 ms  ->  0.32 s / 2.9 ms
-    w = 64,   collocation           1.81 s / 4.1 ms  ->  0.55 s / 19.6 ms
-    w = 512,  collocation           1.61 s / 97 ms   ->  0.45 s / 197 ms
-    w = 2048, collocation           1.57 s / 702 ms  ->  0.41 s / 993 ms
-
-with the same kept neurons and coefficients equal to rounding (2e-11 relative in float64). One
-call always comes out ahead; the slower run pays the saving back only after ~70 calls at
-w = 64, ~12 at w = 512, ~4 at w = 2048. So :data:`jaxcompress.driver.run_jit` compiles *fast*
-on a CPU when the teacher has at most :data:`FAST_MAX_PARAMS` parameters, and XLA's defaults
-otherwise, on every accelerator (a GPU's compile is another trade) and under an enclosing
-``jax.jit`` / ``vmap`` / ``grad`` (the enclosing program is compiled as its caller asked).
-
-The sup-error measurement of two chains (4,096 samples, 100 steps of projected ascent from 16
-starts) is called many times at one shape by the searches, and its run grows faster:
-0.98 s / 9.8 ms -> 0.35 s / 33.5 ms at w = 64, 0.99 s / 235 ms -> 0.30 s / 425 ms at w = 512.
-It compiles fast up to :data:`FAST_MAX_PARAMS_MEASURE` parameters (a few dozen calls at w = 64
-still come out ahead).
+The sup-error measurement of two chains is called many times at one shape by the searches, and
+its run grows faster with the width: it compiles fast up to :data:`FAST_MAX_PARAMS_MEASURE`
+parameters.
 
 ``JAXCOMPRESS_FAST_COMPILE`` overrides the choice: ``auto`` (default), ``on`` (every CPU
 compile fast) or ``off`` (XLA's defaults everywhere). The user's own XLA flags are never
@@ -148,9 +139,7 @@ class FastFirst(_Twin):
     :attr:`budget_s` seconds running (the calls after its first, which compiles), then XLA's
     defaults. A short run pays the fast compile only; a long one pays at most ``budget_s`` of
     slower calls and both compiles: never far from the better of the two choices, whichever
-    it is. The proof search of :func:`jaxcompress.verify` uses it: compiled fast, the docs'
-    example (208 boxes) took 2.3 s instead of 4.5 s, and a search of 19,252 boxes ran 7x slower
-    (44.5 s instead of 11.4 s).
+    it is. The proof search of :func:`jaxcompress.verify` uses it.
 
     When it switches depends on the machine's speed; the two programs compute the same
     arithmetic (XLA does not reassociate floating point without fast-math), so results agree

@@ -279,7 +279,7 @@ class _FnModel:
 
 @dataclasses.dataclass(frozen=True)
 class _PlanModel:
-    """A candidate of the search for the smallest network (:mod:`jaxcompress.shrink`) and its
+    """A candidate of the search for the smallest network (:mod:`jaxcompress.search`) and its
     teacher, as driver plans (static, hashable: every candidate of one shape structure, and
     every teacher of one plan, share one compilation). With ``masked``, the student is a pair
     ``(leaves, mask)`` and computes with ``leaves * mask``: a narrower network padded to a

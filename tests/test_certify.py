@@ -1,4 +1,4 @@
-"""The certificate (jaxcompress.certificates) and compression to a tolerance (tolerance.py).
+"""The certificate (jaxcompress.certificates) and compression to a tolerance (jaxcompress.search).
 
 Our own bounds in closed form where that exists, the structural properties (monotonicity,
 Assumption 4 refusals, report formats, the CLI), the bound rules against samples, and

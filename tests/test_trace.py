@@ -488,3 +488,42 @@ def test_python_numbers_in_params_reach_fn_as_numbers():
     polished, _ = jc.polish(small, net, domain=BALL, steps=3)
     assert polished.params["omega"] == 1.5 and np.all(np.isfinite(np.asarray(polished(pts))))
     assert set(seen) == {(int, float, bool)}
+
+
+def _layer(p, x):
+    """``tanh(x W1 + b1)``: the hidden values the refusals below misuse."""
+    return jnp.tanh(x @ p["w1"] + p["b1"])
+
+
+REFUSALS = {
+    # a name: (fn, the operation the refusal names)
+    "reshaped across the neurons": (
+        lambda p, x: _layer(p, x).reshape(-1, 4, 6).sum(1) @ p["w2"][:6], "reshape"),
+    "a primitive without a rule": (
+        lambda p, x: jnp.sort(_layer(p, x), -1) @ p["w2"], "sort"),
+    "two hidden values multiplied as matrices": (
+        lambda p, x: jnp.sum(_layer(p, x) * _layer(p, 2 * x), -1, keepdims=True)
+        @ p["w2"][:1], "reduce_sum"),
+    "LayerNorm over the neurons": (
+        lambda p, x: (_layer(p, x) - _layer(p, x).mean(-1, keepdims=True)) @ p["w2"],
+        "reduce_sum"),
+    "hidden values sliced": (lambda p, x: _layer(p, x)[:, :3] @ p["w2"][:3], "slice"),
+    "joined along another axis": (
+        lambda p, x: jnp.stack([_layer(p, x), _layer(p, -x)], 1).sum(1) @ p["w2"],
+        "stack"),
+}
+
+
+@pytest.mark.parametrize("name", list(REFUSALS))
+def test_every_refusal_names_the_operation_the_users_line_and_a_fix(name):
+    fn, op = REFUSALS[name]
+    k = jax.random.split(jax.random.PRNGKey(3), 2)
+    w1, b1 = _dense(k[0], (2, 24))
+    w2, b2 = _dense(k[1], (24, 1))
+    net = jc.trace(fn, {"w1": w1, "b1": b1, "w2": w2}, X)
+    pins = [(reason, line) for g in net.groups for reason, line in g.pins
+            if "reaches the output" not in reason]
+    assert pins and not net.compressible, str(net)
+    assert any(f"`{op}`" in reason for reason, _ in pins), str(net)
+    assert all("fix:" in reason for reason, _ in pins), str(net)
+    assert all("test_trace.py" in line for reason, line in pins if f"`{op}`" in reason)

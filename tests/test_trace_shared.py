@@ -194,10 +194,11 @@ def ensemble_mean(p, x):
 
 
 def test_a_vmapped_ensemble_keeps_one_width_with_each_members_own_neurons():
-    """``jax.vmap`` over stacked parameters: the trace runs the members one by one (slice ``i``
-    of every stacked leaf), each member's layers are groups of their own, and the stack keeps
-    one width (each member selecting its own neurons, as a scan's layers do); the user's ``fn``
-    runs its ``vmap`` on the smaller stack."""
+    """``jax.vmap`` over stacked parameters: the trace reads the members one by one from the
+    jaxpr (slice ``i`` of every stacked leaf), each member's layers are groups of their own,
+    and the stack keeps one width (each member selecting its own neurons, as a scan's layers
+    do); the user's ``fn`` runs its ``vmap`` on the smaller stack (the other spellings of
+    ``vmap`` and the refusals: tests/test_trace_ensemble.py)."""
     p = _ensemble(jax.random.PRNGKey(4), 4, [2, 24, 24, 1])
     net = jc.trace(ensemble_mean, p, X)
     assert len(net.compressible) == 8 and len(net.plan().sets) == 2
@@ -211,14 +212,3 @@ def test_a_vmapped_ensemble_keeps_one_width_with_each_members_own_neurons():
     kept = {tuple(np.asarray(small.params[0]["bias"])[i]) for i in range(4)}
     assert len(kept) == 4, "each member keeps its own neurons"
     assert all(m[0]["kernel"].shape == (2, 24) for m in members)
-
-
-def test_a_vmap_the_trace_does_not_unroll_says_how_to_write_it(params):
-    """``vmap`` over axis 1 of the stacked leaves is JAX's batched ``dot_general``: pinned,
-    with what the trace does unroll."""
-    p = [jax.tree.map(lambda a: jax.device_put(np.moveaxis(np.asarray(a), 0, -1)), layer)
-         for layer in _ensemble(jax.random.PRNGKey(4), 3, [2, 8, 1])]
-    fn = lambda p, x: jax.vmap(mlp, in_axes=(-1, None))(p, x).mean(0)   # noqa: E731
-    net = jc.trace(fn, p, X)
-    assert not net.compressible
-    assert "jc.trace runs a jax.vmap over stacked parameters member by member" in str(net)

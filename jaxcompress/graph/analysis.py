@@ -237,8 +237,9 @@ def pin_shared(a: Analysis, paths: Sequence[str]) -> None:
         if len(groups) > 1:
             where = paths[leaf] + ("" if index is None else f"[{index}]")
             for g in groups:
-                g.pin(f"the leaf {where} produces {len(groups)} groups (shared weights)",
-                      "params")
+                g.pin(f"the leaf {where} produces {len(groups)} groups (shared weights); "
+                      "fix: call one network several times (f(x) + f(-x): one group at "
+                      "several sites), or give each use a leaf of its own", "params")
     for leaf, index, first, other, line in a.conflicts:
         where = paths[leaf] + ("" if index is None else f"[{index}]")
         names = [("group " + ", ".join(str(g + 1) for g, _ in blocks if g >= 0))
@@ -246,7 +247,7 @@ def pin_shared(a: Analysis, paths: Sequence[str]) -> None:
         for g in {g for blocks in (first, other) for g, _ in blocks if g >= 0}:
             a.groups[g].pin(f"the rows of {where} read {names[0]} at one call and "
                             f"{names[1]} at another (one set of rows cannot be re-weighted "
-                            "for both)", line)
+                            "for both); fix: give each use a kernel leaf of its own", line)
     for g in a.groups:
         refs = [(leaf, index) for leaf, _, index in g.slots()] + [
             (c.leaf, c.index) for c in g.consumers]
@@ -255,7 +256,9 @@ def pin_shared(a: Analysis, paths: Sequence[str]) -> None:
             if n > known:
                 where = paths[leaf] + ("" if index is None else f"[{index}]")
                 g.pin(f"the leaf {where} is read {n} times, {n - known} of them other than "
-                      "as this network's weights (shared weights)", "params")
+                      "as this network's weights (shared weights); fix: read it in fn only as "
+                      "the network's weights (a penalty on the weights belongs in the loss, "
+                      "outside fn)", "params")
 
 
 def seed_candidates(a: Analysis) -> frozenset:
@@ -304,7 +307,9 @@ def close_constants(a: Analysis, line: str = "params") -> None:
     for g in a.groups:
         if g.constant:
             g.pin("does not depend on the input x (a function of constants and parameters "
-                  "only, e.g. a DeepONet's branch on fixed input functions)", g.sites[0] or line)
+                  "only, e.g. a DeepONet's branch on fixed input functions); fix: none "
+                  "needed, it is one constant on the domain (compress it with the data it "
+                  "reads, jc.data_matching, as a network of its own)", g.sites[0] or line)
 
 
 def close_sets(a: Analysis) -> None:
@@ -316,8 +321,9 @@ def close_sets(a: Analysis) -> None:
     for members in sets.values():
         if len(members) < 2:
             if members[0].linear:
-                members[0].pin("no elementwise activation before the next kernel",
-                               members[0].linear)
+                members[0].pin("no elementwise activation before the next kernel; fix: "
+                               "none needed, a linear layer folds into the next kernel "
+                               "(K1 K2: multiply them)", members[0].linear)
             continue
         indices = tuple(g.index for g in members)
         for g in members:
@@ -326,7 +332,8 @@ def close_sets(a: Analysis) -> None:
         for g in members:
             for p in pinned:
                 if p is not g:
-                    g.pin(f"tied to group {p.index}, which is pinned", p.pins[0][1])
+                    g.pin(f"tied to group {p.index}, which is pinned (its fix frees "
+                          "this one)", p.pins[0][1])
 
 
 def close_stacks(a: Analysis, paths: Sequence[str],
@@ -385,7 +392,9 @@ def close_stacks(a: Analysis, paths: Sequence[str],
         shapes = {tuple((g < 0, size) for g, size in blocks) for blocks in per.values()}
         if len(per) != layers or len(shapes) != 1 or (leaf, axis) in merged:
             bad.append((members, f"the slices of the stacked leaf {paths[leaf]} read values of "
-                        "different neuron blocks (its layers stay stacked: one layout)"))
+                        "different neuron blocks (its layers stay stacked: one layout); fix: "
+                        "read every slice alike (each layer of the scan, each member of the "
+                        "ensemble), or keep the layers as leaves of their own"))
         else:
             for b in range(len(first)):
                 union([blocks[b][0] for blocks in per.values() if blocks[b][0] >= 0])
@@ -397,7 +406,9 @@ def close_stacks(a: Analysis, paths: Sequence[str],
         shapes = {(v.axis, tuple((g < 0, size) for g, size in v.blocks)) for v in hidden}
         if hidden and (len(hidden) != len(vals) or len(shapes) != 1):
             bad.append((members, "the carry of a scan is not one structure of neuron blocks "
-                        "in every iteration (it keeps its shape: one width)"))
+                        "in every iteration (it keeps its shape: one width); fix: give the "
+                        "carry the same layer's neurons in every iteration (the first "
+                        "layer before the scan)"))
         elif hidden:
             for b in range(len(hidden[0].blocks)):
                 union([v.blocks[b][0] for v in hidden if v.blocks[b][0] >= 0])
@@ -417,7 +428,8 @@ def close_stacks(a: Analysis, paths: Sequence[str],
             g.stacked = indices
             if pinned and not g.pins:
                 g.pin(f"keeps the width of group {pinned[0].index} (the layers of a scan stay "
-                      "stacked: one width), which is pinned", pinned[0].pins[0][1])
+                      "stacked: one width), which is pinned (its fix frees this one)",
+                      pinned[0].pins[0][1])
     return merged
 
 

@@ -25,6 +25,10 @@ __all__ = ["ELEMENTWISE", "RULES", "Registered", "Rule", "analytic", "entire", "
 
 Rule = Callable[[Analysis, Eqn, list], list]
 
+#: The fix offered where a derivative taken inside ``fn`` is read other than linearly.
+DERIV_FIX = ("; fix: trace the network itself (fn without the derivative) and differentiate "
+             "the compressed one")
+
 
 @dataclasses.dataclass(frozen=True)
 class Registered:
@@ -172,6 +176,21 @@ def _operand(a: Analysis, eqn: Eqn, ref: Val, v: Val):
             "(another branch of the program, or a pinned group)")
 
 
+#: The fix for each operand :func:`_operand` cannot read beside a group's activation.
+_OPERAND_FIX = {
+    "a non-scalar constant (not one function of each neuron)":
+        "make it a parameter leaf of one number per neuron (shape (n,)), sliced with them",
+    "the input": "read x through a kernel (x K) or join it beside the layer (a skip, "
+                 "concatenate)",
+    "a value the analysis does not follow (another branch of the program, or a pinned group)":
+        "the other operand's own pin says why it is not followed: fix that one",
+    "a parameter that is not one number per neuron": "make it one number per neuron (shape "
+                                                     "(n,)) or one shared scalar",
+    "a value computed from parameters that is not one number (nor one per neuron)":
+        "compute one number per neuron (shape (n,)) or one shared scalar",
+}
+
+
 def _elementwise(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
     """Elementwise primitives: constants fold; on hidden values with one block structure the
     op is a function of each neuron (extending a single group's activation program); a
@@ -185,7 +204,7 @@ def _elementwise(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
     if dual and not _linear_in_dual(eqn, vals):
         a.pin(hidden, f"`{eqn.name}` of a cotangent (a derivative taken inside fn) that is not "
                       "linear in it (only sums of cotangents and their products with "
-                      "activations are)", eqn.line)
+                      f"activations are){DERIV_FIX}", eqn.line)
         return [OTHER] * len(eqn.outs)
     if not hidden:
         out = _factorised(a, eqn, vals)
@@ -216,7 +235,8 @@ def _elementwise(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
             continue
         op = _operand(a, eqn, ref, v)
         if isinstance(op, str):
-            a.pin([ref], f"`{eqn.name}` of its activation with {op}", eqn.line)
+            a.pin([ref], f"`{eqn.name}` of its activation with {op}; fix: "
+                         f"{_OPERAND_FIX.get(op, 'see the other operand')}", eqn.line)
             return [OTHER] * len(eqn.outs)
         if len(op) == 3:
             unit_axes[v.leaf], op = op[2], op[:2]
@@ -309,7 +329,8 @@ def _seeded(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
             a.consume_dual(eqn, h.single(), leaf, axis, index)
         return [Val("hidden", axis=h.axis, blocks=h.blocks, dual=True)] * len(eqn.outs)
     a.pin(hidden, f"`{eqn.name}` with the cotangent of a kernel's rows (a derivative taken "
-                  "inside fn) that is not its product with one group's activation", eqn.line)
+                  f"inside fn) that is not its product with one group's activation{DERIV_FIX}",
+          eqn.line)
     return [OTHER] * len(eqn.outs)
 
 
@@ -418,7 +439,9 @@ def _view(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
     if [old[i] for i in free_old] == [new[i] for i in free_new] and v.axis in free_old:
         return [dataclasses.replace(v, axis=free_new[free_old.index(v.axis)])]
     if v.kind == "hidden":
-        a.pin(vals, f"reshaped by `{eqn.name}`", eqn.line)
+        a.pin(vals, f"reshaped by `{eqn.name}` across its neurons' axis; fix: keep the "
+                    "neurons on an axis of their own (reshape the other axes only), or "
+                    "register a rule (jaxcompress.graph.register_rule)", eqn.line)
     return [OTHER]
 
 
@@ -516,10 +539,13 @@ def _dot_general(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
         return [OTHER]
     if data.kind == "hidden":
         if data.axis != dc:
-            a.pin([data], "`dot_general` contracts an axis other than its neurons", eqn.line)
+            a.pin([data], "`dot_general` contracts an axis other than its neurons; fix: "
+                          "contract the neurons' axis (h @ K, the neurons last in h)",
+                  eqn.line)
         elif kern.scale is not None and kern.scale[1] == leaf_axis:
             a.pin([data], "its kernel is v * (a scale per row): no leaf is linear in its "
-                      "rows", eqn.line)
+                      "rows; fix: fold the scale into one kernel leaf (K = v * g) before "
+                      "compressing", eqn.line)
         else:
             a.consume(eqn, data, eqn.ins[1 - side], kern.leaf, leaf_axis + lead, dc,
                       kern.index)
@@ -536,7 +562,8 @@ def _dot_general(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
     if kern.scale is not None and kern.scale[1] == free:
         a.add_scale(g, kern.scale[0], kern.index)     # g: one per neuron, sliced with them
     elif kern.scale is not None:
-        a.pin_group(g, "its kernel is v * (a scale per input): kept whole", eqn.line)
+        a.pin_group(g, "its kernel is v * (a scale per input): kept whole; fix: fold the "
+                       "scale into one kernel leaf (K = v * g) before compressing", eqn.line)
     return [Val("hidden", axis=axis, blocks=((g, width),), pre=True, node=0)]
 
 
@@ -551,11 +578,13 @@ def _dual_dot(a: Analysis, eqn: Eqn, kern: Val, data: Val, dc: int, contracted, 
     if data.kind == "hidden" and (g is None or data.single() is None or data.axis != dc
                                   or a.find(g) != a.find(data.single())):
         a.pin([data], "`dot_general` of a cotangent (a derivative taken inside fn) with a "
-                      "kernel that does not produce its neurons (or along another axis)",
-              eqn.line)
+                      f"kernel that does not produce its neurons (or along another axis)"
+                      f"{DERIV_FIX}", eqn.line)
         return [OTHER]
     if kern.scale is not None and kern.scale[1] != contracted[1] - (kern.index is not None):
-        a.pin([data], "its kernel is v * (a scale per input), applied transposed", eqn.line)
+        a.pin([data], "its kernel is v * (a scale per input), applied transposed; fix: "
+                      "fold the scale into one kernel leaf (K = v * g) before compressing",
+              eqn.line)
         return [OTHER]
     a.explain(kern.leaf, kern.index)
     a.derivative = True
@@ -593,8 +622,9 @@ def _latent(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
         a.pin_group(gb, f"its neurons are the latent rows read by group(s) "
                 f"{', '.join(str(g + 1) for g in t.groups)} (re-weighted there)", eqn.line)
         return [OTHER]
-    a.pin(vals, "`dot_general` of two hidden values (neither is x K + b of one group)",
-              eqn.line)
+    a.pin(vals, "`dot_general` of two hidden values (neither is x K + b of one group); "
+                "fix: end one of them with a linear layer, x K + b with no activation "
+                "(DeepONet's branch), whose rows then take the other's neurons", eqn.line)
     return [OTHER]
 
 
@@ -608,7 +638,8 @@ def _concatenate(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
         return [OTHER]
     if any(v.kind == "hidden" and v.axis != dim for v in vals):
         a.pin(vals, "concatenated along an axis other than its neurons (e.g. stacked as the "
-                    "per-iteration outputs ys of a scan)", eqn.line)
+                    "per-iteration outputs ys of a scan); fix: concatenate along the neurons' "
+                    "axis (the last), or use the scan's carry", eqn.line)
         return [OTHER]
     blocks: list[tuple[int, int]] = []
     for v, shape in zip(vals, eqn.in_shapes, strict=True):
@@ -623,8 +654,10 @@ def _stack(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
     if all(v.kind == "const" for v in vals):
         return _const_eval(eqn, vals)
     if any(v.kind == "hidden" for v in vals):
-        a.pin(vals, "stacked along a new axis by `stack` (e.g. the outputs of a jax.vmap's "
-                    "members, read as neurons of none)", eqn.line)
+        a.pin(vals, f"stacked along a new axis by `{eqn.name}` (read as neurons of none); "
+                    "fix: join hidden "
+                    "values along their neurons' axis (concatenate), or stack the parameters "
+                    "and vmap over them (an ensemble)", eqn.line)
     return [OTHER]
 
 
@@ -664,13 +697,18 @@ def _reduction(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
         over = v.kind == "hidden" and v.axis in axes
         a.pin([v], f"feeds a reduction `{eqn.name}`" + (
             " over its neurons (a norm or mean over the channels, e.g. LayerNorm: not linear "
-            "in them)" if over else ""), eqn.line)
+            "in them; fix: none inside the layer, the groups around it still compress; "
+            "without the normalisation the layer compresses)" if over else
+            "; fix: reduce the network's output, or its neurons through a kernel (h @ K)"),
+            eqn.line)
     return [OTHER] * len(eqn.outs)
 
 
 _define(_reduction, "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin",
         "cumsum", "reduce_and", "reduce_or")
-_define(_pinning("is sliced or indexed by `{name}`"), "gather", "dynamic_update_slice",
+_SLICED = ("is sliced or indexed by `{name}`; fix: slice the network's output or its "
+           "parameters (a kernel's columns), not its hidden values")
+_define(_pinning(_SLICED), "gather", "dynamic_update_slice",
         "scatter", "scatter-add", "pad", "rev")
 
 
@@ -744,7 +782,7 @@ def _split(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
         if all(p is not None for p in parts):
             return [dataclasses.replace(v, blocks=p, pre=False, node=None)
                     if any(g >= 0 for g, _ in p) else OTHER for p in parts]
-    a.pin(vals, f"is sliced or indexed by `{eqn.name}`", eqn.line)
+    a.pin(vals, _SLICED.format(name=eqn.name), eqn.line)
     return [OTHER] * len(eqn.outs)
 
 
@@ -762,7 +800,7 @@ def _slice(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
         return [dataclasses.replace(vals[0], blocks=blocks, pre=False, node=None)]
     if all(v.kind in ("param", "const", "fixed") for v in vals):
         return [Val("fixed", shape=tuple(eqn.out_shapes[0]))]
-    a.pin(vals, f"is sliced or indexed by `{eqn.name}`", eqn.line)
+    a.pin(vals, _SLICED.format(name=eqn.name), eqn.line)
     return [OTHER]
 
 
@@ -795,7 +833,10 @@ def interpret(flat: list[Eqn], a: Analysis) -> None:
                 outs = _const_eval(eqn, vals)
             else:
                 a.unknown.append((eqn.name, eqn.line))
-                a.pin(vals, f"feeds `{eqn.name}`, a primitive without a rule", eqn.line)
+                a.pin(vals, f"feeds `{eqn.name}`, a primitive without a rule; fix: "
+                            f"register one, jaxcompress.graph.register_rule({eqn.name!r}, "
+                            "rule) (an elementwise analytic one: rule = "
+                            "jaxcompress.graph.rules.ELEMENTWISE)", eqn.line)
                 outs = [OTHER] * len(eqn.outs)
         else:
             outs = entry.rule(a, eqn, vals)

@@ -25,6 +25,14 @@ optax Adam (float32) on a real small task:
     (dH/dp, -dH/dq)`` fitted to ``(p, -sin q)`` by MSE on uniform points of ``[-2, 2]^2``;
     metric: relative L2 of the field against the true one on a grid (both components), and
     ``teacher_rel_l2``, the same against the teacher's field; domain ``Box([-2, 2]^2)``.
+``ode``  (neural_ode: a network inside a bigger model)
+    a neural ODE ``y' = f_theta(y)`` whose vector field is an Equinox MLP inside
+    ``Func(t, y, args)``, trained on the damped pendulum ``(q, p)' = (p, -sin q - 0.1 p)`` by
+    matching one fixed-step RK4 step (``dt = 0.1``) of the model to the true next state from
+    uniform states of ``[-2, 2]^2`` (MSE over ``dt^2``); metric: the relative L2 error of RK4
+    trajectories (``zoo_models.rk4``, 100 steps of 0.1 from 64 initial states on a grid of
+    ``[-1, 1]^2``, which stay in the domain) against the true ones (``rel_l2``) and against the
+    teacher's (``teacher_rel_l2``); only the field is compressed; domain ``Box([-2, 2]^2)``.
 
 Each trained network is traced (``jc.trace``) and compressed at the orders of its configuration
 by every method that applies (collocation; derivative matching for analytic activations); at
@@ -44,7 +52,7 @@ the teacher's task error after polish.
 
 ``--models`` (a comma list; default all, i.e. issue 22's models; ``tied``: issue 23's
 modified_mlp, pirate_net, residual_mlp, deeponet; ``hamiltonian``, a network differentiated
-inside ``fn``, only by name) selects models. The chains (siren, pinn_tanh,
+inside ``fn``, and ``neural_ode``, only by name) selects models. The chains (siren, pinn_tanh,
 nnx_custom, linen_compact, eqx_mlp) are compressed through the one driver, the Fourier-feature
 and SDF networks group by group. Output: ``<out>/zoo_<platform>_<dtype>.{json,png}`` for the
 default set, ``zoo_..._tied`` for ``tied``, ``zoo_..._<names>`` for another list.
@@ -138,6 +146,8 @@ FULL = {
                      "polish": _TIED_POLISH},
         "hamiltonian": {"train": W.TrainSpec(steps=3000, lr=1e-3, batch=1024),
                         "orders": [5, 7]},
+        "neural_ode": {"train": W.TrainSpec(steps=3000, lr=1e-3, batch=1024),
+                       "orders": [5, 7]},
     },
 }
 _QUICK_TRAIN = W.TrainSpec(steps=100, lr=3e-3, batch=256, warmup=20, chunk=50)
@@ -148,7 +158,8 @@ QUICK = {
                **{name: {"train": _QUICK_TRAIN, "orders": [3],
                          "polish": {"steps": 20, "points": 512, "dtype": "float64"}}
                   for name in Z.TIED_MODELS},
-               **{name: {"train": _QUICK_TRAIN, "orders": [3]} for name in Z.DERIVATIVE_MODELS}},
+               **{name: {"train": _QUICK_TRAIN, "orders": [3]}
+                  for name in Z.DERIVATIVE_MODELS + Z.ODE_MODELS}},
 }
 PAPER = {"figure": "none (beyond the paper)",
          "reports": "nothing: the paper has no trained coordinate-network zoo",
@@ -340,8 +351,56 @@ def hamiltonian_task(cfg) -> Task:
                 False, (-2.0, -2.0), (2.0, 2.0))
 
 
+#: The neural ODE's damping, step and trajectories (``ode`` task).
+ODE_DAMPING, ODE_DT, ODE_STEPS = 0.1, 0.1, 100
+
+
+def ode_field(y):
+    """The damped pendulum's ``(q, p)' = (p, -sin q - 0.1 p)`` at rows ``y = (q, p)``."""
+    return jnp.stack([y[:, 1], -jnp.sin(y[:, 0]) - ODE_DAMPING * y[:, 1]], axis=-1)
+
+
+def ode_task(cfg) -> Task:
+    """A neural ODE's vector field trained through one RK4 step of the solver, judged by its
+    RK4 trajectories (``rel_l2`` against the true ones; ``teacher_rel_l2``, once a teacher is
+    set in ``metrics.teacher``, against the teacher's)."""
+    g = np.linspace(-1.0, 1.0, 8)
+    y0 = jnp.asarray(np.stack(np.meshgrid(g, g, indexing="ij"), -1).reshape(-1, 2), jnp.float32)
+    truth = np.asarray(jax.jit(lambda y: Z.rk4(ode_field, y, ODE_DT / 10, 10 * ODE_STEPS))(y0))
+    truth = jnp.asarray(truth[::10])
+
+    def sample(key, n):
+        y = jax.random.uniform(key, (n, 2), jnp.float32, -2.0, 2.0)
+        return y, Z.rk4(ode_field, y, ODE_DT / 10, 10)[-1]     # the true state after dt
+
+    def loss(fn):
+        def one_step(params, batch):
+            y, target = batch
+            nxt = Z.rk4(lambda v: fn(params, v), y, ODE_DT, 1)[-1]
+            return jnp.mean((nxt - target) ** 2) / ODE_DT**2
+        return one_step
+
+    def trajectory(f):
+        run = jax.jit(lambda p, y: Z.rk4(lambda v: f.fn(p, v), y, ODE_DT, ODE_STEPS))
+        with jax.default_matmul_precision(C.PRECISION):
+            return run(f.params, y0.astype(f.dtype))
+
+    def metrics(f):
+        u, ue = trajectory(f), truth.astype(f.dtype)
+        out = {"rel_l2": float(jnp.linalg.norm(u - ue) / jnp.linalg.norm(ue)),
+               "max_error": float(jnp.max(jnp.abs(u - ue)))}
+        if metrics.teacher is not None and metrics.teacher is not f:
+            ut = trajectory(metrics.teacher)
+            out["teacher_rel_l2"] = float(jnp.linalg.norm(u - ut) / jnp.linalg.norm(ut))
+        return out
+
+    metrics.teacher = None     # run_model sets the teacher's Evaluator
+    return Task("ode", jc.Box([-2.0, -2.0], [2.0, 2.0]), sample, loss, metrics, "rel_l2",
+                False, (-2.0, -2.0), (2.0, 2.0))
+
+
 _TASKS = {"image": image_task, "sdf": sdf_task, "pinn": pinn_task, "operator": operator_task,
-          "hamiltonian": hamiltonian_task}
+          "hamiltonian": hamiltonian_task, "ode": ode_task}
 
 
 class Evaluator:
@@ -624,7 +683,7 @@ def plot(result: dict, path: Path) -> None:
 
 def parse(argv):
     p = C.parser(__doc__, default_dtype="float32")
-    known = Z.MODELS + Z.TIED_MODELS + Z.DERIVATIVE_MODELS
+    known = Z.MODELS + Z.TIED_MODELS + Z.DERIVATIVE_MODELS + Z.ODE_MODELS
     p.add_argument("--models", default="all",
                    help=f"comma-separated models of {known}, or 'all' (the default: "
                    f"{Z.MODELS}), or 'tied' ({Z.TIED_MODELS}, issue 23)")

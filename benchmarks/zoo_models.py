@@ -87,12 +87,15 @@ TIED_MODELS = ("modified_mlp", "pirate_net", "residual_mlp", "deeponet")
 #: Models whose ``fn`` differentiates the network (``jax.grad`` inside ``fn``); selected by
 #: name in ``benchmarks/zoo.py``, not in its default set.
 DERIVATIVE_MODELS = ("hamiltonian",)
+#: A network inside a bigger model: a neural ODE whose vector field is an Equinox MLP inside
+#: ``Func(t, y, args)``; selected by name in ``benchmarks/zoo.py``, not in its default set.
+ODE_MODELS = ("neural_ode",)
 
 #: The task each model is trained on in ``benchmarks/zoo.py``.
 TASKS = {"nnx_custom": "pinn", "linen_compact": "sdf", "eqx_mlp": "sdf", "siren": "image",
          "fourier_tanh": "image", "fourier_relu": "image", "sdf_igr": "sdf", "pinn_tanh": "pinn",
          "modified_mlp": "pinn", "pirate_net": "pinn", "residual_mlp": "pinn",
-         "deeponet": "operator", "hamiltonian": "hamiltonian"}
+         "deeponet": "operator", "hamiltonian": "hamiltonian", "neural_ode": "ode"}
 
 #: The antiderivative operator's input functions: ``u_j(s) = c_j + sum_k a_jk cos(k pi s)``.
 OPERATOR_FUNCTIONS = 16
@@ -101,9 +104,10 @@ OPERATOR_MODES = 4
 
 
 #: Input size per task.
-D_IN = {"image": 2, "sdf": 3, "pinn": 2, "operator": 1, "hamiltonian": 2}
+D_IN = {"image": 2, "sdf": 3, "pinn": 2, "operator": 1, "hamiltonian": 2, "ode": 2}
 #: Output size per task.
-D_OUT = {"image": 3, "sdf": 1, "pinn": 1, "operator": OPERATOR_FUNCTIONS, "hamiltonian": 2}
+D_OUT = {"image": 3, "sdf": 1, "pinn": 1, "operator": OPERATOR_FUNCTIONS, "hamiltonian": 2,
+         "ode": 2}
 
 #: Hidden widths (and extra settings) of the small (test) and benchmark-size instances.
 SIZES: dict[str, dict[str, dict[str, Any]]] = {
@@ -127,6 +131,7 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
     "deeponet": {"small": {"hidden": [24, 24], "branch": 24},
                  "bench": {"hidden": [128, 128, 128], "branch": 128}},
     "hamiltonian": {"small": {"hidden": [24, 24]}, "bench": {"hidden": [64, 64]}},
+    "neural_ode": {"small": {"hidden": [24, 24]}, "bench": {"hidden": [64, 64]}},
 }
 
 OMEGA_0 = 30.0
@@ -608,11 +613,64 @@ def hamiltonian(key, d_in, hidden, d_out, dtype=jnp.float32):
             _kernel_widths)
 
 
+def neural_ode(key, d_in, hidden, d_out, dtype=jnp.float32):
+    """A neural ODE ``y' = f(t, y)`` as Equinox users write one: ``NeuralODE(Func(mlp))``,
+    ``Func(t, y, args)`` applying an ``eqx.nn.MLP`` (tanh, equal hidden widths) to ``y``.
+    ``params`` are the vector field's MLP (``eqx.partition(model.func.mlp, eqx.is_array)``),
+    ``fn`` the field on a batch of states; ``module`` the whole model, whose ``__call__``
+    integrates with fixed-step RK4 (:func:`rk4`). ``jc.trace_module(module, y,
+    part=lambda m: m.func.mlp)`` traces the same network."""
+    import equinox as eqx
+
+    if d_in != d_out or len(set(hidden)) != 1:
+        raise ValueError(f"neural_ode: a vector field maps R^d to R^d with one width_size; got "
+                         f"{d_in} -> {d_out}, hidden {hidden}")
+
+    class Func(eqx.Module):
+        mlp: eqx.nn.MLP
+
+        def __call__(self, t, y, args):
+            return self.mlp(y)
+
+    class NeuralODE(eqx.Module):
+        func: Func
+
+        def __call__(self, y0, dt: float = 0.1, steps: int = 100):
+            return rk4(lambda y: jax.vmap(lambda v: self.func(0.0, v, None))(y), y0, dt, steps)
+
+    mlp = eqx.nn.MLP(d_in, d_out, hidden[0], len(hidden), activation=jnp.tanh, key=key,
+                     dtype=dtype)
+    params, static = eqx.partition(mlp, eqx.is_array)
+
+    def fn(params, y):
+        return jax.vmap(eqx.combine(params, static))(y)
+
+    def widths(params):
+        return [int(layer.weight.shape[0]) for layer in params.layers[:-1]]
+
+    return fn, params, NeuralODE(Func(mlp)), widths
+
+
+def rk4(field: Callable, y0: jax.Array, dt: float, steps: int) -> jax.Array:
+    """The trajectory ``(steps + 1, n, d)`` of ``y' = field(y)`` from the states ``y0`` by the
+    classical fixed-step Runge-Kutta method (``field`` maps a batch of states to theirs)."""
+    def step(y, _):
+        k1 = field(y)
+        k2 = field(y + 0.5 * dt * k1)
+        k3 = field(y + 0.5 * dt * k2)
+        k4 = field(y + dt * k3)
+        y = y + (dt / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+        return y, y
+
+    _, ys = jax.lax.scan(step, y0, None, length=steps)
+    return jnp.concatenate([y0[None], ys], axis=0)
+
+
 _BUILDERS = {"nnx_custom": nnx_custom, "linen_compact": linen_compact, "eqx_mlp": eqx_mlp,
              "siren": siren, "fourier_tanh": fourier_tanh, "fourier_relu": fourier_relu,
              "sdf_igr": sdf_igr, "pinn_tanh": pinn_tanh, "modified_mlp": modified_mlp,
              "pirate_net": pirate_net, "residual_mlp": residual_mlp, "deeponet": deeponet,
-             "hamiltonian": hamiltonian}
+             "hamiltonian": hamiltonian, "neural_ode": neural_ode}
 
 
 #: The builders whose parameters are arrays drawn from the key, with no module holding them:
@@ -621,7 +679,7 @@ _BUILDERS = {"nnx_custom": nnx_custom, "linen_compact": linen_compact, "eqx_mlp"
 #: size small, 23 now); the float32 draws are the same bits (tests/test_zoo.py checks it). In
 #: float64 the compiled program rounds some entries differently (1 ulp: XLA multiplies by the
 #: reciprocal of a constant divisor), so float64 models are drawn eagerly, as they always were.
-_JITTED = frozenset(_BUILDERS) - {"nnx_custom", "eqx_mlp"}
+_JITTED = frozenset(_BUILDERS) - {"nnx_custom", "eqx_mlp", "neural_ode"}
 
 
 @functools.cache
@@ -646,8 +704,8 @@ def build(name: str, size: str = "small", *, seed: int = 0, hidden: Sequence[int
     with the skip at the same layer), ``settings`` other size settings
     (:attr:`ZooModel.settings_of`: ``residual_mlp``'s ``stream``)."""
     if name not in _BUILDERS:
-        raise ValueError(f"build: name must be one of {MODELS + TIED_MODELS + DERIVATIVE_MODELS}"
-                         f", got {name!r}")
+        raise ValueError(f"build: name must be one of "
+                         f"{MODELS + TIED_MODELS + DERIVATIVE_MODELS + ODE_MODELS}, got {name!r}")
     if size not in ("small", "bench"):
         raise ValueError(f"build: size must be 'small' or 'bench', got {size!r}")
     cfg = dict(SIZES[name][size])

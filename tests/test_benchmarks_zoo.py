@@ -121,13 +121,13 @@ def test_operator_target_is_the_antiderivative_of_each_input_function():
 #: the wrong shape) by default, each model built as it is trained (op by op, 0.1-1 s a model);
 #: every model with -m slow.
 SHAPE_DEFAULT = ("linen_compact", "eqx_mlp", "fourier_relu", "pinn_tanh", "deeponet",
-                 "hamiltonian")
+                 "hamiltonian", "neural_ode")
 
 
 @pytest.mark.usefixtures("user_broadcasting")
 @pytest.mark.parametrize("name", [
     pytest.param(n, marks=[] if n in SHAPE_DEFAULT else [pytest.mark.slow])
-    for n in Z.MODELS + Z.TIED_MODELS + Z.DERIVATIVE_MODELS])
+    for n in Z.MODELS + Z.TIED_MODELS + Z.DERIVATIVE_MODELS + Z.ODE_MODELS])
 def test_every_task_target_has_the_model_output_shape(name):
     """The zoo trains under rank promotion (user code adds biases by broadcasting), where a
     target of the wrong shape broadcasts silently (the first DeepONet target did): each model's
@@ -164,3 +164,42 @@ def test_hamiltonian_model_differentiates_inside_fn_and_its_target_is_the_pendul
     gh = np.asarray(jax.jit(jax.vmap(jax.grad(lambda z: z[1] ** 2 / 2 + 1 - jnp.cos(z[0]))))(x))
     np.testing.assert_allclose(jax.jit(zoo.pendulum_field)(x), np.stack([gh[:, 1], -gh[:, 0]], -1),
                                rtol=1e-12)
+
+
+def test_rk4_is_fourth_order_on_the_harmonic_oscillator():
+    """``zoo_models.rk4`` against the closed form of ``(q, p)' = (p, -q)``: a rotation; the
+    error at t = 1 falls 16x when the step halves."""
+    y0 = jnp.array([[1.0, 0.0], [0.3, -0.5]], jnp.float64)
+    exact = np.stack([y0[:, 0] * np.cos(1.0) + y0[:, 1] * np.sin(1.0),
+                      -y0[:, 0] * np.sin(1.0) + y0[:, 1] * np.cos(1.0)], -1)
+    errs = []
+    for n in (10, 20):
+        ys = np.asarray(Z.rk4(lambda y: jnp.stack([y[:, 1], -y[:, 0]], -1), y0, 1.0 / n, n))
+        assert ys.shape == (n + 1, 2, 2)
+        errs.append(np.max(np.abs(ys[-1] - exact)))
+    assert 14 < errs[0] / errs[1] < 18, errs
+
+
+@pytest.mark.usefixtures("user_broadcasting")
+def test_neural_ode_field_is_the_models_mlp_and_traces_as_its_part():
+    """The neural ODE's ``fn`` is its ``Func``'s MLP on a batch of states; its whole model
+    integrates that field with RK4; ``trace_module(model, y, part=lambda m: m.func.mlp)`` finds
+    the network ``jc.trace(fn, params)`` does; the task's target is the damped pendulum's
+    state after one step."""
+    pytest.importorskip("equinox", reason="equinox is not installed")
+    model = Z.build("neural_ode", "small")
+    y = jax.random.uniform(jax.random.PRNGKey(0), (5, 2), jnp.float32, -1, 1)
+    field = np.asarray(jax.jit(model.fn)(model.params, y))
+    np.testing.assert_allclose(field, np.asarray(jax.vmap(
+        lambda v: model.module.func(0.0, v, None))(y)), rtol=1e-6, atol=1e-6)
+    traj = np.asarray(model.module(y, dt=0.1, steps=3))
+    np.testing.assert_allclose(traj, np.asarray(Z.rk4(lambda v: model.fn(model.params, v), y,
+                                                      0.1, 3)), rtol=1e-5, atol=1e-6)
+    x0 = jnp.zeros((4, 2), jnp.float32)
+    part = jc.trace_module(model.module, x0, part=lambda m: m.func.mlp)
+    net = jc.trace(model.fn, model.params, x0)
+    assert part.layer_sizes() == net.layer_sizes() == [2, 24, 24, 2]
+    task = zoo._TASKS["ode"](zoo.QUICK)
+    x, nxt = task.sample(jax.random.PRNGKey(1), 4)
+    want = Z.rk4(zoo.ode_field, x, zoo.ODE_DT / 100, 100)[-1]
+    np.testing.assert_allclose(np.asarray(nxt), np.asarray(want), rtol=1e-4, atol=1e-5)

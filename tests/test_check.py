@@ -15,6 +15,7 @@ The networks are ``[2, 16, 16, 1]`` like ``tests/test_verify.py``'s, verified at
 from __future__ import annotations
 
 import ast
+import itertools
 import math
 from pathlib import Path
 
@@ -148,9 +149,12 @@ def test_skip_and_residual_are_confirmed(tmp_path, net):
 # rejected
 
 
-def _leaf(arrays, which="max"):
-    bound = arrays["tree_bound"]
+def _leaf(arrays, which="max", at=None):
+    """A leaf that meets the domain: the last one, or (``at``) one whose box holds a point."""
+    bound, c, h = arrays["tree_bound"], arrays["tree_c"], arrays["tree_h"]
     finite = np.nonzero(np.isfinite(bound))[0]
+    if at is not None:
+        finite = finite[np.all(np.abs(c[finite] - at) <= h[finite], axis=1)]
     return int(finite[np.argmax(bound[finite])] if which == "max" else finite[-1])
 
 
@@ -171,7 +175,8 @@ def test_a_removed_leaf_is_rejected(tanh_box, tmp_path):
 def test_a_claim_below_the_difference_is_rejected(tanh_box, tmp_path):
     res, path = tanh_box
     meta, arrays = fileformat.read(path)
-    i = _leaf(arrays)
+    assert np.all(arrays["tree_bound"][np.isfinite(arrays["tree_bound"])] == res.upper)
+    i = _leaf(arrays, at=np.asarray(res.argmax))  # the difference there is res.lower
 
     def edit(meta, arrays):
         arrays["tree_bound"][i] = 0.5 * res.lower
@@ -291,54 +296,84 @@ def test_the_checker_imports_neither_the_verifier_nor_jax():
                 assert name in allowed or name.startswith("jaxcompress.checker."), (path, name)
 
 
-def test_the_derivative_tables_match_arb_power_series():
-    """Each elementwise operation's ``(f, f', f'', f''')`` against the coefficients of Arb's
-    power series of the function (``f^(k) = k! c_k``), at a point and at a ball."""
+def test_the_series_match_arb_power_series():
+    """``tanh``, the logistic and softplus by their differential equations against Arb's power
+    series of their closed forms, at a point and over a ball (every coefficient overlaps)."""
     flint = pytest.importorskip("flint")
-    from jaxcompress.checker.prove import _derivatives
+    from jaxcompress.checker.prove import _series
 
-    flint.ctx.prec = 80
+    flint.ctx.prec = 64
     try:
-        for v in (flint.arb("0.37"), flint.arb("-1.3", "1e-3")):
-            x = flint.arb_series([v, 1], prec=4)
-            k = flint.arb("0.2")
-            reference = {
-                "exp": x.exp(), "expm1": x.exp() - 1, "sin": x.sin(), "cos": x.cos(),
-                "erf": x.erf(), "erfc": x.erfc(),
-                "tanh": ((2 * x).exp() - 1) / ((2 * x).exp() + 1),
-                "logistic": 1 / (1 + (-x).exp()), "neg": -x, "pow": x * x * x,
-                "logaddexp": k + (1 + (x - k).exp()).log(),
-                "max": x * 1, "min": x * 0 + k if v > k else x * 1,
-            }
-            if v > 0:
-                reference.update(log=x.log(), log1p=(1 + x).log(), sqrt=x.sqrt())
+        k = flint.arb("0.2")
+        for v in (flint.arb("0.37"), flint.arb("-1.3", "1e-3"), flint.arb("2.1", "0.5")):
+            x = flint.arb_series([v, 1], prec=7)
+            reference = {"tanh": 1 - 2 / (1 + (2 * x).exp()), "logistic": 1 / (1 + (-x).exp()),
+                         "logaddexp": k + (1 + (x - k).exp()).log()}
             for name, series in reference.items():
-                got = _derivatives(flint, name, 3)(v, k if name == "min" else
-                                                   (flint.arb(-5) if name == "max" else k))
-                coeffs = series.coeffs() + [flint.arb(0)] * 4
-                for order in range(4):
-                    want = coeffs[order] * math.factorial(order)
-                    assert got[order].overlaps(want), (name, str(v), order)
+                got = _series(flint, name, v, k, None, 7)
+                assert all(a.overlaps(b) for a, b in zip(got, series.coeffs(), strict=True)), name
     finally:
         flint.ctx.prec = 53
 
 
-def test_the_kink_slopes_enclose_every_divided_difference():
-    """``max(u, k)`` / ``min(u, k)`` over ``u in [l, r]``: the slope relative to the centre's
-    value holds ``(f(u) - f(u_c)) / (u - u_c)`` for sampled ``u`` (the mean-value form of a
-    ReLU network rests on it)."""
+def test_the_kink_relaxations_hold_every_value():
+    """``max(v, k)``, ``min(v, k)`` and ``|v|`` lie in ``lam v + mu`` for sampled ``v`` of the
+    ball they were relaxed over (the Taylor models of a ReLU network rest on it)."""
     flint = pytest.importorskip("flint")
-    from jaxcompress.checker.prove import _SLOPES
+    from jaxcompress.checker.prove import _RELAX
 
     rng = np.random.default_rng(7)
     for _ in range(200):
         lo, hi = np.sort(rng.normal(size=2))
-        k, uc = rng.uniform(lo, hi, 2)
+        k = float(rng.uniform(lo - 0.5, hi + 0.5))
         ball = flint.arb(float(lo)).union(flint.arb(float(hi)))
-        for name, f in (("max", max), ("min", min)):
-            value, slope = _SLOPES[name](flint, ball, flint.arb(float(k)), flint.arb(float(uc)))
-            for u in rng.uniform(lo, hi, 20):
-                assert value.contains(flint.arb(float(f(u, k))))
-                if abs(u - uc) > 1e-9:
-                    s = (f(u, k) - f(uc, k)) / (u - uc)
-                    assert float(slope.lower()) - 1e-9 <= s <= float(slope.upper()) + 1e-9
+        for name, f in (("max", max), ("min", min), ("abs", lambda u, _: abs(u))):
+            kk = 0.0 if name == "abs" else k
+            lam, mu = _RELAX[name](flint, ball, flint.arb(kk))
+            for v in rng.uniform(lo, hi, 20):
+                assert (lam * float(v) + mu).contains(flint.arb(float(f(v, kk)))), name
+
+
+def test_the_taylor_models_enclose_the_programs():
+    """Every operation of the op language on a box: the model's value at sampled ``t`` (in
+    ball arithmetic) holds the program evaluated at ``x = c + h t`` (a model of width 0)."""
+    flint = pytest.importorskip("flint")
+    from jaxcompress.checker.prove import _Models, _parse
+
+    rng = np.random.default_rng(3)
+    arrays = {"w": rng.normal(size=(2, 3)), "b": rng.normal(size=3), "k": np.array([0.1]),
+              "v": rng.normal(size=(5, 2)), "p": np.array([2.0])}
+    ops = [{"op": "dot", "in": [0, "w"]}, {"op": "add", "in": [1, "b"]},
+           {"op": "tanh", "in": [2]}, {"op": "logistic", "in": [2]},
+           {"op": "mul", "in": [3, 4]}, {"op": "max", "in": [2, "k"]},
+           {"op": "sin", "in": [5]}, {"op": "sub", "in": [7, 6]},
+           {"op": "abs", "in": [8]}, {"op": "logaddexp", "in": [9, "k"]},
+           {"op": "exp", "in": [10]}, {"op": "log", "in": [11]}, {"op": "erf", "in": [12]},
+           {"op": "div", "in": [13, "p"]}, {"op": "pow", "in": [14], "y": 3},
+           {"op": "min", "in": [15, "k"]}, {"op": "slice", "in": [16], "start": 1, "stop": 3},
+           {"op": "concat", "in": [17, 0, "k"]}, {"op": "dot", "in": [18, "v"]},
+           {"op": "neg", "in": [19]}, {"op": "sqrt", "in": [12]}]
+    flint.ctx.prec = 64
+    try:
+        prog, _, _ = _parse("a", {"ops": ops, "out": len(ops)}, arrays, 2, flint)
+        c, h = rng.uniform(-0.5, 0.5, (3, 2)), np.array([[0.9, 0.7], [0.05, 0.1], [0.0, 0.4]])
+        for order in (1, 2, 4):
+            models = _Models(flint, c, h, order)
+            vals = models.run(prog, 2)
+            mono = sorted((e for e in itertools.product(range(order + 1), repeat=2)
+                           if sum(e) <= order), key=lambda e: (sum(e), [-v for v in e]))
+            for t in [*rng.uniform(-1, 1, (6, 2)), *itertools.product((-1.0, 1.0), repeat=2)]:
+                x = c + h * t  # rounded: the model is read at the exact t of this x
+                exact_t = [[(flint.arb(x[b, a]) - c[b, a]) / h[b, a] if h[b, a] else
+                            flint.arb(0) for a in range(2)] for b in range(3)]
+                point = _Models(flint, x, np.zeros_like(h), 1).run(prog, 2)
+                for value, exact in zip(vals, point, strict=True):
+                    n = len(exact[0]) // 3
+                    for i, v in enumerate(exact[0]):
+                        tb = exact_t[i // n]
+                        model = sum((row[i] * math.prod([tb[0]] * e[0] + [tb[1]] * e[1])
+                                     for row, e in zip(value, mono, strict=True)
+                                     if row is not None), flint.arb(0))
+                        assert model.overlaps(v), (order, i, str(model), str(v))
+    finally:
+        flint.ctx.prec = 53

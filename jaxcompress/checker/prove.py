@@ -18,23 +18,26 @@ or names the first node that fails. It shares nothing with the verifier but the 
    ``c_i -+ sqrt(R^2 - m_i)`` with ``m_i`` the squared distance to the box along the other
    axes, compared squared); a leaf claimed ``-inf`` misses ``Omega`` (or is the clip of a box
    that does). Every leaf's claim is at most ``upper``.
-2. **Every claim**, by three enclosures of ``D`` over the leaf box ``X`` (centre ``c``,
-   ``Delta = x - c in [-h, h]``), any of which suffices for each output:
+2. **Every claim**, on the leaf box ``X`` (centre ``c``, ``Delta = x - c in [-h, h]``). Both
+   programs are run once per batch of boxes, every value ``u`` carried as its value ``u(c)``
+   at the centre and its slope or derivatives over ``X``; an operation that needs ``u``'s range
+   over ``X`` (an activation, a product, the output) takes the tightest of
 
    .. math::
-      D(X), \qquad D(c) + \nabla D(X) \cdot \Delta, \qquad
-      D(c) + \nabla D(c) \cdot \Delta + \tfrac12 \Delta^T \nabla^2 D(X) \Delta,
+      u(X) \subset u(c) + S_u(X) \cdot \Delta, \qquad
+      u(X) \subset u(c) + \nabla u(c) \cdot \Delta
+                   + \tfrac12\, \Delta^T \nabla^2 u(X)\, \Delta
 
-   the natural enclosure, the mean-value form and the second-order Taylor form (Lagrange
-   remainder). Values, gradients and Hessians are propagated forward through both programs
-   (jets: ``f(u)``, ``f'(u) g``, ``f'(u) H + f''(u) g g^T``; products by the product rule;
-   ``x @ W`` as one ball-matrix product over a batch of boxes), with Arb's proven enclosures of
-   ``tanh``, ``exp``, ``sin``, ``erf``, ...; ``D(c)`` and ``nabla D(c)`` at the exact centre,
-   so what the two programs share cancels there. A kink (``max`` / ``min`` with a constant,
-   ``abs``) whose argument's enclosure contains it gets the derivative ``[0, 1]`` (``[-1, 1]``)
-   and an unbounded second derivative: the mean-value form stays valid (the segment's
-   derivative lies in the enclosure almost everywhere), the Taylor form is then infinite. A
-   leaf whose bound the three forms do not prove is bisected along its widest axis (children
+   (the mean-value form, ``S_u(X)`` enclosing ``(u(x) - u(c)) / (x - c)`` or the gradient over
+   ``X``; Taylor's formula with Lagrange's remainder). The first pass carries slopes alone
+   (``S_{f(u)} = f'(u(X)) S_u``, ``S_{uv} = u(X) S_v + v(c) S_u``, a kink ``max(u, k)``
+   taking the divided difference ``(max(u, k) - max(u(c), k)) / (u - u(c))`` over ``u(X)``);
+   for a program without kinks, the boxes it does not prove get the second form, with
+   gradients and Hessians propagated forward (``f'(u) \nabla u``,
+   ``f'(u) \nabla^2 u + f''(u) \nabla u \nabla u^T``, Leibniz's rule for products). Every
+   ``x @ W`` of a batch is one ball-matrix product; ``tanh``, ``exp``, ``sin``, ``erf``, ...
+   are Arb's proven enclosures; values at the exact centres make what the two programs share
+   cancel in ``D(c)``. A box neither form proves is bisected along its widest axis (halves
    rounded outwards, exactly), to ``max_depth`` levels, then the check fails there.
 3. **The lower end**: ``argmax`` lies in ``Omega`` (exactly) and ``|D_j(argmax)| >= lower``
    for some ``j`` (Arb).
@@ -55,16 +58,17 @@ from jaxcompress.checker.fileformat import CertificateError, read
 __all__ = ["CheckReport", "check"]
 
 ROOT, SPLIT, CLIP = 0, 1, 2
-#: Arb working precision (bits): D(c) is a difference of nearly equal numbers.
-PREC = 80
+#: Arb working precision (bits): enough for ``D(c)``, a difference of nearly equal numbers.
+PREC = 64
 #: Boxes bounded per ball-matrix product.
-BATCH = 32
-#: The order of the derivatives enclosed over a box (those at its centre: one less).
-BOX_ORDER = 3
-_UNARY = ("tanh", "logistic", "exp", "expm1", "log", "log1p", "sin", "cos", "erf", "erfc",
-          "sqrt", "neg", "abs", "pow")
-_WITH_CONST = ("max", "min", "logaddexp", "div")
-_BINARY = ("add", "sub", "mul")
+BATCH = 64
+#: The degree of the Taylor models by input dimension (the excess over a box of half-width
+#: ``h`` shrinks like ``h^(K+1)``; a model has ``C(d + K, d)`` coefficients).
+ORDER = {1: 6, 2: 4, 3: 3}
+_SMOOTH = ("tanh", "logistic", "exp", "expm1", "log", "log1p", "sin", "cos", "erf", "erfc",
+           "sqrt", "pow", "logaddexp")
+_KINKS = ("max", "min", "abs")
+_LINEAR = ("dot", "concat", "slice", "neg", "div", "add", "sub", "mul")
 
 
 def _flint():
@@ -92,7 +96,7 @@ class CheckReport:
       node: the first node that failed (None when confirmed or not about one node).
       upper, lower: the certificate's bracket.
       leaves: leaves of the proof tree; boxes: boxes the checker bounded (leaves and the
-        pieces it split them into); depth: the deepest split it needed.
+        pieces it split them into, once per form tried); depth: the deepest split it needed.
       seconds: wall-clock time of the check.
     """
 
@@ -120,7 +124,8 @@ class CheckReport:
 
 
 def _parse(name: str, prog, arrays, dim: int, fl) -> tuple[list, int, int]:
-    """``(ops, out, size)``: ops as ``(kind, operands, extra)``; a malformed program is a
+    """``(ops, out, size)``: ops as ``(kind, operands, extra)`` (operands: value ids, constant
+    rows as lists of balls, ``W`` as a ball matrix); a malformed program is a
     :class:`CertificateError`."""
     def bad(i, why):
         raise CertificateError(f"check: program {name}, operation {i}: {why}")
@@ -145,32 +150,30 @@ def _parse(name: str, prog, arrays, dim: int, fl) -> tuple[list, int, int]:
                 isinstance(v, str) for v in ins) != len(ins):
             bad(i, f"operands {ins} must be earlier values or constants")
         n = sizes[vals[0]] if vals else 0
+        extra = op.get("y")
         if kind == "dot":
             w = const(ins[1], i) if len(ins) == 2 and len(vals) == 1 else bad(i, "dot(x, W)")
             if w.ndim != 2 or w.shape[0] != n:
                 bad(i, f"W of shape {w.shape} for a value of size {n}")
-            operands, n = [ins[0], fl.arb_mat(w.shape[0], w.shape[1], w.ravel().tolist())], \
-                w.shape[1]
-        elif kind == "concat" or kind == "slice":
-            operands = []
-            for v in ins:
-                operands.append(v if isinstance(v, int)
-                                else [fl.arb(x) for x in const(v, i).ravel().tolist()])
-            parts = [sizes[v] if isinstance(v, int) else len(v) for v in operands]
+            operands, n = [ins[0], fl.arb_mat(*w.shape, w.ravel().tolist())], w.shape[1]
+        elif kind in ("concat", "slice"):
+            operands = [v if isinstance(v, int) else [fl.arb(x) for x in const(v, i).ravel()
+                                                      .tolist()] for v in ins]
             if kind == "slice":
-                a, b = op.get("start"), op.get("stop")
+                extra = a, b = op.get("start"), op.get("stop")
                 if len(ins) != 1 or not vals or not (isinstance(a, int) and isinstance(b, int)
                                                      and 0 <= a < b <= n):
                     bad(i, f"slice [{a}:{b}] of a value of size {n}")
                 n = b - a
             else:
-                n = sum(parts)
-        elif kind in _UNARY + _WITH_CONST + _BINARY:
-            arity = 1 if kind in _UNARY else 2
+                n = sum(sizes[v] if isinstance(v, int) else len(v) for v in operands)
+        elif kind in _SMOOTH + _KINKS + _LINEAR:
+            arity = 1 if kind in _SMOOTH[:-1] + ("neg", "abs") else 2
+            with_const = kind in ("max", "min", "logaddexp", "div")
             if len(ins) != arity or not isinstance(ins[0], int) or (
-                    kind in _WITH_CONST and not isinstance(ins[1], str)):
+                    with_const and not isinstance(ins[1], str)):
                 bad(i, f"{kind} takes {arity} operands, a value first"
-                    + (" and a constant" if kind in _WITH_CONST else ""))
+                    + (" and a constant" if with_const else ""))
             operands = [ins[0]]
             for v in ins[1:]:
                 if isinstance(v, int):
@@ -182,346 +185,275 @@ def _parse(name: str, prog, arrays, dim: int, fl) -> tuple[list, int, int]:
                     if c.size not in (1, n):
                         bad(i, f"a constant of {c.size} entries for a value of {n}")
                     operands.append([fl.arb(x) for x in c.tolist()])
-            if kind == "pow" and not isinstance(op.get("y"), int):
+            if kind == "pow" and not isinstance(extra, int):
                 bad(i, "pow without an integer exponent y")
         else:
             bad(i, f"unknown operation {kind!r}")
-        ops.append((kind, operands, op.get("y", (op.get("start"), op.get("stop")))))
+        ops.append((kind, operands, extra))
         sizes.append(n)
     if not 0 <= out < len(sizes):
         raise CertificateError(f"check: program {name}: output {out} is not one of its values")
     return ops, out, sizes[out]
 
 
-# ---- jets: value, gradient and Hessian of every entry, for a batch of boxes ---------------
+# ---- elementwise functions: value, first and second derivative as balls -------------------
 
 
-def _partitions(s: tuple) -> list[list[tuple]]:
-    """The set partitions of ``s`` (a tuple of distinct positions)."""
-    if not s:
-        return [[]]
-    out = []
-    for p in _partitions(s[1:]):
-        out.append([(s[0],), *p])
-        out += [p[:i] + [(s[0], *p[i])] + p[i + 1:] for i in range(len(p))]
-    return out
+def _series(fl, kind: str, v, k, y, n: int) -> list:
+    """The Taylor coefficients ``f^(j)(v) / j!``, ``j < n``, of one smooth elementwise
+    operation over the ball ``v`` (``k``: the constant operand, ``y``: the exponent of
+    ``pow``): ``tanh`` and the logistic by their differential equations (``y' = 1 - y^2``:
+    ``(j + 1) y_(j+1) = [j = 0] - sum_(i <= j) y_i y_(j-i)``; ``s' = s - s^2``), softplus
+    (``logaddexp`` with ``k``) as the logistic's integral, the others by Arb's power
+    series."""
+    if kind in ("tanh", "logistic", "logaddexp"):
+        w = v - k if kind == "logaddexp" else v
+        c = [w.tanh() if kind == "tanh" else 1 / (1 + (-w).exp())]
+        for j in range(n - 1):
+            conv = 0
+            for i in range((j + 1) // 2):
+                conv += c[i] * c[j - i]
+            conv = 2 * conv + c[j // 2] * c[j // 2] if j % 2 == 0 else 2 * conv
+            c.append(((j == 0) - conv if kind == "tanh" else c[j] - conv) / (j + 1))
+        if kind == "logaddexp":
+            return [k + w.exp().log1p()] + [a / (j + 1) for j, a in enumerate(c[:n - 1])]
+        return c
+    x = fl.arb_series([v, 1], prec=n)
+    f = {"exp": x.exp, "expm1": lambda: x.exp() - 1, "log": x.log,
+         "log1p": lambda: (1 + x).log(), "sin": x.sin, "cos": x.cos, "erf": x.erf,
+         "erfc": x.erfc, "sqrt": x.sqrt,
+         "pow": lambda: x ** y if y >= 0 else 1 / x ** -y}[kind]
+    try:
+        coeffs = f().coeffs()
+    except ValueError:  # a division by a series whose ball may hold 0: unbounded
+        return [fl.arb(0, math.inf)] * n
+    return coeffs + [fl.arb(0)] * (n - len(coeffs))
 
 
-class _Jets:
-    """Derivatives of every entry up to ``order``, for a batch of boxes: ``comps[k][b * n + i]``
-    is derivative ``keys[k]`` (a sorted tuple of axes; ``()`` the value) of entry ``i`` for box
-    ``b``. Compositions follow Faa di Bruno's formula (``d_S f(u) = sum over the partitions pi
-    of S of f^(|pi|)(u) prod_(B in pi) d_B u``), products Leibniz's (``d_S (uv) = sum over
-    A subset of S of d_A u d_(S - A) v``)."""
-
-    def __init__(self, fl, d: int, order: int, nbox: int):
-        self.fl, self.d, self.nbox, self.order = fl, d, nbox, order
-        self.keys = [()]
-        for m in range(1, order + 1):
-            self.keys += [k + (i,) for k in self.keys if len(k) == m - 1
-                          for i in range(k[-1] if k else 0, d)]
-        self.K = len(self.keys)
-        index = {k: n for n, k in enumerate(self.keys)}
-
-        def sub(key, positions):
-            return index[tuple(sorted(key[p] for p in positions))]
-
-        # Faa di Bruno's terms of each key k >= 1, grouped by the derivative f^(m) they
-        # multiply (m >= 2; m = 1 multiplies d_k u itself)
-        self.chain = [(k, [(m, [[sub(key, b) for b in pi]
-                                for pi in _partitions(tuple(range(len(key)))) if len(pi) == m])
-                           for m in range(2, len(key) + 1)])
-                      for k, key in enumerate(self.keys) if k]
-        self.leibniz = [[(sub(k, a), sub(k, tuple(p for p in range(len(k)) if p not in a)))
-                         for r in range(len(k) + 1)
-                         for a in itertools.combinations(range(len(k)), r)]
-                        for k in self.keys]
-        self.zero = fl.arb(0)
-
-    def inputs(self, c: np.ndarray, h: np.ndarray | None) -> list:
-        """The jets of ``x`` over the boxes ``[c - h, c + h]`` (at the points ``c``)."""
-        fl, d, rows = self.fl, self.d, []
-        for key in self.keys:
-            if not key:
-                rows.append([fl.arb(float(c[b, i]), 0.0 if h is None else float(h[b, i]))
-                             for b in range(self.nbox) for i in range(d)])
-            else:
-                rows.append([fl.arb(int(key == (i,))) for _ in range(self.nbox)
-                             for i in range(d)])
-        return rows
-
-    def unary(self, x: list, fn, c: list | None = None, centre: list | None = None) -> list:
-        """``f`` of every entry, ``fn(v, k) = (f(v), f'(v), f''(v), f'''(v))`` with ``k``
-        the entry's constant (of ``c``: one, or one per entry); with ``centre``, ``fn(v, k,
-        v_c)`` returns the value and a slope relative to the entry's value at the centre."""
-        out = [[] for _ in range(self.K)]
-        chain, rows = self.chain, list(zip(*x, strict=True))
-        for t, xt in enumerate(rows):
-            k = c[t % len(c)] if c else None
-            fs = fn(xt[0], k) if centre is None else fn(xt[0], k, centre[t])
-            out[0].append(fs[0])
-            f1 = fs[1]
-            for k, groups in chain:
-                total = f1 * xt[k]
-                for m, terms in groups:
-                    part = None
-                    for blocks in terms:
-                        term = xt[blocks[0]]
-                        for b in blocks[1:]:
-                            term = term * xt[b]
-                        part = term if part is None else part + term
-                    total = total + fs[m] * part
-                out[k].append(total)
-        return out
-
-    def product(self, x: list, y: list) -> list:
-        return [[sum((x[a][t] * y[b][t] for a, b in self.leibniz[k]), self.zero)
-                 for t in range(len(x[0]))] for k in range(self.K)]
-
-    def dot(self, x: list, w, n: int) -> list:
-        fl, m, rows = self.fl, w.ncols(), self.K * self.nbox
-        flat = (fl.arb_mat(rows, n, [v for comp in x for v in comp]) * w).entries()
-        size = self.nbox * m
-        return [flat[k * size:(k + 1) * size] for k in range(self.K)]
-
-    def constant(self, c: list, n: int) -> list:
-        """The jets of a constant row ``c`` (zero derivatives)."""
-        return [c * self.nbox] + [[self.zero] * (self.nbox * n) for _ in range(self.K - 1)]
-
-    def columns(self, parts: list, sizes: list) -> list:
-        """Concatenate rows per box (``parts`` of ``sizes`` entries)."""
-        return [[v for b in range(self.nbox) for p, n in zip(parts, sizes, strict=True)
-                 for v in p[k][b * n:(b + 1) * n]] for k in range(self.K)]
+def _relax_max(fl, u, k):
+    """``(lam, mu)`` with ``max(v, k) in lam v + mu`` for every ``v`` in the ball ``u``: exact
+    where ``u`` lies on one side of ``k``; else the chord ``lam = (r - k) / (r - l)`` over
+    ``[l, r]`` and ``mu = (1 - lam) k + [0, lam (k - l)]`` (``max(v, k) - lam v`` is convex,
+    equal to ``(1 - lam) k`` at both ends and ``(1 - lam) k + lam (k - l)`` at the kink)."""
+    if u >= k:
+        return fl.arb(1), fl.arb(0)
+    if u <= k:
+        return fl.arb(0), k
+    low, r = u.lower(), u.upper()
+    lam = (r - k) / (r - low)
+    return lam, (1 - lam) * k + fl.arb(0).union(lam * (k - low))
 
 
-def _kink(fl, v, k, slope):
-    """``max(v, k)`` (slope 0 on the left) or ``|v|`` (``k = 0``, slope -1): value and three
-    derivatives, the higher ones unbounded where ``v`` may meet the kink."""
-    zero = fl.arb(0)
-    if v > k:
-        return v, fl.arb(1), zero, zero
-    if v < k:
-        return (k, zero, zero, zero) if slope == 0 else (-v, fl.arb(-1), zero, zero)
-    inf = fl.arb(0, math.inf)
-    if slope == 0:
-        return v.max(k), fl.arb(0.5, 0.5), inf, inf
-    return v.max(-v).nonnegative_part(), fl.arb(0, 1), inf, inf
-
-
-def _ipow(fl, v, n: int):
-    if n < 0:
-        return 1 / _ipow(fl, v, -n)
-    base = v.max(-v).nonnegative_part() if n % 2 == 0 else v
-    out = fl.arb(1)
-    for _ in range(n):
-        out = out * base
-    return out
-
-
-def _derivatives(fl, kind: str, y):
-    """``(v, k) -> (f(v), f'(v), f''(v), f'''(v))`` as balls for one elementwise operation
-    (``k``: its constant operand, ``y``: the exponent of ``pow``)."""
-    two_over_sqrt_pi = 2 / fl.arb.pi().sqrt()
-
-    def tanh(v, _):
-        t = v.tanh()
-        d1 = 1 - t * t
-        return t, d1, -2 * t * d1, d1 * (6 * t * t - 2)
-
-    def sigma(s):  # the logistic's derivatives from its value
-        d1 = s * (1 - s)
-        return s, d1, d1 * (1 - 2 * s), d1 * (1 - 6 * s * (1 - s))
-
-    def erf(v, _):
-        g = two_over_sqrt_pi * (-(v * v)).exp()
-        return v.erf(), g, -2 * v * g, g * (4 * v * v - 2)
-
-    def logaddexp(v, k):  # log(e^v + e^k) = k + log1p(e^(v - k))
-        return (k + (v - k).exp().log1p(), *sigma(1 / (1 + (k - v).exp()))[:3])
-
-    def sqrt(v, _):
-        r = v.sqrt()
-        return r, 1 / (2 * r), -1 / (4 * r * v), 3 / (8 * r * v * v)
-
-    def power(v, _):
-        coef = [math.prod(range(y - m + 1, y + 1)) for m in range(4)]
-        return tuple(a * _ipow(fl, v, y - m) if a else fl.arb(0) for m, a in enumerate(coef))
-
-    def neg(f):
-        return lambda v, k: tuple(-a for a in f(v, k))
-
-    table = {
-        "tanh": tanh, "erf": erf, "erfc": lambda v, _: (v.erfc(), *neg(erf)(v, _)[1:]),
-        "logistic": lambda v, _: sigma(1 / (1 + (-v).exp())), "logaddexp": logaddexp,
-        "sqrt": sqrt, "pow": power,
-        "exp": lambda v, _: (v.exp(),) * 4,
-        "expm1": lambda v, _: (v.expm1(),) + (v.exp(),) * 3,
-        "log": lambda v, _: (v.log(), 1 / v, -1 / (v * v), 2 / (v * v * v)),
-        "log1p": lambda v, _: (v.log1p(), 1 / (1 + v), -1 / ((1 + v) * (1 + v)),
-                               2 / ((1 + v) * (1 + v) * (1 + v))),
-        "sin": lambda v, _: (lambda s, c: (s, c, -s, -c))(*v.sin_cos()),
-        "cos": lambda v, _: (lambda s, c: (c, -s, -c, s))(*v.sin_cos()),
-        "neg": lambda v, _: (-v, fl.arb(-1), fl.arb(0), fl.arb(0)),
-        "abs": lambda v, _: _kink(fl, v, fl.arb(0), -1),
-        "max": lambda v, k: _kink(fl, v, k, 0),
-        "min": lambda v, k: (lambda a, b, c, e: (-a, b, -c, e))(*_kink(fl, -v, -k, 0)),
-    }
-    return table[kind]
-
-
-def _slope_max(fl, v, k, uc):
-    """``max(u, k)`` over the ball ``v`` and its slope ``(max(u, k) - max(u_c, k)) / (u - u_c)``
-    relative to the centre's value ``u_c``: in ``[0, (r - k) / (r - u_c)]`` when ``u_c < k``,
-    ``[(u_c - k) / (u_c - l), 1]`` when ``u_c > k`` (``[l, r]``: the ball's ends), tight for a
-    kink at the edge of a box, where the derivative's ``[0, 1]`` is not."""
-    f0, f1 = _kink(fl, v, k, 0)[:2]
-    if v > k or v < k:
-        return f0, f1
-    if uc < k:
-        r = v.upper()
-        return f0, fl.arb(0).union((r - k) / (r - uc))
-    if uc > k:
-        low = v.lower()
-        return f0, fl.arb(1).union((uc - k) / (uc - low))
-    return f0, f1
-
-
-_SLOPES = {
-    "max": _slope_max,
-    "min": lambda fl, v, k, uc: (lambda f0, s: (-f0, s))(*_slope_max(fl, -v, -k, -uc)),
-    "abs": lambda fl, v, k, uc: _kink(fl, v, fl.arb(0), -1)[:2],
+_RELAX = {  # kind: (u, k) -> (lam, mu); min(v, k) = -max(-v, -k), |v| = 2 max(v, 0) - v
+    "max": _relax_max,
+    "min": lambda fl, u, k: (lambda lam, mu: (lam, -mu))(*_relax_max(fl, -u, -k)),
+    "abs": lambda fl, u, k: (lambda lam, mu: (2 * lam - 1, 2 * mu))(*_relax_max(fl, u, k)),
 }
 
 
-def _run(jets: _Jets, ops, x: list, sizes0: int, centre: list | None = None) -> list:
-    """Every value of a program (``vals[i]``: the jets of value ``i``). With ``centre`` (the
-    values of a pass at the boxes' centres) the first-order components are slopes relative to
-    the centre (the kinks' are tighter than their derivatives')."""
-    fl, vals, sizes = jets.fl, [x], [sizes0]
-    for kind, operands, extra in ops:
-        a = vals[operands[0]] if isinstance(operands[0], int) else None
-        n = sizes[operands[0]] if a is not None else 0
-        if kind == "dot":
-            y, n = jets.dot(a, operands[1], n), operands[1].ncols()
-        elif kind in ("concat", "slice"):
-            parts = [vals[v] if isinstance(v, int) else jets.constant(v, len(v))
-                     for v in operands]
-            widths = [sizes[v] if isinstance(v, int) else len(v) for v in operands]
-            if kind == "slice":
+# ---- a batch of boxes: both programs run once on Taylor models of every value --------------
+
+
+def _add(rows: list | None, more: list | None, scale=None) -> list | None:
+    """``rows + scale * more`` entrywise (``None``: a row of zeros)."""
+    if more is None:
+        return rows
+    if scale is None:
+        return more if rows is None else [a + b for a, b in zip(rows, more, strict=True)]
+    if rows is None:
+        return [a * s for a, s in zip(more, scale, strict=True)]
+    return [r + a * s for r, a, s in zip(rows, more, scale, strict=True)]
+
+
+class _Models:
+    """``B`` boxes ``x = c + h t``, ``t in [-1, 1]^d``, on Taylor models of degree ``K`` in
+    ``t`` (Berz and Makino's Taylor models, the remainder carried in the radius of the
+    constant coefficient). A value of ``n`` entries is a list of rows, one per monomial
+    ``t^alpha``, ``|alpha| <= K`` (graded: ``1`` first), each a flat list of ``B * n`` balls
+    (box ``b``'s entry ``i`` at ``b * n + i``) or ``None`` (zero): for every ``t``, entry
+    ``u(t) in sum_alpha p_alpha t^alpha`` evaluated in ball arithmetic. So ``x @ W`` is one
+    ball-matrix product of the rows (the coefficients combine exactly, the radii by ``|W|``),
+    and in the difference of two programs' models what they share cancels."""
+
+    def __init__(self, fl, c: np.ndarray, h: np.ndarray, order: int):
+        self.fl, self.K, (self.B, d) = fl, order, c.shape
+        mono = sorted((e for e in itertools.product(range(order + 1), repeat=d)
+                       if sum(e) <= order), key=lambda e: (sum(e), [-v for v in e]))
+        index, self.deg, self.M = {e: i for i, e in enumerate(mono)}, [sum(e) for e in mono], \
+            len(mono)
+        # t^alpha ranges over [0, 1] when every exponent is even, else over [-1, 1]
+        self.T = [fl.arb(0.5, 0.5) if all(v % 2 == 0 for v in e) else fl.arb(0, 1)
+                  for e in mono]
+        self.keep = [(i, j, index[tuple(a + b for a, b in zip(e, f, strict=True))])
+                     for i, e in enumerate(mono) for j, f in enumerate(mono)
+                     if self.deg[i] + self.deg[j] <= order]
+        self.x = [[fl.arb(float(v)) for v in c.ravel()]] + [None] * (self.M - 1)
+        for k in range(d):
+            self.x[1 + k] = [fl.arb(float(h[b, i]) if i == k else 0) for b in range(self.B)
+                             for i in range(d)]
+
+    def spread(self, u: list) -> list:
+        """The range of every entry's non-constant part."""
+        out = [self.fl.arb(0)] * len(u[0])
+        for row, t in zip(u[1:], self.T[1:], strict=True):
+            if row is not None:
+                out = [s + p * t for s, p in zip(out, row, strict=True)]
+        return out
+
+    def truncated(self, u: list, w: list) -> list:
+        """The terms of degree ``<= K`` of ``u w``."""
+        out = [None] * self.M
+        for i, j, k in self.keep:
+            if u[i] is not None and w[j] is not None:
+                out[k] = _add(out[k], u[i], w[j])
+        return out
+
+    def degree_sums(self, u: list) -> list:
+        """``A_p = sum_(|alpha| = p) |u_alpha|`` per entry, ``p = 0 .. K`` (``None``: 0)."""
+        sums = [None] * (self.K + 1)
+        for row, p in zip(u, self.deg, strict=True):
+            if row is not None:
+                sums[p] = [abs(a) for a in row] if sums[p] is None else [
+                    s + abs(a) for s, a in zip(sums[p], row, strict=True)]
+        return sums
+
+    def product(self, u: list, w: list) -> list:
+        """``u w``: the terms of degree ``<= K`` kept, the others bounded by the degree sums
+        ``A`` of ``u`` and ``B`` of ``w`` as ``sum_(p + q > K) A_p B_q`` (``|t^alpha| <= 1``)
+        and added to the constant's radius."""
+        out, a, b = self.truncated(u, w), self.degree_sums(u), self.degree_sums(w)
+        tail = None
+        for p in range(1, self.K + 1):
+            for q in range(self.K + 1 - p, self.K + 1):
+                if a[p] is not None and b[q] is not None:
+                    tail = _add(tail, a[p], b[q])
+        return [_add(out[0], tail, [self.fl.arb(0, 1)] * len(out[0]))] + out[1:]
+
+    def smooth(self, u: list, series) -> list:
+        """``f(u)``, ``u = a + P``, by Taylor's formula about the midpoint ``m`` of ``a``:
+
+        .. math:: f(u) = \\sum_{j \\le K} c_j\\, P^j
+                  + \\tfrac{f^{(K+1)}(\\xi)}{(K+1)!} P^{K+1} + f'(\\zeta)\\,(a - m),
+                  \\qquad c_j = \\tfrac{f^{(j)}(m)}{j!},
+
+        ``xi`` and ``zeta`` in ``u``'s range ``U`` (``f``'s coefficients over ``U`` enclose
+        theirs), ``P^{K+1}`` in ``S^{K+1}`` (``S``: ``P``'s range). ``P^j`` keeps its terms
+        of degree ``<= K``; the rest is at most ``A(1)^j - sum_(r <= K) [z^r] A(z)^j`` with
+        ``A(z) = sum_p A_p z^p`` (the degree sums of ``P``)."""
+        K, n, one = self.K, len(u[0]), self.fl.arb(0, 1)
+        mids, spread, poly = [a.mid() for a in u[0]], self.spread(u), [None] + u[1:]
+        at = [series(m, t, K + 1) for t, m in enumerate(mids)]
+        over = [series(a + s, t, K + 2) for t, (a, s) in enumerate(zip(u[0], spread,
+                                                                       strict=True))]
+        out = [[c[0] + g[1] * (a - m) + g[K + 1] * math.prod([s] * (K + 1)) for c, g, a, m, s
+                in zip(at, over, u[0], mids, spread, strict=True)]] + [None] * (self.M - 1)
+        sums = self.degree_sums(poly)
+        total = [sum((r[t] for r in sums if r is not None), self.fl.arb(0)) for t in range(n)]
+        gen, total_j, power = sums, total, poly
+        for j in range(1, K + 1):
+            coef = [c[j] for c in at]
+            if j > 1:
+                power = self.truncated(power, poly)
+                last, gen = gen, [None] * (K + 1)
+                for r in range(j, K + 1):
+                    for p in range(1, r):
+                        if last[r - p] is not None and sums[p] is not None:
+                            gen[r] = _add(gen[r], last[r - p], sums[p])
+                total_j = [a * b for a, b in zip(total_j, total, strict=True)]
+                high = total_j
+                for row in gen:
+                    if row is not None:
+                        high = [h - g for h, g in zip(high, row, strict=True)]
+                out[0] = _add(out[0], high, [abs(c) * one for c in coef])
+            out = [_add(o, p, coef) for o, p in zip(out, power, strict=True)]
+        return out
+
+    def kink(self, u: list, relax, k: list) -> list:
+        """A kink, by its linear relaxation over the entry's range (:data:`_RELAX`)."""
+        ks = k * (len(u[0]) // len(k))
+        lm = [relax(self.fl, a + s, c) for a, s, c in zip(u[0], self.spread(u), ks,
+                                                          strict=True)]
+        lam = [v[0] for v in lm]
+        return [[a * v[0] + v[1] for a, v in zip(u[0], lm, strict=True)]] + [
+            _add(None, row, lam) for row in u[1:]]
+
+    def constant(self, row: list, n: int) -> list:
+        return [row[t % len(row)] for t in range(self.B * n)]
+
+    def dot(self, u: list, w) -> list:
+        live, size, out = [k for k, r in enumerate(u) if r is not None], self.B * w.ncols(), \
+            [None] * self.M
+        flat = (self.fl.arb_mat(len(live) * self.B, w.nrows(), [v for k in live for v in u[k]])
+                * w).entries()
+        for r, k in enumerate(live):
+            out[k] = flat[r * size:(r + 1) * size]
+        return out
+
+    def run(self, ops, sizes0: int) -> list:
+        """Every value of a program over the batch."""
+        fl, vals, sizes, B = self.fl, [self.x], [sizes0], self.B
+        for kind, operands, extra in ops:
+            a = vals[operands[0]] if isinstance(operands[0], int) else None
+            n = sizes[operands[0]] if a is not None else 0
+            other = operands[1] if len(operands) > 1 else None
+            if kind == "dot":
+                y, n = self.dot(a, other), other.ncols()
+            elif kind == "concat":
+                parts = [vals[v] if isinstance(v, int) else [self.constant(v, len(v))]
+                         + [None] * (self.M - 1) for v in operands]
+                widths = [sizes[v] if isinstance(v, int) else len(v) for v in operands]
+                y = [None if all(p[k] is None for p in parts) else
+                     [v for b in range(B) for p, w in zip(parts, widths, strict=True)
+                      for v in (p[k] or [fl.arb(0)] * (B * w))[b * w:(b + 1) * w]]
+                     for k in range(self.M)]
+                n = sum(widths)
+            elif kind == "slice":
                 lo, hi = extra
-                y = [[comp[b * n + i] for b in range(jets.nbox) for i in range(lo, hi)]
-                     for comp in a]
+                y = [row and [row[b * n + i] for b in range(B) for i in range(lo, hi)]
+                     for row in a]
                 n = hi - lo
+            elif kind == "neg":
+                y = [row and [-v for v in row] for row in a]
+            elif kind in ("add", "sub"):
+                sign = [fl.arb(1 if kind == "add" else -1)] * (B * n)
+                if isinstance(other, int):
+                    y = [_add(p, q, sign) for p, q in zip(a, vals[other], strict=True)]
+                else:
+                    y = [_add(a[0], self.constant(other, n), sign)] + a[1:]
+            elif kind == "mul" and isinstance(other, int):
+                y = self.product(a, vals[other])
+            elif kind in ("mul", "div"):  # linear: every row scaled
+                c = self.constant(other if kind == "mul" else [1 / v for v in other], n)
+                y = [_add(None, row, c) for row in a]
+            elif kind in _KINKS:
+                y = self.kink(a, _RELAX[kind], other or [fl.arb(0)])
             else:
-                y, n = jets.columns(parts, widths), sum(widths)
-        elif kind in _BINARY and isinstance(operands[1], int):
-            b = vals[operands[1]]
-            if kind == "mul":
-                y = jets.product(a, b)
-            else:
-                sign = 1 if kind == "add" else -1
-                y = [[u + sign * v for u, v in zip(p, q, strict=True)]
-                     for p, q in zip(a, b, strict=True)]
-        elif kind in ("add", "sub"):
-            c = operands[1]
-            sign = 1 if kind == "add" else -1
-            y = [[u + sign * c[t % len(c)] for t, u in enumerate(a[0])]] + a[1:]
-        elif kind in ("mul", "div"):  # linear: every component scaled
-            c = operands[1] if kind == "mul" else [1 / v for v in operands[1]]
-            y = [[u * c[t % len(c)] for t, u in enumerate(comp)] for comp in a]
-        elif centre is not None and kind in _SLOPES:
-            y = jets.unary(a, lambda v, k, uc, f=_SLOPES[kind]: f(fl, v, k, uc),
-                           operands[1] if len(operands) > 1 else [fl.arb(0)],
-                           centre[operands[0]][0])
-        else:
-            y = jets.unary(a, _derivatives(fl, kind, extra),
-                           operands[1] if len(operands) > 1 else None)
-        vals.append(y)
-        sizes.append(n)
-    return vals
-
-
-
-# ---- bounds of boxes: three enclosures of D ------------------------------------------------
-
-
-def _difference(jets: _Jets, progs, x: list, centres=(None, None)) -> tuple[list, list]:
-    """``(D, runs)``: the jets of ``F_a - F_b`` and every value of both programs."""
-    runs = [_run(jets, ops, x, jets.d, cen) for (ops, _, _), cen in zip(progs, centres,
-                                                                          strict=True)]
-    ya, yb = (vals[out] for vals, (_, out, _) in zip(runs, progs, strict=True))
-    return [[u - v for u, v in zip(p, q, strict=True)] for p, q in zip(ya, yb, strict=True)], runs
-
-
-def _monomials(fl, keys: list, h: np.ndarray) -> list:
-    """``(m_alpha, even)`` per derivative key ``alpha``: ``Delta^alpha / alpha!`` ranges over
-    ``[-m, m]``, or ``[0, m]`` when every exponent is even (``|Delta_i| <= h_i``)."""
-    out = []
-    for key in keys:
-        counts = [key.count(i) for i in range(len(h))]
-        mag = fl.arb(1)
-        for i in key:
-            mag = mag * fl.arb(float(h[i]))
-        out.append((mag / math.prod(math.factorial(a) for a in counts),
-                    all(a % 2 == 0 for a in counts)))
-    return out
-
-
-def _abs_bound(head, terms) -> object:
-    """An upper bound of ``|head + sum coef * Delta^alpha / alpha!|`` from the ends of each
-    term's range (no ball of radius ``h``: Arb's radii carry 30 bits, its midpoints all)."""
-    lo, hi = head.lower(), head.upper()
-    for coef, (mag, even) in terms:
-        if even:
-            lo, hi = lo + coef.lower().min(0) * mag, hi + coef.upper().max(0) * mag
-        else:
-            a = coef.abs_upper() * mag
-            lo, hi = lo - a, hi + a
-    return lo.abs_upper().max(hi.abs_upper())
+                y = self.smooth(a, lambda v, t, m, kind=kind, k=other, y=extra: _series(
+                    fl, kind, v, k and k[t % len(k)], y, m))
+            vals.append(y)
+            sizes.append(n)
+        return vals
 
 
 def _bound_boxes(fl, progs, c: np.ndarray, h: np.ndarray, claims) -> list:
-    """Per box ``(proven, bound, counterexample)``: whether some enclosure of every ``|D_j|``
-    over ``[c - h, c + h]`` is at most its claim, the checker's best bound, and whether
-    ``|D_j(c)| > claim`` for some ``j`` (proven). The enclosures: for ``r = 0..R``,
-
-    .. math:: \\sum_{|\\alpha| < r} \\partial^\\alpha D(c) \\frac{\\Delta^\\alpha}{\\alpha!}
-              + \\sum_{|\\alpha| = r} \\partial^\\alpha D(X) \\frac{\\Delta^\\alpha}{\\alpha!}
-
-    (Taylor's formula with Lagrange's remainder; ``r = 0`` is ``D(X)``, ``r = 1`` the
-    mean-value form), with ``R = BOX_ORDER``."""
-    nbox, d = c.shape
-    box, point = _Jets(fl, d, BOX_ORDER, nbox), _Jets(fl, d, BOX_ORDER - 1, nbox)
-    over = _difference(box, progs, box.inputs(c, h))[0]
-    at, centres = _difference(point, progs, point.inputs(c, None))
-    slopes = over  # with kinks: the mean-value form's slopes relative to the centres
-    if any(kind in _SLOPES for ops, _, _ in progs for kind, _, _ in ops):
-        first = _Jets(fl, d, 1, nbox)
-        slopes = _difference(first, progs, first.inputs(c, h), centres)[0]
-    m = len(over[0]) // nbox
+    """Per box ``(proven, bound, counterexample)``: whether ``|D_j| <= claim`` over the box for
+    every output ``j`` (the range of ``D``'s Taylor model, the difference of the programs'),
+    the checker's bound, and whether ``|D_j(c)| > claim`` for some ``j`` (proven: the
+    constant coefficient encloses ``D(c)``)."""
+    models = _Models(fl, c, h, ORDER.get(c.shape[1], 2))
+    ys = [models.run(ops, c.shape[1])[out] for ops, out, _ in progs]
+    m = progs[0][2]
+    diff = [_add(p, q, [fl.arb(-1)] * (len(c) * m)) for p, q in zip(*ys, strict=True)]
+    at = diff[0]
+    over = [a + s for a, s in zip(at, models.spread(diff), strict=True)]
     out = []
-    for b in range(nbox):
-        mono = _monomials(fl, box.keys, h[b])
-        proven, best, counter = True, 0.0, False
-        for t in range(b * m, (b + 1) * m):
-            uppers = [over[0][t].abs_upper()]
-            for r in range(1, BOX_ORDER + 1):
-                terms = [(at[k][t], mono[k]) for k, key in enumerate(point.keys)
-                         if 0 < len(key) < r]
-                terms += [((slopes if r == 1 else over)[k][t], mono[k])
-                          for k, key in enumerate(box.keys) if len(key) == r]
-                uppers.append(_abs_bound(at[0][t], terms))
-            proven = proven and any(u <= claims[b] for u in uppers)
-            best = max(best, min(float(u) if u.is_finite() else math.inf for u in uppers))
-            counter = counter or at[0][t].abs_lower() > claims[b]
-        out.append((proven, best, counter))
+    for b, claim in enumerate(claims):
+        rows = range(b * m, (b + 1) * m)
+        best = max(float(over[t].abs_upper()) if over[t].is_finite() else math.inf
+                   for t in rows)
+        out.append((all(over[t].abs_upper() <= claim for t in rows), best,
+                    any(at[t].abs_lower() > claim for t in rows)))
     return out
-
-
-def _up(q: Fraction) -> float:
-    """The least float ``>= q``."""
-    f = float(q)
-    return math.nextafter(f, math.inf) if Fraction(f) < q else f
 
 
 def _halves(c: np.ndarray, h: np.ndarray) -> list:
@@ -532,8 +464,10 @@ def _halves(c: np.ndarray, h: np.ndarray) -> list:
     out = []
     for left, right in ((lo, mid), (mid, hi)):
         m = float((left + right) / 2)
+        r = max(Fraction(m) - left, right - Fraction(m))
         cc, hh = c.copy(), h.copy()
-        cc[a], hh[a] = m, _up(max(Fraction(m) - left, right - Fraction(m)))
+        cc[a], hh[a] = m, float(r) if Fraction(float(r)) >= r else math.nextafter(float(r),
+                                                                                  math.inf)
         out.append((cc, hh))
     return out
 
@@ -687,9 +621,12 @@ def _cover(t: dict, dom: _Domain) -> list[int]:
 
 def _claims(fl, progs, t: dict, leaves: list[int], dom: _Domain, max_depth: int,
             stats: dict) -> None:
-    """Prove every finite claim on its leaf box, splitting where needed (counting the boxes
-    bounded and the depth reached in ``stats``)."""
+    """Prove every finite claim on its leaf box, splitting where needed (a box whose bound is
+    ``rho`` times its claim into ``2^k`` pieces at once, ``k ~ d log2(rho) / (K + 1)``: the
+    excess of a degree-``K`` model shrinks like ``h^(K+1)``), counting the boxes bounded and
+    the depth reached in ``stats``."""
     work = [(i, t["c"][i], t["h"][i], 0) for i in leaves if np.isfinite(t["bound"][i])]
+    power = ORDER.get(len(t["c"][0]), 2) + 1
     while work:
         batch, work = work[:BATCH], work[BATCH:]
         c, h = np.stack([w[1] for w in batch]), np.stack([w[2] for w in batch])
@@ -707,8 +644,14 @@ def _claims(fl, progs, t: dict, leaves: list[int], dom: _Domain, max_depth: int,
                 raise _Reject(i, f"leaf {i}'s claim {claim:.6e} is not proven: the checker's "
                               f"bound is {own:.6e} on its piece [{where}] (split {level} times, "
                               f"max_depth = {max_depth})")
-            work += [(i, cc, hh, level + 1) for cc, hh in _halves(bc, bh)]
-            stats["depth"] = max(stats["depth"], level + 1)
+            pieces = [(bc, bh)]
+            ratio = own / claim if claim > 0 else math.inf
+            for _ in range(min(max(1, int(len(bc) * math.log2(min(ratio, 2.0**30)) / power)),
+                               2 * len(bc), max_depth - level)):
+                pieces = [half for cc, hh in pieces for half in _halves(cc, hh)]
+                level += 1
+            work += [(i, cc, hh, level) for cc, hh in pieces]
+            stats["depth"] = max(stats["depth"], level)
 
 
 def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float) -> CheckReport:
@@ -746,8 +689,9 @@ def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float) -> CheckR
         if not np.all(np.isfinite(argmax)) or not dom.has(argmax):
             raise _Reject(None, f"argmax {argmax.tolist()} is not in the domain")
         if lower > 0:
-            jets = _Jets(fl, dim, 0, 1)
-            at = _difference(jets, progs, jets.inputs(argmax[None], None))[0][0]
+            models = _Models(fl, argmax[None], np.zeros((1, dim)), 1)
+            ys = [models.run(ops, dim)[out][0] for ops, out, _ in progs]
+            at = [p - q for p, q in zip(*ys, strict=True)]
             if not any(v.abs_lower() >= lower for v in at):
                 raise _Reject(None, f"lower {lower:.6e} is not attained at argmax: "
                               f"|F_a - F_b| there is {max(float(v.abs_upper()) for v in at):.6e}")

@@ -123,7 +123,7 @@ def test_no_function_over_100_lines_of_code():
 
 def test_the_graph_never_imports_the_driver():
     """The IR holds its plans (graph/plan.py); the loop is the driver's and the graph package
-    imports nothing above it (DESIGN.md section 4)."""
+    imports nothing above it (docs/layout.md)."""
     mods = _modules()
     graph = _graph(mods)
     above = {"jaxcompress.driver", "jaxcompress.planning", "jaxcompress.compression",
@@ -193,7 +193,7 @@ PADS = {"jaxcompress.search.candidates", "jaxcompress.driver", "jaxcompress.laye
 
 def test_only_the_search_candidates_pad_bucket_or_mask():
     """The compile-once work of the searches (padding to buckets, masks, masked programs) lives
-    in one module, so the proposers and judges read as algorithms (DESIGN.md, "One search")."""
+    in one module, so the proposers and judges read as algorithms (docs/layout.md)."""
     found = []
     for m, tree in _modules().items():
         if m in PADS:

@@ -194,7 +194,7 @@ def test_search_by_a_task_metric_with_polishing_on_a_traced_network():
     assert count["jit(_run_impl)"] == count["jit(_shrink_step)"] == 0, count
     assert count["jit(_masked_impl)"] <= 2 and count["jit(_narrow_step)"] <= 2, count
     assert count["jit(_apply)"] <= 1 and count["jit(_run_chunk)"] <= 1, count
-    # 9 alone (the docs' search: 12, the issue's bound 15): nothing compiled op by op
+    # 9 alone (the docs' search: 12): nothing compiled op by op
     assert sum(count.values()) <= 10, count
     assert res.metric == "task_mse" and res.metric_value <= eps
     assert task_mse(res.compressed) == pytest.approx(res.metric_value, rel=1e-6)

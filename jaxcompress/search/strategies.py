@@ -256,10 +256,8 @@ def _orders_result(strategy: ToleranceStrategy, search: Search, cand: Candidate,
     else:
         small_net = compressed(net, cand.leaves, cand.info)
         params = small_net.params
-    judge = search.judge
-    value = err if judge.name in ("sup", "measured sup error") else search.trials[-1].figure
-    if report is not None and isinstance(judge, judges.Certificate):
-        value = judges.proof(report)[0]
+    judge = search.judge     # the figure: the certificate's bound, else the sup measured
+    value = judges.proof(report)[0] if isinstance(judge, judges.Certificate) else err
     return ToleranceResult(params=params, orders=tuple(cand.orders), report=report,
                            measured_error=err, info=cand.info, mode=strategy.name,
                            history=tuple(search.history), orders_source=source,

@@ -172,6 +172,12 @@ class Polished(Judge):
     def teacher_figure(self, cands: Candidates) -> float:
         return self.inner.teacher_figure(cands)
 
+    def within(self, figure: float, eps: float) -> bool:
+        return self.inner.within(figure, eps)
+
+    def loss(self, figure: float) -> float:
+        return self.inner.loss(figure)
+
 
 class Certificate(Judge):
     """The a posteriori certificate of a candidate of per-set orders (exact, at its own widths):

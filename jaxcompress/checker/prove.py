@@ -1,46 +1,31 @@
 r"""The check of a verification certificate, in Arb ball arithmetic (python-flint).
 
-Given the file's programs ``F_a``, ``F_b``, domain ``Omega``, proof tree, ``upper``, ``lower``
-and ``argmax``, it confirms
+It confirms, for the file's programs ``F_a``, ``F_b``, domain ``Omega``, proof tree, ``upper``,
+``lower`` and ``argmax`` (``D = F_a - F_b``),
 
 .. math::
    \sup_{x \in \Omega} \max_j |D_j(x)| \le \texttt{upper}, \qquad
    \max_j |D_j(\texttt{argmax})| \ge \texttt{lower}, \quad \texttt{argmax} \in \Omega,
-   \qquad D = F_a - F_b,
 
-or names the first node that fails. It shares nothing with the verifier but the file:
+or names the first node that fails, sharing nothing with the verifier but the file:
 
-1. **Covering**, in exact rational arithmetic (the stored float64 centres ``c`` and half-widths
-   ``h`` read as :class:`fractions.Fraction`; node ``i`` is ``[c_i - h_i, c_i + h_i]``): the
-   root contains ``Omega``; a split node is covered by its two children (equal to it on every
-   axis but one, whose two intervals cover its interval); a clipped node contains its parent's
-   intersection with ``Omega`` (for a ball: on axis ``i`` the intersection spans
-   ``c_i -+ sqrt(R^2 - m_i)`` with ``m_i`` the squared distance to the box along the other
-   axes, compared squared); a leaf claimed ``-inf`` misses ``Omega`` (or is the clip of a box
-   that does). Every leaf's claim is at most ``upper``.
-2. **Every claim**, on the leaf box ``X`` (centre ``c``, ``Delta = x - c in [-h, h]``). Both
-   programs are run once per batch of boxes, every value ``u`` carried as its value ``u(c)``
-   at the centre and its slope or derivatives over ``X``; an operation that needs ``u``'s range
-   over ``X`` (an activation, a product, the output) takes the tightest of
-
-   .. math::
-      u(X) \subset u(c) + S_u(X) \cdot \Delta, \qquad
-      u(X) \subset u(c) + \nabla u(c) \cdot \Delta
-                   + \tfrac12\, \Delta^T \nabla^2 u(X)\, \Delta
-
-   (the mean-value form, ``S_u(X)`` enclosing ``(u(x) - u(c)) / (x - c)`` or the gradient over
-   ``X``; Taylor's formula with Lagrange's remainder). The first pass carries slopes alone
-   (``S_{f(u)} = f'(u(X)) S_u``, ``S_{uv} = u(X) S_v + v(c) S_u``, a kink ``max(u, k)``
-   taking the divided difference ``(max(u, k) - max(u(c), k)) / (u - u(c))`` over ``u(X)``);
-   for a program without kinks, the boxes it does not prove get the second form, with
-   gradients and Hessians propagated forward (``f'(u) \nabla u``,
-   ``f'(u) \nabla^2 u + f''(u) \nabla u \nabla u^T``, Leibniz's rule for products). Every
-   ``x @ W`` of a batch is one ball-matrix product; ``tanh``, ``exp``, ``sin``, ``erf``, ...
-   are Arb's proven enclosures; values at the exact centres make what the two programs share
-   cancel in ``D(c)``. A box neither form proves is bisected along its widest axis (halves
-   rounded outwards, exactly), to ``max_depth`` levels, then the check fails there.
+1. **Covering**, in exact rationals (node ``i`` is ``[c_i - h_i, c_i + h_i]``, its float64
+   numbers read as :class:`fractions.Fraction`): the root contains ``Omega``; a split node is
+   covered by its two halves; a clipped node contains its parent's intersection with
+   ``Omega`` (for a ball, on axis ``i`` it spans ``q_i -+ sqrt(R^2 - m_i)``, ``m_i`` the
+   squared distance along the other axes, compared squared); a leaf claimed ``-inf`` misses
+   ``Omega``; every claim is at most ``upper``.
+2. **Every claim**, on its leaf box ``x = c + h t``, ``t in [-1, 1]^d``: both programs run on
+   **Taylor models** of degree ``K`` in ``t`` (:class:`_Models`: coefficients as balls, the
+   remainder in the radius of the constant), so that in ``D``'s model what the programs share
+   cancels and only remainders of order ``h^(K+1)`` add up; ``|D_j| <= claim`` on the box
+   when the model's range is. Every ``x @ W`` of a batch of boxes is one ball-matrix product;
+   an activation is composed through its Taylor series with Lagrange's remainder, from Arb's
+   proven enclosures; a kink (ReLU) by its linear relaxation over its argument's range. A box
+   not proven is bisected along its widest axis (halves rounded outwards, exactly), to
+   ``max_depth`` levels, then the check fails there.
 3. **The lower end**: ``argmax`` lies in ``Omega`` (exactly) and ``|D_j(argmax)| >= lower``
-   for some ``j`` (Arb).
+   for some ``j``.
 """
 
 from __future__ import annotations
@@ -62,22 +47,12 @@ ROOT, SPLIT, CLIP = 0, 1, 2
 PREC = 64
 #: Boxes bounded per ball-matrix product.
 BATCH = 64
-#: The degree of the Taylor models by input dimension (the excess over a box of half-width
-#: ``h`` shrinks like ``h^(K+1)``; a model has ``C(d + K, d)`` coefficients).
+#: The degree ``K`` of the Taylor models by input dimension (the excess over a box of
+#: half-width ``h`` shrinks like ``h^(K+1)``; a model has ``C(d + K, d)`` coefficients).
 ORDER = {1: 6, 2: 4, 3: 3}
 _SMOOTH = ("tanh", "logistic", "exp", "expm1", "log", "log1p", "sin", "cos", "erf", "erfc",
-           "sqrt", "pow", "logaddexp")
+           "sqrt", "pow")
 _KINKS = ("max", "min", "abs")
-_LINEAR = ("dot", "concat", "slice", "neg", "div", "add", "sub", "mul")
-
-
-def _flint():
-    try:
-        import flint
-    except ImportError as exc:
-        raise ImportError("check: needs python-flint (Arb ball arithmetic): pip install "
-                          "'jaxcompress[check]' (python-flint==0.9.0)") from exc
-    return flint
 
 
 class _Reject(Exception):
@@ -88,17 +63,11 @@ class _Reject(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class CheckReport:
-    """The outcome of :func:`check`.
-
-    Attributes:
-      confirmed: every claim proven: ``lower <= sup |F_a - F_b| <= upper`` on the domain.
-      reason: why not (empty when confirmed), naming the node.
-      node: the first node that failed (None when confirmed or not about one node).
-      upper, lower: the certificate's bracket.
-      leaves: leaves of the proof tree; boxes: boxes the checker bounded (leaves and the
-        pieces it split them into, once per form tried); depth: the deepest split it needed.
-      seconds: wall-clock time of the check.
-    """
+    """The outcome of :func:`check`: ``confirmed`` (every claim proven: ``lower <= sup |F_a -
+    F_b| <= upper`` on the domain), else the ``reason`` and the first ``node`` that failed
+    (None when not about one node); the certificate's ``upper`` and ``lower``; the proof
+    tree's ``leaves``, the ``boxes`` the checker bounded (leaves and the pieces it split them
+    into), the ``depth`` of its deepest split and the ``seconds`` the check took."""
 
     confirmed: bool
     reason: str
@@ -110,22 +79,19 @@ class CheckReport:
     depth: int
     seconds: float
 
-    def summary(self) -> str:
+    def __str__(self) -> str:
         head = (f"confirmed: sup |F_a - F_b| in [{self.lower:.6e}, {self.upper:.6e}]"
                 if self.confirmed else f"rejected: {self.reason}")
         return (f"{head}\n{self.leaves:,} leaves, {self.boxes:,} boxes bounded in Arb ball "
                 f"arithmetic (split to depth {self.depth}) in {self.seconds:.2f} s")
-
-    def __str__(self) -> str:
-        return self.summary()
 
 
 # ---- the programs: parsed and validated, constants as balls -------------------------------
 
 
 def _parse(name: str, prog, arrays, dim: int, fl) -> tuple[list, int, int]:
-    """``(ops, out, size)``: ops as ``(kind, operands, extra)`` (operands: value ids, constant
-    rows as lists of balls, ``W`` as a ball matrix); a malformed program is a
+    """``(ops, out, size)``, ops as ``(kind, operands, extra)`` (value ids, constant rows as
+    lists of balls, ``W`` as a ball matrix); a malformed program is a
     :class:`CertificateError`."""
     def bad(i, why):
         raise CertificateError(f"check: program {name}, operation {i}: {why}")
@@ -136,13 +102,12 @@ def _parse(name: str, prog, arrays, dim: int, fl) -> tuple[list, int, int]:
             bad(i, f"constant {key!r} is missing or not finite float64")
         return arr
 
-    sizes, ops = [dim], []
     try:
-        steps, out = list(prog["ops"]), int(prog["out"])
+        steps, out, sizes, ops = list(prog["ops"]), int(prog["out"]), [dim], []
     except (KeyError, TypeError, ValueError):
         raise CertificateError(f"check: program {name} is malformed (ops / out)") from None
     for i, op in enumerate(steps):
-        kind, ins = op.get("op"), op.get("in")
+        kind, ins, extra = op.get("op"), op.get("in"), op.get("y")
         if not isinstance(ins, list) or not ins:
             bad(i, "no operands")
         vals = [v for v in ins if isinstance(v, int)]
@@ -150,41 +115,31 @@ def _parse(name: str, prog, arrays, dim: int, fl) -> tuple[list, int, int]:
                 isinstance(v, str) for v in ins) != len(ins):
             bad(i, f"operands {ins} must be earlier values or constants")
         n = sizes[vals[0]] if vals else 0
-        extra = op.get("y")
+        operands = kind == "dot" or [v if isinstance(v, int) else [
+            fl.arb(x) for x in const(v, i).ravel().tolist()] for v in ins]
         if kind == "dot":
             w = const(ins[1], i) if len(ins) == 2 and len(vals) == 1 else bad(i, "dot(x, W)")
             if w.ndim != 2 or w.shape[0] != n:
                 bad(i, f"W of shape {w.shape} for a value of size {n}")
             operands, n = [ins[0], fl.arb_mat(*w.shape, w.ravel().tolist())], w.shape[1]
-        elif kind in ("concat", "slice"):
-            operands = [v if isinstance(v, int) else [fl.arb(x) for x in const(v, i).ravel()
-                                                      .tolist()] for v in ins]
-            if kind == "slice":
-                extra = a, b = op.get("start"), op.get("stop")
-                if len(ins) != 1 or not vals or not (isinstance(a, int) and isinstance(b, int)
-                                                     and 0 <= a < b <= n):
-                    bad(i, f"slice [{a}:{b}] of a value of size {n}")
-                n = b - a
-            else:
-                n = sum(sizes[v] if isinstance(v, int) else len(v) for v in operands)
-        elif kind in _SMOOTH + _KINKS + _LINEAR:
-            arity = 1 if kind in _SMOOTH[:-1] + ("neg", "abs") else 2
+        elif kind == "slice":
+            extra = a, b = op.get("start"), op.get("stop")
+            if len(ins) != 1 or not vals or not (isinstance(a, int) and isinstance(b, int)
+                                                 and 0 <= a < b <= n):
+                bad(i, f"slice [{a}:{b}] of a value of size {n}")
+            n = b - a
+        elif kind == "concat":
+            n = sum(sizes[v] if isinstance(v, int) else len(v) for v in operands)
+        elif kind in _SMOOTH + _KINKS + ("logaddexp", "neg", "div", "add", "sub", "mul"):
+            arity = 1 if kind in _SMOOTH + ("neg", "abs") else 2
             with_const = kind in ("max", "min", "logaddexp", "div")
             if len(ins) != arity or not isinstance(ins[0], int) or (
                     with_const and not isinstance(ins[1], str)):
                 bad(i, f"{kind} takes {arity} operands, a value first"
                     + (" and a constant" if with_const else ""))
-            operands = [ins[0]]
-            for v in ins[1:]:
-                if isinstance(v, int):
-                    if sizes[v] != n:
-                        bad(i, f"operands of sizes {n} and {sizes[v]}")
-                    operands.append(v)
-                else:
-                    c = const(v, i).ravel()
-                    if c.size not in (1, n):
-                        bad(i, f"a constant of {c.size} entries for a value of {n}")
-                    operands.append([fl.arb(x) for x in c.tolist()])
+            if any(isinstance(v, int) and sizes[v] != n for v in ins[1:]) or any(
+                    isinstance(v, list) and len(v) not in (1, n) for v in operands[1:]):
+                bad(i, f"an operand whose size is not {n} (or 1, for a constant)")
             if kind == "pow" and not isinstance(extra, int):
                 bad(i, "pow without an integer exponent y")
         else:
@@ -196,7 +151,7 @@ def _parse(name: str, prog, arrays, dim: int, fl) -> tuple[list, int, int]:
     return ops, out, sizes[out]
 
 
-# ---- elementwise functions: value, first and second derivative as balls -------------------
+# ---- elementwise operations: Taylor coefficients and relaxations --------------------------
 
 
 def _series(fl, kind: str, v, k, y, n: int) -> list:
@@ -457,11 +412,10 @@ def _bound_boxes(fl, progs, c: np.ndarray, h: np.ndarray, claims) -> list:
 
 
 def _halves(c: np.ndarray, h: np.ndarray) -> list:
-    """Two boxes covering ``[c - h, c + h]`` (cut at the centre of its widest axis), their
-    centres rounded to floats and half-widths rounded up: they cover it exactly."""
-    a = int(np.argmax(h))
+    """Two boxes covering ``[c - h, c + h]``, cut at the centre of its widest axis: centres
+    rounded to floats, half-widths rounded up, so that they cover it exactly."""
+    a, out = int(np.argmax(h)), []
     lo, mid, hi = Fraction(c[a]) - Fraction(h[a]), Fraction(c[a]), Fraction(c[a]) + Fraction(h[a])
-    out = []
     for left, right in ((lo, mid), (mid, hi)):
         m = float((left + right) / 2)
         r = max(Fraction(m) - left, right - Fraction(m))
@@ -476,10 +430,10 @@ def _halves(c: np.ndarray, h: np.ndarray) -> list:
 
 
 class _Domain:
-    """The domain as exact rationals: a box ``[L, U]`` or a ball ``|x - q| <= R``."""
+    """The domain as exact rationals: a box ``[L, U]`` (``a``, ``b``) or a ball
+    ``|x - q| <= R`` (``a = q``, ``b = [R]``); boxes as lists of ``(lo, hi)``."""
 
     def __init__(self, kind: str, arrays, dim: int):
-        self.kind = kind
         names = {"box": ("domain_lo", "domain_hi"), "ball": ("domain_center", "domain_radius")}
         if kind not in names:
             raise CertificateError(f"check: domain kind {kind!r}; expected 'box' or 'ball'")
@@ -488,12 +442,15 @@ class _Domain:
         if (a.size, b.size) != sizes or not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
             raise CertificateError(f"check: the {kind}'s arrays {names[kind]} must be finite of "
                                    f"sizes {sizes}, got {(a.size, b.size)}")
-        self.a = [Fraction(float(v)) for v in a.ravel()]
-        self.b = [Fraction(float(v)) for v in b.ravel()]
+        self.kind, self.a, self.b = kind, [Fraction(float(v)) for v in a.ravel()], [
+            Fraction(float(v)) for v in b.ravel()]
         if kind == "box" and any(lo > hi for lo, hi in zip(self.a, self.b, strict=True)):
             raise CertificateError("check: the box domain has lo > hi")
         if kind == "ball" and not self.b[0] > 0:
             raise CertificateError("check: the ball's radius must be positive")
+        # the domain's bounding box
+        self.hull = (list(zip(self.a, self.b, strict=True)) if kind == "box" else
+                     [(q - self.b[0], q + self.b[0]) for q in self.a])
 
     def _dist2(self, box) -> list:
         return [max(Fraction(0), lo - q, q - hi) ** 2 for (lo, hi), q in zip(box, self.a,
@@ -501,75 +458,38 @@ class _Domain:
 
     def meets(self, box) -> bool:
         if self.kind == "box":
-            return all(lo <= u and hi >= L for (lo, hi), L, u in zip(box, self.a, self.b,
-                                                                     strict=True))
+            return all(lo <= u and hi >= L for (lo, hi), (L, u) in zip(box, self.hull,
+                                                                       strict=True))
         return sum(self._dist2(box)) <= self.b[0] ** 2
-
-    def within(self, box) -> bool:
-        """The domain lies in ``box``."""
-        if self.kind == "box":
-            return all(lo <= L and hi >= u for (lo, hi), L, u in zip(box, self.a, self.b,
-                                                                     strict=True))
-        r = self.b[0]
-        return all(lo <= q - r and hi >= q + r for (lo, hi), q in zip(box, self.a, strict=True))
-
-    def has(self, x) -> bool:
-        x = [Fraction(float(v)) for v in x]
-        if self.kind == "box":
-            return all(L <= v <= u for v, L, u in zip(x, self.a, self.b, strict=True))
-        return sum((v - q) ** 2 for v, q in zip(x, self.a, strict=True)) <= self.b[0] ** 2
 
     def clipped(self, parent, child) -> bool:
         """``child`` contains ``parent``'s intersection with the domain."""
         if not self.meets(parent):
             return True
         if self.kind == "box":
-            return all(cl <= max(pl, L) and ch >= min(ph, u) for (pl, ph), (cl, ch), L, u
-                       in zip(parent, child, self.a, self.b, strict=True))
+            return all(cl <= max(pl, L) and ch >= min(ph, u) for (pl, ph), (cl, ch), (L, u)
+                       in zip(parent, child, self.hull, strict=True))
         d2, r2 = self._dist2(parent), self.b[0] ** 2
         for i, ((pl, ph), (cl, ch), q) in enumerate(zip(parent, child, self.a, strict=True)):
             s2 = r2 - (sum(d2) - d2[i])  # the intersection spans q -+ sqrt(s2) on axis i
-            if not (cl <= pl or (q - cl >= 0 and (q - cl) ** 2 >= s2)):
-                return False
-            if not (ch >= ph or (ch - q >= 0 and (ch - q) ** 2 >= s2)):
+            if not ((cl <= pl or (q - cl >= 0 and (q - cl) ** 2 >= s2))
+                    and (ch >= ph or (ch - q >= 0 and (ch - q) ** 2 >= s2))):
                 return False
         return True
 
 
-def _halves_cover(p, a, b) -> bool:
-    """Boxes ``a`` and ``b`` cover box ``p``: both contain it on all axes but at most one, on
-    which their intervals overlap and span it."""
-    short = [k for k, (pk, ak, bk) in enumerate(zip(p, a, b, strict=True))
-             if not (ak[0] <= pk[0] and ak[1] >= pk[1] and bk[0] <= pk[0] and bk[1] >= pk[1])]
-    if not short:
-        return True
-    if len(short) > 1:
-        return False
-    (pl, ph), (al, ah), (bl, bh) = p[short[0]], a[short[0]], b[short[0]]
-    return min(al, bl) <= pl and max(ah, bh) >= ph and max(al, bl) <= min(ah, bh)
-
-
-def _tree(arrays, dim: int) -> dict:
-    t = {k: np.asarray(arrays.get(f"tree_{k}", np.zeros(0)))
-         for k in ("c", "h", "parent", "kind", "bound")}
-    n = len(t["parent"])
-    ok = (n >= 1 and t["c"].shape == t["h"].shape == (n, dim)
-          and t["parent"].shape == t["kind"].shape == t["bound"].shape == (n,)
-          and t["c"].dtype == t["h"].dtype == t["bound"].dtype == np.float64
-          and t["parent"].dtype.kind == "i" and t["kind"].dtype.kind == "i")
-    if not ok:
-        raise CertificateError(f"check: the proof tree's arrays (tree_c, tree_h ({n}, {dim}) "
-                               "float64; tree_parent, tree_kind integers; tree_bound float64) "
-                               "are missing or malformed")
-    return t
+def _box(c, h) -> list:
+    return [(Fraction(a) - Fraction(r), Fraction(a) + Fraction(r))
+            for a, r in zip(c.tolist(), h.tolist(), strict=True)]
 
 
 def _cover(t: dict, dom: _Domain) -> list[int]:
-    """The leaves, once the tree is proven to cover the domain (else :class:`_Reject`)."""
+    """The leaves, once the tree is proven to cover the domain (else :class:`_Reject`): the
+    root holds it, a split node is covered by its two halves (equal to it on all axes but
+    one, whose intervals overlap and span it), a clipped node holds its parent's part of it."""
     c, h, parent, kind, bound = (t[k] for k in ("c", "h", "parent", "kind", "bound"))
     n = len(parent)
-    # a clipped box claimed to miss the domain may be anything: its parent must miss it
-    void = (kind == CLIP) & (bound == -np.inf)
+    void = (kind == CLIP) & (bound == -np.inf)  # claimed to miss it: may be anything
     bad = np.nonzero(~void & ~(np.all(np.isfinite(c), axis=1)
                                & np.all((h >= 0) & np.isfinite(h), axis=1)))[0]
     if bad.size:
@@ -581,14 +501,16 @@ def _cover(t: dict, dom: _Domain) -> list[int]:
     if wrong.size:
         raise _Reject(int(wrong[0]) + 1, f"node {wrong[0] + 1}: its parent must be an earlier "
                       "node and its kind split or clip")
+    boxes = {}
 
     def box(i):
-        if not (np.all(np.isfinite(c[i])) and np.all(np.isfinite(h[i]))):
-            raise _Reject(i, f"node {i}: a box that is not finite")
-        return [(Fraction(a) - Fraction(r), Fraction(a) + Fraction(r))
-                for a, r in zip(c[i].tolist(), h[i].tolist(), strict=True)]
+        if i not in boxes:
+            if not (np.all(np.isfinite(c[i])) and np.all(np.isfinite(h[i]))):
+                raise _Reject(i, f"node {i}: a box that is not finite")
+            boxes[i] = _box(c[i], h[i])
+        return boxes[i]
 
-    if not dom.within(box(0)):
+    if not dom.clipped([(L - 1, u + 1) for L, u in dom.hull], box(0)):
         raise _Reject(0, f"the root box does not contain the {dom.kind} domain")
     kids: dict[int, list[int]] = {}
     for i in range(1, n):
@@ -601,7 +523,13 @@ def _cover(t: dict, dom: _Domain) -> list[int]:
                 raise _Reject(ch[0], f"node {ch[0]} does not contain its parent {p}'s "
                               "intersection with the domain")
         elif kinds == [SPLIT, SPLIT]:
-            if not _halves_cover(box(p), box(ch[0]), box(ch[1])):
+            short = [(pk, ak, bk) for pk, ak, bk in zip(box(p), box(ch[0]), box(ch[1]),
+                                                        strict=True)
+                     if not (ak[0] <= pk[0] <= pk[1] <= ak[1] and bk[0] <= pk[0] <= pk[1] <= bk[1])]
+            if len(short) > 1 or short and not (  # one axis: the halves overlap and span it
+                    min(short[0][1][0], short[0][2][0]) <= short[0][0][0]
+                    and max(short[0][1][1], short[0][2][1]) >= short[0][0][1]
+                    and max(short[0][1][0], short[0][2][0]) <= min(short[0][1][1], short[0][2][1])):
                 raise _Reject(p, f"node {p} is not covered by its halves {ch}")
         else:
             raise _Reject(p, f"node {p} has children {ch[:4]} (kinds {kinds[:4]}); expected "
@@ -610,8 +538,7 @@ def _cover(t: dict, dom: _Domain) -> list[int]:
     for i in leaves:
         if np.isnan(bound[i]):
             raise _Reject(i, f"leaf {i} has no claimed bound (a box removed below it?)")
-        if bound[i] == -np.inf and not (void[i] and not dom.meets(box(int(parent[i])))
-                                        or not void[i] and not dom.meets(box(i))):
+        if bound[i] == -np.inf and dom.meets(box(int(parent[i]) if void[i] else i)):
             raise _Reject(i, f"leaf {i} is claimed to miss the domain, and meets it")
     return leaves
 
@@ -623,29 +550,28 @@ def _claims(fl, progs, t: dict, leaves: list[int], dom: _Domain, max_depth: int,
             stats: dict) -> None:
     """Prove every finite claim on its leaf box, splitting where needed (a box whose bound is
     ``rho`` times its claim into ``2^k`` pieces at once, ``k ~ d log2(rho) / (K + 1)``: the
-    excess of a degree-``K`` model shrinks like ``h^(K+1)``), counting the boxes bounded and
-    the depth reached in ``stats``."""
+    excess of a degree-``K`` model shrinks like ``h^(K+1)``)."""
     work = [(i, t["c"][i], t["h"][i], 0) for i in leaves if np.isfinite(t["bound"][i])]
     power = ORDER.get(len(t["c"][0]), 2) + 1
     while work:
         batch, work = work[:BATCH], work[BATCH:]
-        c, h = np.stack([w[1] for w in batch]), np.stack([w[2] for w in batch])
         claims = [float(t["bound"][w[0]]) for w in batch]
         stats["boxes"] += len(batch)
-        for (i, bc, bh, level), claim, (ok, own, counter) in zip(
-                batch, claims, _bound_boxes(fl, progs, c, h, claims), strict=True):
+        for (i, bc, bh, level), claim, (ok, own, counter) in zip(batch, claims, _bound_boxes(
+                fl, progs, np.stack([w[1] for w in batch]), np.stack([w[2] for w in batch]),
+                claims), strict=True):
             if ok:
                 continue
-            where = ", ".join(f"{a - r:.6g}..{a + r:.6g}" for a, r in zip(bc, bh, strict=True))
-            if counter and dom.has(bc):
+            if counter and dom.meets(_box(bc, 0 * bc)):
                 raise _Reject(i, f"leaf {i} claims {claim:.6e}, but |F_a - F_b| exceeds it "
                               f"at x = {bc.tolist()} (a point of the domain)")
             if level >= max_depth:
+                where = ", ".join(f"{a - r:.6g}..{a + r:.6g}" for a, r in zip(bc, bh,
+                                                                              strict=True))
                 raise _Reject(i, f"leaf {i}'s claim {claim:.6e} is not proven: the checker's "
                               f"bound is {own:.6e} on its piece [{where}] (split {level} times, "
                               f"max_depth = {max_depth})")
-            pieces = [(bc, bh)]
-            ratio = own / claim if claim > 0 else math.inf
+            pieces, ratio = [(bc, bh)], own / claim if claim > 0 else math.inf
             for _ in range(min(max(1, int(len(bc) * math.log2(min(ratio, 2.0**30)) / power)),
                                2 * len(bc), max_depth - level)):
                 pieces = [half for cc, hh in pieces for half in _halves(cc, hh)]
@@ -655,29 +581,32 @@ def _claims(fl, progs, t: dict, leaves: list[int], dom: _Domain, max_depth: int,
 
 
 def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float) -> CheckReport:
-    dim = meta.get("dim")
+    dim, programs = meta.get("dim"), meta.get("programs")
     if not isinstance(dim, int) or dim < 1:
         raise CertificateError(f"check: the input dimension must be a positive int, got {dim!r}")
     dom = _Domain(meta.get("domain"), arrays, dim)
-    programs = meta.get("programs")
     if not isinstance(programs, dict) or set(programs) != {"a", "b"}:
         raise CertificateError("check: the certificate must hold two programs, 'a' and 'b'")
     progs = [_parse(name, programs[name], arrays, dim, fl) for name in "ab"]
     if progs[0][2] != progs[1][2]:
         raise CertificateError(f"check: the programs have {progs[0][2]} and {progs[1][2]} "
                                "outputs")
-    t = _tree(arrays, dim)
+    t = {k: np.asarray(arrays.get(f"tree_{k}", np.zeros(0)))
+         for k in ("c", "h", "parent", "kind", "bound")}
+    n = len(t["parent"])
+    if not (n >= 1 and t["c"].shape == t["h"].shape == (n, dim)
+            and t["parent"].shape == t["kind"].shape == t["bound"].shape == (n,)
+            and t["c"].dtype == t["h"].dtype == t["bound"].dtype == np.float64
+            and t["parent"].dtype.kind == "i" and t["kind"].dtype.kind == "i"):
+        raise CertificateError(f"check: the proof tree's arrays (tree_c, tree_h ({n}, {dim}) "
+                               "float64; tree_parent, tree_kind integers; tree_bound float64) "
+                               "are missing or malformed")
     claim, argmax = np.asarray(arrays.get("claim")), np.asarray(arrays.get("argmax"))
     if claim.shape != (2,) or argmax.shape != (dim,) or claim.dtype != np.float64:
         raise CertificateError("check: 'claim' must be [upper, lower] float64 and 'argmax' a "
                                f"point of dimension {dim}")
     upper, lower = float(claim[0]), float(claim[1])
     leaves, stats = [], {"boxes": 0, "depth": 0}
-
-    def report(ok: bool, reason: str = "", node=None) -> CheckReport:
-        return CheckReport(ok, reason, node, upper, lower, len(leaves), stats["boxes"],
-                           stats["depth"], time.perf_counter() - start)
-
     try:
         if not lower <= upper:
             raise _Reject(None, f"lower {lower!r} is not <= upper {upper!r}")
@@ -686,7 +615,7 @@ def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float) -> CheckR
         if over:
             raise _Reject(over[0], f"leaf {over[0]} claims {t['bound'][over[0]]:.6e} > upper "
                           f"{upper:.6e}")
-        if not np.all(np.isfinite(argmax)) or not dom.has(argmax):
+        if not np.all(np.isfinite(argmax)) or not dom.meets(_box(argmax, 0 * argmax)):
             raise _Reject(None, f"argmax {argmax.tolist()} is not in the domain")
         if lower > 0:
             models = _Models(fl, argmax[None], np.zeros((1, dim)), 1)
@@ -696,9 +625,11 @@ def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float) -> CheckR
                 raise _Reject(None, f"lower {lower:.6e} is not attained at argmax: "
                               f"|F_a - F_b| there is {max(float(v.abs_upper()) for v in at):.6e}")
         _claims(fl, progs, t, leaves, dom, max_depth, stats)
+        ok, reason, node = True, "", None
     except _Reject as exc:
-        return report(False, exc.reason, exc.node)
-    return report(True)
+        ok, reason, node = False, exc.reason, exc.node
+    return CheckReport(ok, reason, node, upper, lower, len(leaves), stats["boxes"],
+                       stats["depth"], time.perf_counter() - start)
 
 
 def check(path, *, max_depth: int = 24) -> CheckReport:
@@ -709,8 +640,8 @@ def check(path, *, max_depth: int = 24) -> CheckReport:
 
     Args:
       path: the certificate (``.npz``).
-      max_depth: how many times a leaf may be bisected further where the checker's bound is
-        looser than the claimed one.
+      max_depth: how many times a leaf may be bisected where the checker's bound is looser
+        than its claim.
 
     Returns:
       A :class:`CheckReport` (``confirmed`` True or False with the reason).
@@ -722,7 +653,11 @@ def check(path, *, max_depth: int = 24) -> CheckReport:
     if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 0:
         raise ValueError(f"check: max_depth must be an int >= 0, got {max_depth!r}")
     start = time.perf_counter()
-    fl = _flint()
+    try:
+        import flint as fl
+    except ImportError as exc:
+        raise ImportError("check: needs python-flint (Arb ball arithmetic): pip install "
+                          "'jaxcompress[check]' (python-flint==0.9.0)") from exc
     meta, arrays = read(path)
     prec, fl.ctx.prec = fl.ctx.prec, PREC
     try:

@@ -233,12 +233,20 @@ def _index_jaxpr(shape: tuple[int, ...], dtype, i: int, axis: int = 0):
 
 
 @functools.cache
-def _stack_jaxpr(shape: tuple[int, ...], dtype, n: int, axis: int = 0):
-    """``n`` arrays of ``shape`` stacked along a new axis ``axis`` (``broadcast_in_dim`` and
+def _stack_jaxpr(shape: tuple[int, ...], dtype, n: int):
+    """``n`` arrays of ``shape`` stacked along a new axis 0 (``broadcast_in_dim`` and
     ``concatenate``, primitives with rules, not ``jnp.stack``'s own)."""
     spec = jax.ShapeDtypeStruct(shape, dtype)
     return jax.make_jaxpr(lambda *a: jax.lax.concatenate(
-        [jax.lax.expand_dims(v, (axis,)) for v in a], axis))(*[spec] * n)
+        [jax.lax.expand_dims(v, (0,)) for v in a], 0))(*[spec] * n)
+
+
+@functools.cache
+def _join_jaxpr(shape: tuple[int, ...], dtype, n: int, axis: int):
+    """The members of an ensemble, ``n`` arrays of ``shape``, joined along a new axis
+    ``axis`` by ``jnp.stack`` (for an operation over the members: their mean)."""
+    spec = jax.ShapeDtypeStruct(shape, dtype)
+    return jax.make_jaxpr(lambda *a: jax.numpy.stack(a, axis))(*[spec] * n)
 
 
 def _inline(closed, args: Sequence, out: list[Eqn], counter: list[int], where: str) -> list:
@@ -569,7 +577,7 @@ def _members(prog: Program, shapes: dict, dtypes: dict, x_rank: int,
             root, ax = axis_of[v]
             shape = list(shapes[v])
             del shape[ax]
-            closed = _stack_jaxpr(tuple(shape), dtypes[v], len(parts[v]), ax)
+            closed = _join_jaxpr(tuple(shape), dtypes[v], len(parts[v]), ax)
             whole[v] = inline(closed, parts[v], where)
         return whole[v]
 

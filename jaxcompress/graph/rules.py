@@ -654,10 +654,11 @@ def _stack(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
     if all(v.kind == "const" for v in vals):
         return _const_eval(eqn, vals)
     if any(v.kind == "hidden" for v in vals):
-        a.pin(vals, f"stacked along a new axis by `{eqn.name}` (read as neurons of none); "
-                    "fix: join hidden "
-                    "values along their neurons' axis (concatenate), or stack the parameters "
-                    "and vmap over them (an ensemble)", eqn.line)
+        a.pin(vals, f"stacked along a new axis by `{eqn.name}` (read as neurons of none: "
+                    "the members of an ensemble are joined so for an operation over them, "
+                    "their mean); fix: none needed for the members' output layer; join other "
+                    "hidden values along their neurons' axis (concatenate), or stack the "
+                    "parameters and vmap over them (an ensemble)", eqn.line)
     return [OTHER]
 
 

@@ -49,6 +49,14 @@ must equal ``small(x)`` on the domain's error points to rounding, else ``Runtime
 
 Sizes held elsewhere (a custom module's own ``self.width``, ``nnx.LinearGeneral``) are left as
 they are; the output check still guards the function.
+
+**A part of a bigger model** (``trace_module(model, x, part=lambda m: m.func.mlp)``: a neural
+ODE's vector field): the part is traced and rebuilt as above, and
+:attr:`CompressedModule.whole` puts it back in the model (a :class:`Part` records where):
+Equinox with ``eqx.tree_at(part, model, small.module)``, nnx by setting the attribute on
+``nnx.clone(model)``, linen by cloning the model along the part's fields (a linen part must be
+a module field; its variables are the subtree under the fields' names) and replacing that
+subtree of ``variables``.
 """
 
 from __future__ import annotations

@@ -101,6 +101,20 @@ def test_relu_pair_is_confirmed(tmp_path):
     assert report.confirmed, report.reason
 
 
+@pytest.mark.slow
+def test_a_2d_relu_claim_at_a_kink_is_confirmed(tmp_path):
+    """A 2-D ReLU pair bracketed to ``1e-6`` (the maximum of ``|D|`` sits on kinks): the
+    linear relaxations of the kinks prove it with a few extra boxes (a mean-value form with
+    slopes failed at ``max_depth``). The fast twin: :func:`test_relu_pair_is_confirmed`."""
+    def net(s):
+        return lambda x: jax.nn.relu(x @ (W1 * s) + B1[None]) @ W3
+
+    res = jc.verify(net(1.0), net(1.002), domain=BOX2, order=2, tol=1e-6, max_seconds=math.inf)
+    assert res.upper <= res.lower * (1 + 1e-6)
+    report = check(res.save(tmp_path / "relu2.npz"))
+    assert report.confirmed, report.reason
+
+
 def test_a_loop_is_certified_as_its_iterations(tmp_path):
     """A ``fori_loop`` (a scan: a static trip count) is lowered as the verifier reads it,
     iteration by iteration; its certificate against the unrolled steps is confirmed."""
@@ -297,8 +311,9 @@ def test_the_checker_imports_neither_the_verifier_nor_jax():
 
 
 def test_the_series_match_arb_power_series():
-    """``tanh``, the logistic and softplus by their differential equations against Arb's power
-    series of their closed forms, at a point and over a ball (every coefficient overlaps)."""
+    """``tanh``, the logistic and softplus by their differential equations, and integer powers
+    by the binomial series, against Arb's power series of their closed forms, at a point and
+    over a ball (every coefficient overlaps)."""
     flint = pytest.importorskip("flint")
     from jaxcompress.checker.prove import _series
 
@@ -312,6 +327,10 @@ def test_the_series_match_arb_power_series():
             for name, series in reference.items():
                 got = _series(flint, name, v, k, None, 7)
                 assert all(a.overlaps(b) for a, b in zip(got, series.coeffs(), strict=True)), name
+            for y in (3, 2, -2):  # binomial series of an integer power, from the ball's ends
+                want = (x * x * x if y == 3 else x * x if y == 2 else 1 / (x * x)).coeffs()
+                got = _series(flint, "pow", v, None, y, 7)
+                assert all(a.overlaps(b) for a, b in zip(got, want + [0] * 7, strict=False)), y
     finally:
         flint.ctx.prec = 53
 

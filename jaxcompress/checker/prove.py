@@ -173,11 +173,19 @@ def _series(fl, kind: str, v, k, y, n: int) -> list:
         if kind == "logaddexp":
             return [k + w.exp().log1p()] + [a / (j + 1) for j, a in enumerate(c[:n - 1])]
         return c
+    if kind == "pow":  # (v + x)^y = sum_j binom(y, j) v^(y - j) x^j; u^e monotone in |u|
+        def power(e):  # or in u: from the ends of the ball
+            base = v.max(-v).nonnegative_part() if e % 2 == 0 else v
+            p = math.prod([base.lower()] * abs(e), start=fl.arb(1)).union(
+                math.prod([base.upper()] * abs(e), start=fl.arb(1)))
+            return p if e >= 0 else 1 / p
+
+        binom = [math.prod(range(y - j + 1, y + 1)) // math.factorial(j) for j in range(n)]
+        return [b * power(y - j) if b else fl.arb(0) for j, b in enumerate(binom)]
     x = fl.arb_series([v, 1], prec=n)
     f = {"exp": x.exp, "expm1": lambda: x.exp() - 1, "log": x.log,
          "log1p": lambda: (1 + x).log(), "sin": x.sin, "cos": x.cos, "erf": x.erf,
-         "erfc": x.erfc, "sqrt": x.sqrt,
-         "pow": lambda: x ** y if y >= 0 else 1 / x ** -y}[kind]
+         "erfc": x.erfc, "sqrt": x.sqrt}[kind]
     try:
         coeffs = f().coeffs()
     except ValueError:  # a division by a series whose ball may hold 0: unbounded

@@ -192,3 +192,29 @@ def test_members_stacked_along_another_axis_are_refused_with_a_fix():
     assert not net.compressible
     assert "map that axis (in_axes=0)" in str(net)
     assert "user_nets.py" in str(net) and "(mlp)" in str(net)      # the member's line
+
+
+def test_no_attribute_of_jax_is_assigned_anywhere_in_the_package():
+    """The source of the package assigns no attribute of ``jax`` (``jax.vmap = ...``,
+    ``setattr(jax, ...)``): transformations are read from the jaxpr."""
+    import ast
+    import pathlib
+
+    roots = {"jax", "jnp", "lax"}
+    found = []
+    for path in pathlib.Path(jc.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = (node.targets if isinstance(node, ast.Assign) else
+                       [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+            for t in targets:
+                root = t
+                while isinstance(root, ast.Attribute):
+                    root = root.value
+                if isinstance(t, ast.Attribute) and isinstance(root, ast.Name) \
+                        and root.id in roots:
+                    found.append(f"{path.name}:{node.lineno}")
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id == "setattr" and node.args
+                    and isinstance(node.args[0], ast.Name) and node.args[0].id in roots):
+                found.append(f"{path.name}:{node.lineno}")
+    assert not found, found

@@ -144,22 +144,6 @@ def test_no_attribute_of_jax_is_replaced_while_fn_traces():
     assert jax.vmap is ORIGINAL_VMAP
 
 
-def test_an_ensemble_under_jax_grad_inside_each_member():
-    """``vmap`` of a ``jax.grad`` taken inside each member: the backward pass's batched
-    products are read member by member too."""
-    p = ensemble(jax.random.PRNGKey(4), 3, [2, 24, 24, 1])
-
-    def fn(p, x):
-        field = jax.grad(lambda q, z: mlp(q, z).sum(), argnums=1)
-        return vmap(field, in_axes=(0, None))(p, x).mean(0)
-
-    net = jc.trace(fn, p, X)
-    assert net.derivative and len(net.compressible) == 6
-    small, _ = jc.compress(net, jc.collocation(5), domain=BALL)
-    assert small.params[2]["kernel"].shape == (3, 21, 1)
-    assert _rel(fn, p, small.params) <= 5e-2
-
-
 GRID = jnp.linspace(-1.0, 1.0, 5)
 
 

@@ -1,6 +1,8 @@
 """A JAX program as a flat list of equations: the jaxpr of ``fn(params, x)`` with its calls
-inlined and its ``scan`` loops unrolled, and an evaluator for it (what
-:mod:`jaxcompress.graph` analyses and :mod:`jaxcompress.driver` runs for features).
+inlined, its ``scan`` loops unrolled and its ensembles (a ``vmap`` over stacked parameters, read
+from the batched equations it leaves: :func:`_members`) split member by member, and an
+evaluator for it (what :mod:`jaxcompress.graph` analyses and :mod:`jaxcompress.driver` runs for
+features). Nothing of JAX is replaced while ``fn`` traces.
 
 Every parameter leaf and the input are inputs of the program, numbered ``0 .. n - 1`` (the leaves
 in flatten order) and ``n`` (``x``); every equation's results get the next numbers, so two

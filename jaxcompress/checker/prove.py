@@ -162,14 +162,15 @@ def _series(fl, kind: str, v, k, y, n: int) -> list:
     (``logaddexp`` with ``k``) as the logistic's integral, the others by Arb's power
     series."""
     if kind in ("tanh", "logistic", "logaddexp"):
-        w = v - k if kind == "logaddexp" else v
-        c = [w.tanh() if kind == "tanh" else 1 / (1 + (-w).exp())]
-        for j in range(n - 1):
-            conv = 0
-            for i in range((j + 1) // 2):
-                conv += c[i] * c[j - i]
-            conv = 2 * conv + c[j // 2] * c[j // 2] if j % 2 == 0 else 2 * conv
-            c.append(((j == 0) - conv if kind == "tanh" else c[j] - conv) / (j + 1))
+        w, tanh = v - k if kind == "logaddexp" else v, kind == "tanh"
+        t = w.tanh() if tanh else 1 / (1 + (-w).exp())
+        c = [t, 1 - t * t if tanh else t - t * t]
+        for j in range(1, n - 1):
+            conv = c[0] * c[j]
+            for i in range(1, (j + 1) // 2):
+                conv = conv + c[i] * c[j - i]
+            conv = conv + conv + (c[j // 2] * c[j // 2] if j % 2 == 0 else 0)
+            c.append((-conv if tanh else c[j] - conv) / (j + 1))
         if kind == "logaddexp":
             return [k + w.exp().log1p()] + [a / (j + 1) for j, a in enumerate(c[:n - 1])]
         return c
@@ -197,7 +198,7 @@ def _relax_max(fl, u, k):
     """``(lam, mu)`` with ``max(v, k) in lam v + mu`` for every ``v`` in the ball ``u``: exact
     where ``u`` lies on one side of ``k``; else the chord ``lam = (r - k) / (r - l)`` over
     ``[l, r]`` and ``mu = (1 - lam) k + [0, lam (k - l)]`` (``max(v, k) - lam v`` is convex,
-    equal to ``(1 - lam) k`` at both ends and ``(1 - lam) k + lam (k - l)`` at the kink)."""
+    ``(1 - lam) k + lam (k - l)`` at both ends and ``(1 - lam) k`` at the kink)."""
     if u >= k:
         return fl.arb(1), fl.arb(0)
     if u <= k:

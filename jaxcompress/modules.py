@@ -273,10 +273,12 @@ class CompressedModule(Compressed):
     @functools.cached_property
     def module_network(self) -> ModuleNetwork:
         """The compressed module traced again (its module rebuilt at the new sizes first): a
-        :class:`ModuleNetwork` to compress, measure or save again."""
-        return trace_module(self.module, jax.ShapeDtypeStruct(self.network.x.shape,
-                                                              self.network.x.dtype),
-                            variables=self.params if self.source.kind == "linen" else None)
+        :class:`ModuleNetwork` to compress, measure or save again (a part of a bigger model
+        stays one: compressed again, its ``whole`` is the model with that part in place)."""
+        again = trace_module(self.module, jax.ShapeDtypeStruct(self.network.x.shape,
+                                                               self.network.x.dtype),
+                             variables=self.params if self.source.kind == "linen" else None)
+        return dataclasses.replace(again, within=self.source.within)
 
     def as_network(self) -> Network:
         """The :class:`~jaxcompress.Network` of :attr:`module_network`."""

@@ -488,6 +488,9 @@ def test_equinox_part_of_a_neural_ode_is_put_back_with_tree_at():
     assert model.func.mlp.width_size == 24
     y, ys = np.asarray(jax.vmap(model)(Y)), np.asarray(jax.vmap(whole)(Y))
     assert np.max(np.abs(ys - y)) <= 1e-2 * np.max(np.abs(y))
+    # compressed again (the part traced again at its new widths), still a part of the model
+    smaller, _ = jc.compress(small, jc.collocation(3), domain=BALL)
+    assert smaller.whole.func.mlp.width_size == 10 and isinstance(smaller.whole, NeuralODE)
 
 
 def test_a_part_that_is_not_there_or_no_part_at_all_is_said():

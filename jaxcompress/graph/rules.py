@@ -219,10 +219,13 @@ def _elementwise(a: Analysis, eqn: Eqn, vals: list[Val]) -> list[Val]:
         groups = sorted({g for h in hidden for g in h.groups})
         blocks = " against ".join(dict.fromkeys(
             "+".join(str(w) for _, w in h.blocks) + f" on axis {h.axis}" for h in hidden))
-        why = ("only products and sums tie groups into one set" if _aligned(ref, hidden) else
+        why = ("only products and sums tie groups into one set; fix: combine the two "
+               "layers' neurons by a product or a sum, or read each through a kernel first"
+               if _aligned(ref, hidden) else
                f"its operands' neuron blocks differ, {blocks}: neuron i is not one neuron of "
                "each; e.g. a Fourier embedding [cos(xB), sin(xB)], one group twice, added to "
-               "one layer's neurons")
+               "one layer's neurons; fix: read each through a kernel (h K) before combining "
+               "them")
         for g in groups:
             others = ", ".join(str(h + 1) for h in groups if h != g) or "itself, elsewhere"
             a.pin_group(g, f"`{eqn.name}` with group {others} ({why})", eqn.line)

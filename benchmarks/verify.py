@@ -72,12 +72,18 @@ def parse(argv):
     p.add_argument("--check-max-boxes", type=int, default=5_000,
                    help="re-prove only certificates of at most this many boxes (the check "
                    "takes tens of milliseconds per box; default 5000)")
+    p.add_argument("--remainders", choices=("auto", "symbolic", "radius"), default="auto",
+                   help="verify's remainders= (default auto: symbolic from 3 nonlinear layers)")
+    p.add_argument("--max-seconds", type=float, default=None,
+                   help="cap every case's budget at this many seconds (default: its target's)")
     args = p.parse_args(argv)
     cfg = {"repeats": args.repeats or (1 if args.quick else 3),
            "samples": args.samples or (20_000 if args.quick else 200_000),
            "ascent_starts": 32, "ascent_steps": 200, "tol": 0.01,
            "check": not args.no_check, "check_max_boxes": args.check_max_boxes,
-           "out": str(args.out)}
+           "out": str(args.out),
+           "remainders": None if args.remainders == "auto" else args.remainders,
+           "max_seconds": args.max_seconds}
     names = list(QUICK_CASES if args.quick else CASES)
     if args.cases:
         names = [s.strip() for s in args.cases.split(",") if s.strip()]
@@ -194,6 +200,34 @@ def _skip(*, dtype):
         "activation": "tanh"}
 
 
+def _random_pair(sizes, k, act, *, first_scale=1.0, seed=0, dtype):
+    """A random teacher (kernels ``N(0, 1.2^2 / fan_in)``, biases ``N(0, 0.1^2)``; the first
+    kernel times ``first_scale``: SIREN's ``sin(30 W x)``) against its ``jc.collocation(k)``
+    compression on the unit box ``[-1, 1]^d``, the domain verified over (issue 59's depth rows)."""
+    import jax
+    import jax.numpy as jnp
+
+    import jaxcompress as jc
+
+    d = sizes[0]
+    keys = jax.random.split(jax.random.PRNGKey(seed), 2 * (len(sizes) - 1))
+    teacher = []
+    for i, (m, n) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
+        kernel = 1.2 / math.sqrt(m) * jax.random.normal(keys[2 * i], (m, n), jnp.float64)
+        teacher.append({"kernel": (kernel * (first_scale if i == 0 else 1.0)).astype(dtype),
+                        "bias": (0.1 * jax.random.normal(keys[2 * i + 1], (n,),
+                                                         jnp.float64)).astype(dtype)})
+    domain = _domain("box", d)
+    student, _ = jc.compress(teacher, jc.collocation(k), activation=act, domain=domain)
+    widths = [int(layer["kernel"].shape[1]) for layer in student][:-1]
+    first = f", first kernel x {first_scale:g}" if first_scale != 1.0 else ""
+    return (lambda x: jc.apply(teacher, x, activation=act),
+            lambda x: jc.apply(student, x, activation=act), domain,
+            {"teacher": list(sizes), "student": [d, *widths, sizes[-1]], "activation": act,
+             "init": f"kernels N(0, 1.2^2/fan_in), biases N(0, 0.1^2), seed {seed}{first}",
+             "compression": f"jc.collocation({k}) on the unit box"})
+
+
 CASES = {  # name: (builder, target ratio, target seconds)
     "exact": (_exact, 1.05, 15.0),
     "col6_box": (functools.partial(_mlp_pair, [2, 256, 256, 1], 6, "tanh", "box"), 1.05, 15.0),
@@ -206,6 +240,13 @@ CASES = {  # name: (builder, target ratio, target seconds)
     "tanh4": (functools.partial(_mlp_pair, [4, 64, 64, 1], 3, "tanh", "ball"), 1.5, 120.0),
     "relu": (_relu, 1.2, 30.0),
     "skip": (_skip, 1.1, 30.0),
+    # depth, width, SIREN and five inputs (random teachers on the unit box)
+    "deep2": (functools.partial(_random_pair, [2] + [256] * 8 + [1], 8, "tanh"), 1.05, 30.0),
+    "deep3": (functools.partial(_random_pair, [3] + [256] * 8 + [1], 6, "tanh"), 1.2, 300.0),
+    "wide2": (functools.partial(_random_pair, [2] + [512] * 8 + [1], 8, "tanh"), 1.1, 120.0),
+    "siren3": (functools.partial(_random_pair, [3] + [256] * 3 + [1], 6, "sin",
+                                 first_scale=30.0), 1.2, 300.0),
+    "nerf5": (functools.partial(_random_pair, [5] + [128] * 3 + [1], 3, "tanh"), 1.5, 300.0),
 }
 QUICK_CASES = {
     "quick": (functools.partial(_mlp_pair, [2, 64, 64, 1], 4, "tanh", "ball"), 1.05, 15.0),
@@ -268,18 +309,20 @@ def run_case(name, spec, cfg, dtype, log):
 
     from jaxcompress.verification import verify
 
-    build, ratio, budget = spec
+    build, ratio, target_s = spec
+    budget = target_s if cfg["max_seconds"] is None else min(target_s, cfg["max_seconds"])
     fa, fb, domain, info = build(dtype=jnp.float64 if dtype == "float64" else jnp.float32)
     t0 = time.perf_counter()
     sampled, where = sampled_max(fa, fb, domain, samples=cfg["samples"],
                                  starts=cfg["ascent_starts"], steps=cfg["ascent_steps"])
     sample_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    warm = verify(fa, fb, domain=domain, max_seconds=1e-3)
+    warm = verify(fa, fb, domain=domain, max_seconds=1e-3, remainders=cfg["remainders"])
     compile_s = time.perf_counter() - t0
     runs = []
     for _ in range(cfg["repeats"]):
-        res = verify(fa, fb, domain=domain, tol=cfg["tol"], max_seconds=budget)
+        res = verify(fa, fb, domain=domain, tol=cfg["tol"], max_seconds=budget,
+                     remainders=cfg["remainders"])
         runs.append(res)
     failures = []
     for res in runs:
@@ -304,8 +347,8 @@ def run_case(name, spec, cfg, dtype, log):
         "boxes": int(statistics.median(r.boxes for r in runs)),
         "argmax": [float(v) for v in mid.argmax],
         "time_to_ratio": med, "time_to_ratio_runs": times,
-        "target": {"ratio": ratio, "seconds": budget,
-                   "met": reached is not None and reached <= budget},
+        "target": {"ratio": ratio, "seconds": target_s,
+                   "met": reached is not None and reached <= target_s},
         "history": [list(h) for h in mid.history],
         "soundness_failures": failures,
     }
@@ -320,7 +363,7 @@ def run_case(name, spec, cfg, dtype, log):
         f"{row['seconds']:6.2f} s (compile {compile_s:.1f} s)  to "
         + "  ".join(f"{q}x {C.fmt(med[str(q)]) if med[str(q)] is None else f'{med[str(q)]:.2f}'}"
                     for q in RATIOS)
-        + f"  target {ratio}x in {budget:g} s: {'met' if row['target']['met'] else 'MISSED'}")
+        + f"  target {ratio}x in {target_s:g} s: {'met' if row['target']['met'] else 'MISSED'}")
     return row, failures, fa, fb, domain
 
 

@@ -8,7 +8,8 @@ and of ``2 + sin(.)`` (``exp`` / ``log`` of positive values), a ``jax.lax.fori_l
 static trip count of 2-3, a ``jax.lax.scan`` over stacked layers and a ``jax.lax.cond`` whose
 branch a weight selects; then a linear head of one or two outputs. The second network is the
 same program with every weight moved by a drawn relative amount. The domain is a Box or a Ball
-with drawn centre and size, the Taylor order 0-3, the time budget short (the bracket is sound
+with drawn centre and size, the Taylor order 0-3, remainders as symbols or radii, the time
+budget short (the bracket is sound
 at whatever status the search stops: nothing here depends on the machine's speed).
 
 **Properties.** ``upper`` is never below the largest ``|F_a - F_b|`` found by a dense sample of
@@ -53,6 +54,7 @@ def cases(draw):
         "ball": draw(st.booleans()),
         "size": draw(st.sampled_from([0.05, 0.5, 1.0])),
         "order": draw(st.integers(0, 3)),
+        "remainders": draw(st.sampled_from(["symbolic", "radius"])),
         "seed": draw(st.integers(0, 2**16)),
     }
 
@@ -196,7 +198,8 @@ def _check(case):
     fa = _network(case, params)
     fb = _network(case, _moved(params, case["move"], rng))
     domain = _domain(case, rng)
-    res = verify(fa, fb, domain=domain, order=case["order"], tol=0.02, max_seconds=2.0)
+    res = verify(fa, fb, domain=domain, order=case["order"], tol=0.02, max_seconds=2.0,
+                 remainders=case["remainders"])
     top, size = _reference_max(fa, fb, domain, rng)
     note(f"{res.status}: [{res.lower:.6e}, {res.upper:.6e}], sampled + ascent {top:.6e}")
     rounding = 1e-12 * (size + 1.0)

@@ -122,9 +122,33 @@ class RuleContext:
       mono: the :class:`~jaxcompress.verification.taylor.Monomials` of this interpretation
         (``order`` ``K``, ``dim`` ``d``; ``order = 0`` when a point is evaluated with rounding
         bounds).
+      symbolic: whether the remainders of nonlinear elementwise functions become **remainder
+        symbols** (:meth:`fresh`), carried exactly through every later linear operation,
+        instead of radii that each layer's ``|W|`` widens.
     """
 
     mono: tm.Monomials
+    symbolic: bool = False
+    _symbols: list = dataclasses.field(default_factory=lambda: [0], repr=False)
+
+    @property
+    def symbols(self) -> int:
+        """How many remainder symbols this interpretation has made so far."""
+        return self._symbols[0]
+
+    def fresh(self, v):
+        r"""``v`` with its remainder radius turned into new symbols, one per entry: ``rho_i(x) =
+        r_i e_i(x)`` with ``e_i = rho_i / r_i in [-1, 1]`` (exact; ``e_i`` is the remainder
+        itself, so every later use of the value shares it). A no-op unless :attr:`symbolic`."""
+        if not self.symbolic or not isinstance(v, TaylorModel):
+            return v
+        n = math.prod(v.shape)
+        start = self._symbols[0]
+        self._symbols[0] = start + n
+        old = tm.pad_gen(v, start)
+        new = (jnp.eye(n, dtype=jnp.float64) * v.rad.reshape(1, n)).reshape((n,) + v.shape)
+        gen = new if old is None else jnp.concatenate([old, new], axis=0)
+        return TaylorModel(v.coef, jnp.zeros_like(v.rad), gen)
 
     @property
     def order(self) -> int:
@@ -151,7 +175,7 @@ class RuleContext:
 
     def compose(self, f: sm.Smooth, v) -> TaylorModel:
         """``f(v)`` for a :class:`~jaxcompress.verification.smooth.Smooth` ``f``."""
-        return sm.compose(f, self.lift(v), self.mono)
+        return self.fresh(sm.compose(f, self.lift(v), self.mono))
 
     def broadcast(self, *vs):
         """The operands broadcast to their common shape (constants stay constants)."""
@@ -181,7 +205,7 @@ class RuleContext:
         return tm.multiply(a, b, self.mono)
 
     def relu(self, a):
-        return tm.relu(self.lift(a), self.mono)
+        return self.fresh(tm.relu(self.lift(a), self.mono))
 
     def max(self, a, b):
         """``max(a, b) = b + relu(a - b)`` (exact where the order is decided)."""
@@ -391,9 +415,7 @@ def _reduce_extreme(which):
 
                 pair = getattr(ctx, which)(part(x, 0, half), part(x, half, 2 * half))
                 if n % 2:
-                    rest = part(x, 2 * half, n)
-                    x = TaylorModel(jnp.concatenate([pair.coef, rest.coef], axis=axis + 1),
-                                    jnp.concatenate([pair.rad, rest.rad], axis=axis))
+                    x = _join([pair, part(x, 2 * half, n)], axis, jnp.concatenate)
                 else:
                     x = pair
             x = tm.linear(lambda c, axis=axis: jnp.squeeze(c, axis=axis), x)
@@ -410,19 +432,24 @@ bound_rules[lax.reduce_min_p] = _reduce_extreme("min")
 # structure with several operands
 
 
+def _join(ts, axis, how):
+    """Taylor models joined along ``axis`` by ``how`` (``jnp.concatenate`` / ``jnp.stack``),
+    their symbols aligned first."""
+    gens = tm.align(*ts)
+    return TaylorModel(how([t.coef for t in ts], axis=axis + 1),
+                       how([t.rad for t in ts], axis=axis),
+                       None if gens[0] is None else how(gens, axis=axis + 1))
+
+
 def _concatenate_rule(ctx, *xs, dimension, **_):
-    ts = [ctx.lift(x) for x in xs]
-    return TaylorModel(jnp.concatenate([t.coef for t in ts], axis=dimension + 1),
-                       jnp.concatenate([t.rad for t in ts], axis=dimension))
+    return _join([ctx.lift(x) for x in xs], dimension, jnp.concatenate)
 
 
 bound_rules[lax.concatenate_p] = _concatenate_rule
 
 
 def _stack_rule(ctx, *xs, axis, **_):
-    ts = [ctx.lift(x) for x in xs]
-    return TaylorModel(jnp.stack([t.coef for t in ts], axis=axis + 1),
-                       jnp.stack([t.rad for t in ts], axis=axis))
+    return _join([ctx.lift(x) for x in xs], axis, jnp.stack)
 
 
 if hasattr(lax, "stack_p"):  # a primitive since JAX 0.9 (jnp.stack)
@@ -436,8 +463,9 @@ def _pad_rule(ctx, x, value, *, padding_config, **_):
     value = tm.as_float(value)
     head = lax.pad(t.coef[0], value, padding_config)
     tail = jax.vmap(lambda c: lax.pad(c, 0.0, padding_config))(t.coef[1:])
+    gen = None if t.gen is None else jax.vmap(lambda c: lax.pad(c, 0.0, padding_config))(t.gen)
     return TaylorModel(jnp.concatenate([head[None], tail], axis=0),
-                       lax.pad(t.rad, 0.0, padding_config))
+                       lax.pad(t.rad, 0.0, padding_config), gen)
 
 
 bound_rules[lax.pad_p] = _pad_rule
@@ -447,7 +475,9 @@ def _split_rule(ctx, x, **params):
     t = ctx.lift(x)
     coefs = jax.vmap(lambda c: lax.split_p.bind(c, **params))(t.coef)
     rads = lax.split_p.bind(t.rad, **params)
-    return [TaylorModel(c, r) for c, r in zip(coefs, rads, strict=True)]
+    gens = ([None] * len(rads) if t.gen is None
+            else jax.vmap(lambda c: lax.split_p.bind(c, **params))(t.gen))
+    return [TaylorModel(c, r, g) for c, r, g in zip(coefs, rads, gens, strict=True)]
 
 
 bound_rules[lax.split_p] = _split_rule
@@ -554,7 +584,10 @@ def _select_n_rule(ctx, which, *cases, **_):
         idx = jnp.broadcast_to(which.astype(jnp.int32), shape)
         coef = lax.select_n(jnp.broadcast_to(idx[None], (ctx.mono.size,) + shape),
                             *[t.coef for t in ts])
-        return TaylorModel(coef, lax.select_n(idx, *[t.rad for t in ts]))
+        gens = tm.align(*ts)
+        gen = None if gens[0] is None else lax.select_n(
+            jnp.broadcast_to(idx[None], gens[0].shape), *gens)
+        return TaylorModel(coef, lax.select_n(idx, *[t.rad for t in ts]), gen)
     if len(cases) != 2:
         raise NoBoundRule("select_n with more than two cases chosen by a value that depends "
                           "on x")

@@ -225,10 +225,13 @@ _CACHE: collections.OrderedDict = collections.OrderedDict()
 _CACHE_SIZE = 8
 
 
-def compiled(program: prog.Program, region: Region, order: int, batch: int) -> Compiled:
+def compiled(program: prog.Program, region: Region, order: int, batch: int, *,
+             symbolic: bool = False) -> Compiled:
     """The jitted programs for ``program`` (cached by structure: a second call with networks
-    of the same shapes reuses them, whatever the weights)."""
-    key = (program.key, region.kind, region.dim, int(order), int(batch), rules.overwrites())
+    of the same shapes reuses them, whatever the weights); ``symbolic``: the box bounds carry
+    remainder symbols (:func:`~jaxcompress.verification.program.box_bound`)."""
+    key = (program.key, region.kind, region.dim, int(order), int(batch), bool(symbolic),
+           rules.overwrites())
     sizes = (int(batch), POINT_BATCH, ASCENT_STARTS)
     texts = tuple(program.batched(n)[2] for n in sizes)
     if key in _CACHE and _CACHE[key].texts == texts:
@@ -239,7 +242,7 @@ def compiled(program: prog.Program, region: Region, order: int, batch: int) -> C
 
     def one_box(consts, params, c, h):
         c2, h2, empty = region.clip(params, c, h)
-        ub, lb = prog.box_bound(program, order, consts, c2, h2)
+        ub, lb = prog.box_bound(program, order, consts, c2, h2, symbolic=symbolic)
         return jnp.where(empty, -jnp.inf, ub), lb, c2, h2, region.project(params, c2)
 
     def bound(consts, consts_batch, params, c, h):
@@ -509,7 +512,7 @@ def _refuse_undefined(vals: np.ndarray, pts: np.ndarray) -> None:
                          "negative value, a division by zero, or an overflow)")
 
 
-def default_batch(program: prog.Program, order: int) -> int:
+def default_batch(program: prog.Program, order: int, *, symbolic: bool = False) -> int:
     """Children bounded per compiled call: about ``2e7`` float operations per call (a few
     milliseconds on a CPU core: small batches keep the search best-first), a power of two in
     ``[32, 256]`` (measured on ``[2, 64, 64, 1]`` vs ``collocation(4)``: 0.05 s to converge with
@@ -518,5 +521,7 @@ def default_batch(program: prog.Program, order: int) -> int:
     pairs = sum(mono.product_indices(j - 1, 1)[0].size for j in range(2, order + 1))
     # the matmuls on every coefficient, and the truncated powers of every activation
     per_box = mono.size * program.flops + 8.0 * (pairs + mono.size) * program.activations + 1e4
+    if symbolic:  # every matmul also maps the symbols made so far: about half of them each
+        per_box += 0.25 * program.activations * program.flops
     b = 2 ** int(round(math.log2(max(2e7 / per_box, 1.0))))
-    return int(min(max(b, 32), 256))
+    return int(min(max(b, 8 if symbolic else 32), 256))

@@ -53,7 +53,8 @@ from numpy.polynomial import polynomial as nppoly
 
 from jaxcompress.verification import taylor as tm
 
-__all__ = ["FUNCTION_ULPS", "SMOOTH_FUNCTIONS", "Smooth", "compose", "relative_error"]
+__all__ = ["FUNCTION_ULPS", "SMOOTH_FUNCTIONS", "Smooth", "compose", "compose_series",
+           "relative_error"]
 
 #: The accuracy assumed of the platform's float64 elementary functions, in units in the last
 #: place (``2^-52`` relative).
@@ -443,6 +444,50 @@ SMOOTH_FUNCTIONS = {f.name: f for f in (TANH, LOGISTIC, SOFTPLUS, EXP, EXPM1, LO
 
 
 def compose(f: Smooth, a: tm.TaylorModel, mono: tm.Monomials) -> tm.TaylorModel:
+    r"""``f(a)`` for a Taylor model ``a``, with or without remainder symbols.
+
+    Without symbols: :func:`compose_series`. With them, ``a = p + delta`` (``p`` the polynomial,
+    ``delta = sum_g gen_g e_g + rho`` the remainder, ``|delta| <= Delta``), the polynomial is
+    composed through the series and the remainder through the mean value theorem:
+
+    .. math::
+       f(p + \delta) = f(p) + f'(\xi)\,\delta \in f(p) + s \sum_g \mathrm{gen}_g e_g
+       + \big[\pm\big(|s|\,r + \sigma \Delta\big)\big],
+       \qquad f'(\xi) \in [s - \sigma, s + \sigma],
+
+    with ``[s - sigma, s + sigma]`` an enclosure of ``f'`` over the enclosure of ``a``: the
+    symbols pass through ``f`` scaled by ``s``, exactly, and only ``sigma Delta`` (small where
+    ``f'`` varies little over the value's range) joins the remainder. Where the plain interval
+    ``f([lo, hi])`` is better, that interval (the symbols dropped there).
+    """
+    if a.gen is None:
+        return compose_series(f, a, mono)
+    base = compose_series(f, tm.TaylorModel(a.coef, jnp.zeros_like(a.rad)), mono,
+                          fallback=False)
+    n = tm.n_symbols(a)
+    delta = tm.up(a.rad + tm.gen_abs(a), n + 1)
+    lo, hi = tm.poly_range(a.coef, mono)
+    lo, hi = lo - delta, hi + delta
+    pad = tm.gamma(2) * jnp.maximum(jnp.abs(lo), jnp.abs(hi)) + tm.TINY
+    dlo, dhi = f.derivative_range(lo - pad, hi + pad, 1)
+    s = 0.5 * dlo + 0.5 * dhi
+    sigma = tm.up(jnp.maximum(dhi - s, s - dlo), 2)
+    gen = s[None] * a.gen
+    rounding = tm.UNIT_ROUNDOFF * jnp.sum(jnp.abs(gen), axis=0)
+    rad = tm.up(base.rad + jnp.abs(s) * a.rad + sigma * delta + rounding, 4)
+    result = tm.TaylorModel(base.coef, rad, gen)
+    rlo, rhi = f.derivative_range(lo - pad, hi + pad, 0)
+    olo, ohi = tm.bounds(result, mono)
+    width_i = rhi - rlo
+    keep = (rad + tm.gen_abs(result) < 0.5 * width_i) & (ohi - olo < 4.0 * width_i)
+    keep = keep & jnp.isfinite(s) & jnp.isfinite(sigma)
+    use_interval = ~keep & jnp.isfinite(rlo) & jnp.isfinite(rhi)
+    fallback = tm.from_interval(rlo, rhi, mono)
+    return tm.select(use_interval, result, fallback)
+
+
+def compose_series(f: Smooth, a: tm.TaylorModel, mono: tm.Monomials, *,
+                   fallback: bool = True) -> tm.TaylorModel:
     r"""``f(a)``: the Taylor series of ``f`` at ``a``'s constant coefficient ``u_0`` composed
     with ``v = a - u_0 = V + rho`` (``V`` its polynomial, ``|rho| <= r``); where the plain
     interval ``f([lo, hi])`` is better than the result (its remainder alone as wide, or its
@@ -507,6 +552,8 @@ def compose(f: Smooth, a: tm.TaylorModel, mono: tm.Monomials) -> tm.TaylorModel:
     rem = jnp.maximum(jnp.abs(dlo), jnp.abs(dhi)) * vmax ** (k + 1)
     rounding = tm.gamma(2 * k + 4) * jnp.sum(jnp.abs(out_coef), axis=0)
     result = tm.TaylorModel(out_coef, tm.up(slack + errs[0] + rem + rounding, 3 * k + 8))
+    if not fallback:
+        return result
     # interval arithmetic as the fallback: it forgets the dependence on x, so only where the
     # Taylor model is no better (its remainder alone as wide) or far worse (a blown-up
     # polynomial on a large box)

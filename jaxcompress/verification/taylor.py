@@ -65,10 +65,19 @@ class TaylorModel(NamedTuple):
       coef: ``(M, *shape)`` coefficients over the monomials of :class:`Monomials` (graded order:
         the constant ``coef[0]``, then ``t_1 .. t_d``, then degree 2, ...).
       rad: ``shape``, the remainder radius ``r >= 0``: the value lies in ``poly(t) + [-r, r]``.
+      gen: ``(G, *shape)`` or None: the coefficients of the program's **remainder symbols**
+        ``e_1 .. e_G``, each a function of ``x`` with values in ``[-1, 1]``, shared by every
+        value of one program (:meth:`~jaxcompress.verification.rules.RuleContext.fresh`). The
+        value lies in ``poly(t) + sum_g gen_g e_g + [-r, r]``; a linear map of values maps
+        their symbols' coefficients exactly, so remainders that cancel through a layer cancel
+        (affine arithmetic's noise symbols, DeepZ's zonotopes; ours: as the remainder of a
+        Taylor model). Values made before a symbol existed have fewer rows: missing rows are
+        zeros (:func:`align`).
     """
 
     coef: jax.Array
     rad: jax.Array
+    gen: jax.Array | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -240,6 +249,50 @@ def abs_sum(t: TaylorModel) -> jax.Array:
     return jnp.sum(jnp.abs(t.coef), axis=0)
 
 
+def gen_abs(t: TaylorModel) -> jax.Array:
+    """``sum_g |gen_g|``: a bound on the symbolic part of the remainder (0 without symbols)."""
+    if t.gen is None:
+        return jnp.zeros_like(t.rad)
+    return jnp.sum(jnp.abs(t.gen), axis=0)
+
+
+def abs_total(t: TaylorModel) -> jax.Array:
+    """``sum_alpha |a_alpha| + sum_g |gen_g|``: the scale of every coefficient an operation
+    rounds (the rounding of a linear map is bounded from it)."""
+    return abs_sum(t) + gen_abs(t)
+
+
+def n_symbols(t) -> int:
+    """``G``: the rows of ``t.gen`` (0 without symbols)."""
+    return 0 if not isinstance(t, TaylorModel) or t.gen is None else int(t.gen.shape[0])
+
+
+def pad_gen(t: TaylorModel, size: int) -> jax.Array | None:
+    """``t.gen`` with zero rows appended up to ``size`` symbols (None when ``size`` is 0)."""
+    if size == 0:
+        return None
+    if t.gen is None:
+        return jnp.zeros((size,) + t.shape, jnp.float64)
+    extra = size - t.gen.shape[0]
+    if extra == 0:
+        return t.gen
+    return jnp.concatenate([t.gen, jnp.zeros((extra,) + t.shape, t.gen.dtype)], axis=0)
+
+
+def align(*ts: TaylorModel) -> list:
+    """The symbols' coefficients of ``ts`` with equal row counts (None when none has any)."""
+    size = max(n_symbols(t) for t in ts)
+    return [pad_gen(t, size) for t in ts]
+
+
+def collapse(t: TaylorModel) -> TaylorModel:
+    """``t`` without symbols: their part bounded into the remainder radius (sound for any
+    value of the symbols; what an operation that does not carry symbols starts from)."""
+    if t.gen is None:
+        return t
+    return TaylorModel(t.coef, up(t.rad + gen_abs(t), n_symbols(t) + 1))
+
+
 def poly_range(coef: jax.Array, mono: Monomials) -> tuple[jax.Array, jax.Array]:
     r"""An enclosure ``[lo, hi]`` of the polynomial over ``t in [-1, 1]^d``.
 
@@ -271,7 +324,7 @@ def degree_norms(coef: jax.Array, mono: Monomials) -> list[jax.Array]:
 def bounds(t: TaylorModel, mono: Monomials) -> tuple[jax.Array, jax.Array]:
     """An enclosure ``[lo, hi]`` of the Taylor model's values over the box."""
     lo, hi = poly_range(t.coef, mono)
-    rad = up(t.rad, 1)
+    rad = up(t.rad + gen_abs(t), n_symbols(t) + 1)
     return lo - rad, hi + rad
 
 
@@ -285,7 +338,10 @@ def broadcast(v, shape: tuple[int, ...], mono: Monomials):
         rad = jnp.broadcast_to(v.rad.reshape((1,) * pad + v.shape), shape)
         coef = jnp.broadcast_to(v.coef.reshape((mono.size,) + (1,) * pad + v.shape),
                                 (mono.size,) + tuple(shape))
-        return TaylorModel(coef, rad)
+        gen = None if v.gen is None else jnp.broadcast_to(
+            v.gen.reshape((v.gen.shape[0],) + (1,) * pad + v.shape),
+            (v.gen.shape[0],) + tuple(shape))
+        return TaylorModel(coef, rad, gen)
     v = jnp.asarray(v)
     if v.shape == tuple(shape):
         return v
@@ -304,13 +360,16 @@ def lift(v, mono: Monomials) -> TaylorModel:
 def add(a: TaylorModel, b: TaylorModel) -> TaylorModel:
     """``a + b`` (same shapes)."""
     coef = a.coef + b.coef
-    return TaylorModel(coef, up(a.rad + b.rad + UNIT_ROUNDOFF * jnp.sum(jnp.abs(coef), axis=0),
-                                coef.shape[0] + 2))
+    ga, gb = align(a, b)
+    gen = None if ga is None else ga + gb
+    out = TaylorModel(coef, a.rad, gen)
+    return TaylorModel(coef, up(a.rad + b.rad + UNIT_ROUNDOFF * abs_total(out),
+                                coef.shape[0] + n_symbols(out) + 2), gen)
 
 
 def neg(a: TaylorModel) -> TaylorModel:
     """``-a`` (exact)."""
-    return TaylorModel(-a.coef, a.rad)
+    return TaylorModel(-a.coef, a.rad, None if a.gen is None else -a.gen)
 
 
 def sub(a: TaylorModel, b: TaylorModel) -> TaylorModel:
@@ -322,22 +381,22 @@ def add_constant(a: TaylorModel, c: jax.Array) -> TaylorModel:
     """``a + c`` for a constant ``c`` of ``a``'s shape."""
     c0 = a.coef[0] + c
     coef = jnp.concatenate([c0[None], a.coef[1:]], axis=0)
-    return TaylorModel(coef, up(a.rad + UNIT_ROUNDOFF * jnp.abs(c0)))
+    return TaylorModel(coef, up(a.rad + UNIT_ROUNDOFF * jnp.abs(c0)), a.gen)
 
 
 def scale(a: TaylorModel, w: jax.Array) -> TaylorModel:
     """``a * w`` elementwise for a constant ``w`` of ``a``'s shape."""
-    coef = a.coef * w[None]
-    return TaylorModel(coef, up(a.rad * jnp.abs(w) + UNIT_ROUNDOFF
-                                * jnp.sum(jnp.abs(coef), axis=0), coef.shape[0] + 2))
+    out = TaylorModel(a.coef * w[None], a.rad, None if a.gen is None else a.gen * w[None])
+    return TaylorModel(out.coef, up(a.rad * jnp.abs(w) + UNIT_ROUNDOFF * abs_total(out),
+                                    out.coef.shape[0] + n_symbols(out) + 2), out.gen)
 
 
 def divide(a: TaylorModel, w: jax.Array) -> TaylorModel:
     """``a / w`` elementwise for a constant ``w`` of ``a``'s shape (each coefficient rounded
     once)."""
-    coef = a.coef / w[None]
-    return TaylorModel(coef, up(a.rad / jnp.abs(w) + UNIT_ROUNDOFF
-                                * jnp.sum(jnp.abs(coef), axis=0), coef.shape[0] + 2))
+    out = TaylorModel(a.coef / w[None], a.rad, None if a.gen is None else a.gen / w[None])
+    return TaylorModel(out.coef, up(a.rad / jnp.abs(w) + UNIT_ROUNDOFF * abs_total(out),
+                                    out.coef.shape[0] + n_symbols(out) + 2), out.gen)
 
 
 def linear(fn: Callable[[jax.Array], jax.Array], a: TaylorModel, *, terms: int = 1
@@ -350,10 +409,11 @@ def linear(fn: Callable[[jax.Array], jax.Array], a: TaylorModel, *, terms: int =
     (1: a pure rearrangement, exact).
     """
     coef = jax.vmap(fn)(a.coef)
+    gen = None if a.gen is None else jax.vmap(fn)(a.gen)
     rad = fn(a.rad)
     if terms > 1:
-        rad = up(rad + gamma(terms) * fn(abs_sum(a)), terms)
-    return TaylorModel(coef, rad)
+        rad = up(rad + gamma(terms) * fn(abs_total(a)), terms)
+    return TaylorModel(coef, rad, gen)
 
 
 # ------------------------------------------------------------------------------------------
@@ -380,14 +440,17 @@ def bilinear(op: Callable[[jax.Array, jax.Array], jax.Array], a, b, mono: Monomi
     if not isinstance(b, TaylorModel):
         w = jnp.asarray(b, jnp.float64)
         coef = jax.vmap(lambda c: op(c, w))(a.coef)
+        gen = None if a.gen is None else jax.vmap(lambda c: op(c, w))(a.gen)
         absw = jnp.abs(w)
-        rad = op(a.rad + gamma(terms) * abs_sum(a), absw)
-        return TaylorModel(coef, up(rad, terms + 2))
+        rad = op(a.rad + gamma(terms) * abs_total(a), absw)
+        return TaylorModel(coef, up(rad, terms + 2), gen)
     if not isinstance(a, TaylorModel):
         w = jnp.asarray(a, jnp.float64)
         coef = jax.vmap(lambda c: op(w, c))(b.coef)
-        rad = op(jnp.abs(w), b.rad + gamma(terms) * abs_sum(b))
-        return TaylorModel(coef, up(rad, terms + 2))
+        gen = None if b.gen is None else jax.vmap(lambda c: op(w, c))(b.gen)
+        rad = op(jnp.abs(w), b.rad + gamma(terms) * abs_total(b))
+        return TaylorModel(coef, up(rad, terms + 2), gen)
+    a, b = collapse(a), collapse(b)
     ia, ib, ig, width = mono.product_indices()
     coef = jax.ops.segment_sum(jax.vmap(op)(a.coef[ia], b.coef[ib]), ig,
                                num_segments=mono.size, indices_are_sorted=True)
@@ -418,6 +481,7 @@ def multiply(a, b, mono: Monomials, *, low_a: int = 0, low_b: int = 0) -> Taylor
     """
     if not (isinstance(a, TaylorModel) and isinstance(b, TaylorModel)):
         return bilinear(jnp.multiply, a, b, mono)
+    a, b = collapse(a), collapse(b)
     coef = truncated_product(a.coef, b.coef, mono, low_a, low_b)
     k = mono.order
     deg_a = degree_norms(a.coef, mono)
@@ -481,7 +545,7 @@ def _piecewise(a: TaylorModel, lo, hi, slope, fn, mono: Monomials, exact_slope) 
     scaled = scale(a, lam)
     coef = jnp.concatenate([(scaled.coef[0] + mid)[None], scaled.coef[1:]], axis=0)
     err = gamma(4) * (jnp.abs(lo) + jnp.abs(hi) + jnp.abs(mid)) + TINY
-    return TaylorModel(coef, up(scaled.rad + half + err))
+    return TaylorModel(coef, up(scaled.rad + half + err), scaled.gen)
 
 
 def hull(a: TaylorModel, b: TaylorModel, mono: Monomials) -> TaylorModel:
@@ -493,13 +557,17 @@ def hull(a: TaylorModel, b: TaylorModel, mono: Monomials) -> TaylorModel:
     mid = 0.5 * lo + 0.5 * hi
     half = jnp.maximum(hi - mid, mid - lo)
     coef = jnp.concatenate([(a.coef[0] + mid)[None], a.coef[1:]], axis=0)
-    return TaylorModel(coef, up(a.rad + half + UNIT_ROUNDOFF * (jnp.abs(coef[0]) + half)))
+    # a(x) + (b - a)(x) with (b - a)(x) in [lo, hi]: a's symbols stay as they are
+    return TaylorModel(coef, up(a.rad + half + UNIT_ROUNDOFF * (jnp.abs(coef[0]) + half)),
+                       a.gen)
 
 
 def select(pred: jax.Array, on_false: TaylorModel, on_true: TaylorModel) -> TaylorModel:
     """Entrywise choice between two Taylor models by a known boolean ``pred``."""
+    gf, gt = align(on_false, on_true)
     return TaylorModel(jnp.where(pred[None], on_true.coef, on_false.coef),
-                       jnp.where(pred, on_true.rad, on_false.rad))
+                       jnp.where(pred, on_true.rad, on_false.rad),
+                       None if gf is None else jnp.where(pred[None], gt, gf))
 
 
 def power(a: TaylorModel, n: int, mono: Monomials) -> TaylorModel:

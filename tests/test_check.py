@@ -210,6 +210,23 @@ def test_a_changed_weight_is_rejected(tanh_box, tmp_path):
     assert "claim" in report.reason or "lower" in report.reason
 
 
+def test_a_shared_prefix_is_run_once_and_a_change_in_it_is_seen(tmp_path):
+    """``F`` against ``F + 10^-3``: the programs begin alike (their operations and constants
+    equal), which the check runs once; a weight changed in program a's part of that prefix
+    is a different program, and the check rejects it."""
+    f = tanh_net(1.0)
+    res = verify(f, lambda x: f(x) + 1e-3)
+    path = res.save(tmp_path / "shift.npz")
+    report = check(path)
+    assert report.confirmed, report.reason
+
+    def edit(meta, arrays):
+        first = meta["programs"]["a"]["ops"][0]
+        arrays[first["in"][1]] = arrays[first["in"][1]] * 1.01
+
+    assert not check(rewrite(path, tmp_path / "t.npz", edit)).confirmed
+
+
 @pytest.mark.parametrize("what", ["upper", "lower", "empty"])
 def test_a_false_bracket_is_rejected(tanh_box, tmp_path, what):
     res, path = tanh_box

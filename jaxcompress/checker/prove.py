@@ -353,10 +353,12 @@ class _Models:
             out[k] = flat[r * size:(r + 1) * size]
         return out
 
-    def run(self, ops, sizes0: int) -> list:
-        """Every value of a program over the batch."""
-        fl, vals, sizes, B = self.fl, [self.x], [sizes0], self.B
-        for kind, operands, extra in ops:
+    def run(self, ops, sizes0: int, start: tuple = ([], [])) -> list:
+        """Every value of a program over the batch (``start``: the values and sizes of a
+        prefix of it already run; ``self.sizes``: the sizes)."""
+        fl, B = self.fl, self.B
+        vals, sizes = list(start[0]) or [self.x], list(start[1]) or [sizes0]
+        for kind, operands, extra in ops[len(vals) - 1:]:
             a = vals[operands[0]] if isinstance(operands[0], int) else None
             n = sizes[operands[0]] if a is not None else 0
             other = operands[1] if len(operands) > 1 else None
@@ -396,16 +398,20 @@ class _Models:
                     fl, kind, v, k and k[t % len(k)], y, m))
             vals.append(y)
             sizes.append(n)
+        self.sizes = sizes
         return vals
 
 
-def _bound_boxes(fl, progs, c: np.ndarray, h: np.ndarray, claims) -> list:
+def _bound_boxes(fl, progs, c: np.ndarray, h: np.ndarray, claims, shared: int = 0) -> list:
     """Per box ``(proven, bound, counterexample)``: whether ``|D_j| <= claim`` over the box for
     every output ``j`` (the range of ``D``'s Taylor model, the difference of the programs'),
     the checker's bound, and whether ``|D_j(c)| > claim`` for some ``j`` (proven: the
-    constant coefficient encloses ``D(c)``)."""
+    constant coefficient encloses ``D(c)``). The programs' first ``shared`` operations are
+    the same: run once."""
     models = _Models(fl, c, h, ORDER.get(c.shape[1], 2))
-    ys = [models.run(ops, c.shape[1])[out] for ops, out, _ in progs]
+    va = models.run(progs[0][0], c.shape[1])
+    vb = models.run(progs[1][0], c.shape[1], (va[:shared + 1], models.sizes[:shared + 1]))
+    ys = [va[progs[0][1]], vb[progs[1][1]]]
     m = progs[0][2]
     diff = [_add(p, q, [fl.arb(-1)] * (len(c) * m)) for p, q in zip(*ys, strict=True)]
     at = diff[0]
@@ -556,7 +562,7 @@ def _cover(t: dict, dom: _Domain) -> list[int]:
 
 
 def _claims(fl, progs, t: dict, leaves: list[int], dom: _Domain, max_depth: int,
-            stats: dict) -> None:
+            stats: dict, shared: int) -> None:
     """Prove every finite claim on its leaf box, splitting where needed (a box whose bound is
     ``rho`` times its claim into ``2^k`` pieces at once, ``k ~ d log2(rho) / (K + 1)``: the
     excess of a degree-``K`` model shrinks like ``h^(K+1)``)."""
@@ -568,7 +574,7 @@ def _claims(fl, progs, t: dict, leaves: list[int], dom: _Domain, max_depth: int,
         stats["boxes"] += len(batch)
         for (i, bc, bh, level), claim, (ok, own, counter) in zip(batch, claims, _bound_boxes(
                 fl, progs, np.stack([w[1] for w in batch]), np.stack([w[2] for w in batch]),
-                claims), strict=True):
+                claims, shared), strict=True):
             if ok:
                 continue
             if counter and dom.meets(_box(bc, 0 * bc)):
@@ -597,6 +603,14 @@ def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float) -> CheckR
     if not isinstance(programs, dict) or set(programs) != {"a", "b"}:
         raise CertificateError("check: the certificate must hold two programs, 'a' and 'b'")
     progs = [_parse(name, programs[name], arrays, dim, fl) for name in "ab"]
+    shared = 0  # the operations the programs begin with alike (a network and its variant)
+    for p, q in zip(programs["a"]["ops"], programs["b"]["ops"], strict=False):
+        if ({k: v for k, v in p.items() if k != "in"} != {k: v for k, v in q.items() if k != "in"}
+                or len(p["in"]) != len(q["in"]) or not all(
+                    x == y if isinstance(x, int) else isinstance(y, str) and np.array_equal(
+                        arrays[x], arrays[y]) for x, y in zip(p["in"], q["in"], strict=True))):
+            break
+        shared += 1
     if progs[0][2] != progs[1][2]:
         raise CertificateError(f"check: the programs have {progs[0][2]} and {progs[1][2]} "
                                "outputs")
@@ -633,7 +647,7 @@ def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float) -> CheckR
             if not any(v.abs_lower() >= lower for v in at):
                 raise _Reject(None, f"lower {lower:.6e} is not attained at argmax: "
                               f"|F_a - F_b| there is {max(float(v.abs_upper()) for v in at):.6e}")
-        _claims(fl, progs, t, leaves, dom, max_depth, stats)
+        _claims(fl, progs, t, leaves, dom, max_depth, stats, shared)
         ok, reason, node = True, "", None
     except _Reject as exc:
         ok, reason, node = False, exc.reason, exc.node

@@ -72,8 +72,8 @@ def parse(argv):
     p.add_argument("--check-max-boxes", type=int, default=5_000,
                    help="re-prove only certificates of at most this many boxes (the check "
                    "takes tens of milliseconds per box; default 5000)")
-    p.add_argument("--remainders", choices=("auto", "symbolic", "radius"), default="auto",
-                   help="verify's remainders= (default auto: symbolic from 3 nonlinear layers)")
+    p.add_argument("--remainders", choices=("radius", "symbolic"), default="radius",
+                   help="verify's remainders= (default radius)")
     p.add_argument("--max-seconds", type=float, default=None,
                    help="cap every case's budget at this many seconds (default: its target's)")
     args = p.parse_args(argv)
@@ -82,7 +82,7 @@ def parse(argv):
            "ascent_starts": 32, "ascent_steps": 200, "tol": 0.01,
            "check": not args.no_check, "check_max_boxes": args.check_max_boxes,
            "out": str(args.out),
-           "remainders": None if args.remainders == "auto" else args.remainders,
+           "remainders": args.remainders,
            "max_seconds": args.max_seconds}
     names = list(QUICK_CASES if args.quick else CASES)
     if args.cases:

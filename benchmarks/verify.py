@@ -39,6 +39,14 @@ Run (from the repository root)::
     python benchmarks/verify.py                      # every case (about 5 minutes on 2 cores)
     python benchmarks/verify.py --quick --out /tmp/v # one small case, under 30 s
     python benchmarks/verify.py --cases col6_box,relu
+    python benchmarks/verify.py --depth --repeats 1 --max-seconds 60   # with the depth rows
+
+The depth rows (``DEPTH_CASES``: random teachers with kernels ``N(0, 1.2^2 / fan_in)`` and
+biases ``N(0, 0.1^2)`` against their ``collocation(k)`` compression on the unit box) and their
+targets: ``[2, 256x8, 1]`` tanh 1.05x in 30 s, ``[3, 256x8, 1]`` tanh 1.2x in 300 s,
+``[2, 512x8, 1]`` tanh 1.1x in 120 s, a SIREN ``[3, 256x3, 1]`` (first kernel times 30)
+1.2x in 300 s, ``[5, 128x3, 1]`` tanh 1.5x in 300 s. ``--remainders symbolic`` runs them with
+remainder symbols.
 """
 
 from __future__ import annotations
@@ -74,6 +82,8 @@ def parse(argv):
                    "takes tens of milliseconds per box; default 5000)")
     p.add_argument("--remainders", choices=("radius", "symbolic"), default="radius",
                    help="verify's remainders= (default radius)")
+    p.add_argument("--depth", action="store_true",
+                   help="also run the depth rows (DEPTH_CASES: up to 300 s each, 3 repeats)")
     p.add_argument("--max-seconds", type=float, default=None,
                    help="cap every case's budget at this many seconds (default: its target's)")
     args = p.parse_args(argv)
@@ -84,7 +94,8 @@ def parse(argv):
            "out": str(args.out),
            "remainders": args.remainders,
            "max_seconds": args.max_seconds}
-    names = list(QUICK_CASES if args.quick else CASES)
+    names = list(QUICK_CASES if args.quick else
+                 [n for n in CASES if args.depth or n not in DEPTH_CASES])
     if args.cases:
         names = [s.strip() for s in args.cases.split(",") if s.strip()]
         unknown = [n for n in names if n not in CASES and n not in QUICK_CASES]
@@ -248,6 +259,8 @@ CASES = {  # name: (builder, target ratio, target seconds)
                                  first_scale=30.0), 1.2, 300.0),
     "nerf5": (functools.partial(_random_pair, [5] + [128] * 3 + [1], 3, "tanh"), 1.5, 300.0),
 }
+#: The rows of real depth, width, SIREN and five inputs: run with ``--depth`` (or ``--cases``).
+DEPTH_CASES = ("deep2", "deep3", "wide2", "siren3", "nerf5")
 QUICK_CASES = {
     "quick": (functools.partial(_mlp_pair, [2, 64, 64, 1], 4, "tanh", "ball"), 1.05, 15.0),
 }

@@ -146,7 +146,10 @@ class RuleContext:
         start = self._symbols[0]
         self._symbols[0] = start + n
         old = tm.pad_gen(v, start)
-        new = (jnp.eye(n, dtype=jnp.float64) * v.rad.reshape(1, n)).reshape((n,) + v.shape)
+        # the radius materialised first: fused into the n x n product, XLA would recompute
+        # the whole remainder computation for every one of its n^2 entries
+        rad = tm.materialize(v.rad)
+        new = (jnp.eye(n, dtype=jnp.float64) * rad.reshape(1, n)).reshape((n,) + v.shape)
         gen = new if old is None else jnp.concatenate([old, new], axis=0)
         return TaylorModel(v.coef, jnp.zeros_like(v.rad), gen)
 

@@ -472,6 +472,8 @@ def compose(f: Smooth, a: tm.TaylorModel, mono: tm.Monomials) -> tm.TaylorModel:
     dlo, dhi = f.derivative_range(lo - pad, hi + pad, 1)
     s = 0.5 * dlo + 0.5 * dhi
     sigma = tm.up(jnp.maximum(dhi - s, s - dlo), 2)
+    # materialised once per entry (not recomputed for each of the G symbols' rows)
+    s, sigma = tm.materialize(s), tm.materialize(sigma)
     gen = s[None] * a.gen
     rounding = tm.UNIT_ROUNDOFF * jnp.sum(jnp.abs(gen), axis=0)
     rad = tm.up(base.rad + jnp.abs(s) * a.rad + sigma * delta + rounding, 4)
@@ -483,6 +485,8 @@ def compose(f: Smooth, a: tm.TaylorModel, mono: tm.Monomials) -> tm.TaylorModel:
     keep = keep & jnp.isfinite(s) & jnp.isfinite(sigma)
     use_interval = ~keep & jnp.isfinite(rlo) & jnp.isfinite(rhi)
     fallback = tm.from_interval(rlo, rhi, mono)
+    # the choice materialised once per entry, not recomputed for every symbol's row
+    use_interval = tm.materialize(use_interval)
     return tm.select(use_interval, result, fallback)
 
 

@@ -194,6 +194,8 @@ def test_what_a_scan_cannot_keep_stacked_is_pinned_with_the_reason():
     net = jc.trace(shared, params, X2)
     assert ("the leaf ['stack']['bias'][0] is read 2 times, 1 of them other than as this "
             "network's weights (shared weights)") in str(net)
+    pin = next(line for line in str(net).splitlines() if "is read 2 times" in line)
+    assert "test_trace_scan.py:" in pin, pin  # the user's line that computes the group
     assert not net.compressible
 
     def reverse(p, x):

@@ -221,6 +221,12 @@ def _reads(counts: dict, leaf: int, index: int | None) -> int:
     return here + sum(n for (lf, i), n in counts.items() if lf == leaf and i is not None)
 
 
+def _site(g: Group) -> str:
+    """The user's line that computes the group's neurons (its first site), for a pin that
+    concerns a leaf rather than one equation."""
+    return g.sites[0] if g.sites else "params"
+
+
 def pin_shared(a: Analysis, paths: Sequence[str]) -> None:
     """Pin a group one of whose leaves the program reads other than as the group's own
     kernel, bias or per-neuron parameter at one of its sites, or as the rows that read it:
@@ -239,7 +245,7 @@ def pin_shared(a: Analysis, paths: Sequence[str]) -> None:
             for g in groups:
                 g.pin(f"the leaf {where} produces {len(groups)} groups (shared weights); "
                       "fix: call one network several times (f(x) + f(-x): one group at "
-                      "several sites), or give each use a leaf of its own", "params")
+                      "several sites), or give each use a leaf of its own", _site(g))
     for leaf, index, first, other, line in a.conflicts:
         where = paths[leaf] + ("" if index is None else f"[{index}]")
         names = [("group " + ", ".join(str(g + 1) for g, _ in blocks if g >= 0))
@@ -258,7 +264,7 @@ def pin_shared(a: Analysis, paths: Sequence[str]) -> None:
                 g.pin(f"the leaf {where} is read {n} times, {n - known} of them other than "
                       "as this network's weights (shared weights); fix: read it in fn only as "
                       "the network's weights (a penalty on the weights belongs in the loss, "
-                      "outside fn)", "params")
+                      "outside fn)", _site(g))
 
 
 def seed_candidates(a: Analysis) -> frozenset:

@@ -80,8 +80,8 @@ def parse(argv):
     p.add_argument("--check-max-boxes", type=int, default=5_000,
                    help="re-prove only certificates of at most this many boxes (the check "
                    "takes tens of milliseconds per box; default 5000)")
-    p.add_argument("--remainders", choices=("radius", "symbolic"), default="radius",
-                   help="verify's remainders= (default radius)")
+    p.add_argument("--remainders", choices=("auto", "radius", "symbolic"), default="auto",
+                   help="verify's remainders= (default auto: symbolic from 3 nonlinear layers)")
     p.add_argument("--depth", action="store_true",
                    help="also run the depth rows (DEPTH_CASES: up to 300 s each, 3 repeats)")
     p.add_argument("--max-seconds", type=float, default=None,
@@ -92,7 +92,7 @@ def parse(argv):
            "ascent_starts": 32, "ascent_steps": 200, "tol": 0.01,
            "check": not args.no_check, "check_max_boxes": args.check_max_boxes,
            "out": str(args.out),
-           "remainders": args.remainders,
+           "remainders": None if args.remainders == "auto" else args.remainders,
            "max_seconds": args.max_seconds}
     names = list(QUICK_CASES if args.quick else
                  [n for n in CASES if args.depth or n not in DEPTH_CASES])

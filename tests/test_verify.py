@@ -386,7 +386,7 @@ def test_remainder_symbols_are_sound_and_cancel_through_depth():
 
 def test_remainders_are_validated(tanh_pair):
     _, fa = tanh_pair
-    with pytest.raises(ValueError, match="remainders must be 'radius' or 'symbolic'"):
+    with pytest.raises(ValueError, match="remainders must be 'radius', 'symbolic' or None"):
         verify(fa, fa, domain=BOX2, remainders="zonotope")
 
 

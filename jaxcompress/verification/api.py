@@ -109,7 +109,7 @@ def _check_finite_params(params, name: str) -> None:
 def verify(a, b, *, domain, activation=None, eps: float | None = None, tol: float = 0.01,
            max_seconds: float = 60.0, progress: bool = False, order: int | None = None,
            batch_size: int | None = None, atol: float = 0.0, devices=None,
-           remainders: str = "radius") -> Verification:
+           remainders: str | None = None) -> Verification:
     r"""Bound ``sup_{x in domain} max_j |F_a(x)_j - F_b(x)_j|`` from both sides, with proof.
 
     .. math::
@@ -195,11 +195,11 @@ def verify(a, b, *, domain, activation=None, eps: float | None = None, tol: floa
         call, a power of two in ``[32, 256]``).
       atol: also stop when ``upper <= atol`` (for programs that may agree exactly).
       remainders: how the remainders of nonlinear functions travel through later layers:
-        ``"radius"`` (the default: a radius per value, widened by ``|W|`` at each layer) or
-        ``"symbolic"`` (one symbol per neuron and layer, mapped exactly by every later linear
-        operation, so remainders cancel through depth as the values do: a box of a deep
-        network is bounded far tighter, at the cost of a matmul per symbol row — docs/verify.md
-        says when it pays).
+        ``"radius"`` (a radius per value, widened by ``|W|`` at each layer), ``"symbolic"``
+        (one symbol per neuron and layer, mapped exactly by every later linear operation, so
+        remainders cancel through depth as the values do, at the cost of a matmul per symbol
+        row), or None (the default): symbolic for programs of at least
+        :data:`~jaxcompress.verification.program.SYMBOLIC_DEPTH` nonlinear layers.
       devices: the devices each batch of boxes is split over (a sequence of devices or a
         :class:`jax.sharding.Mesh`); default: every device of the default backend
         (``jax.devices()``). The boxes are independent, so the bracket is the same on one
@@ -244,8 +244,9 @@ def verify(a, b, *, domain, activation=None, eps: float | None = None, tol: floa
                                    or not isinstance(batch_size, (int, np.integer))
                                    or batch_size < 2):
         raise ValueError(f"verify: batch_size must be an int >= 2, got {batch_size!r}")
-    if remainders not in ("symbolic", "radius"):
-        raise ValueError(f"verify: remainders must be 'radius' or 'symbolic', got {remainders!r}")
+    if remainders not in (None, "symbolic", "radius"):
+        raise ValueError("verify: remainders must be 'radius', 'symbolic' or None (by depth), "
+                         f"got {remainders!r}")
     mesh = bnb.box_mesh(_check_devices(devices))
     n_devices = 1 if mesh is None else mesh.devices.size
     with jax.enable_x64(True), compile_clock() as clock:
@@ -255,7 +256,8 @@ def verify(a, b, *, domain, activation=None, eps: float | None = None, tol: floa
                                "it (run on CPU: JAX_PLATFORMS=cpu)")
         program = prog.trace(a, b, region.dim)
         k = int(order) if order is not None else DEFAULT_ORDER.get(region.dim, 2)
-        symbolic = remainders == "symbolic"
+        symbolic = (prog.symbolic_by_default(program) if remainders is None
+                    else remainders == "symbolic")
         batch = (int(batch_size) if batch_size is not None
                  else bnb.default_batch(program, k, symbolic=symbolic))
         batch = -(-batch // n_devices) * n_devices

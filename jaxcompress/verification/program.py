@@ -49,6 +49,8 @@ class Program:
       activations: the number of elementwise nonlinear results per evaluation.
       input_dtypes: the dtypes the two programs were traced with (float64, or float32 for a
         program that refuses float64 inputs).
+      depth: the larger number of elementwise nonlinear equations of the two programs (an
+        MLP's hidden layers), which decides :func:`symbolic_by_default`.
     """
 
     jaxprs: tuple
@@ -60,6 +62,7 @@ class Program:
     activations: int
     input_dtypes: tuple = (jnp.float64, jnp.float64)
     fns: tuple = ()
+    depth: int = 0
     _batched: dict = dataclasses.field(default_factory=dict, repr=False)
 
     def batched(self, n: int) -> tuple[tuple, tuple, str]:
@@ -139,10 +142,10 @@ _NONLINEAR = frozenset(("tanh", "logistic", "exp", "expm1", "log", "log1p", "sin
                         "integer_pow"))
 
 
-def _cost(jaxpr) -> tuple[float, int]:
-    """Matmul flops and elementwise nonlinear results of a jaxpr as the interpreter reads it
-    (calls inlined, every iteration of a loop counted)."""
-    flops, acts = 0.0, 0
+def _cost(jaxpr) -> tuple[float, int, int]:
+    """Matmul flops, elementwise nonlinear results and nonlinear elementwise equations of a
+    jaxpr as the interpreter reads it (calls inlined, every iteration of a loop counted)."""
+    flops, acts, eqns = 0.0, 0, 0
     for eqn in flat(jaxpr).eqns:
         if eqn.name == "dot_general":
             (lc, _), _ = eqn.params["dimension_numbers"]
@@ -150,7 +153,8 @@ def _cost(jaxpr) -> tuple[float, int]:
             flops += 2.0 * k * math.prod(eqn.out_shapes[0])
         elif eqn.name in _NONLINEAR:
             acts += math.prod(eqn.out_shapes[0])
-    return flops, acts
+            eqns += eqn.name not in ("mul", "div", "integer_pow")
+    return flops, acts, eqns
 
 
 def _check_constants(closed, name: str) -> None:
@@ -184,11 +188,23 @@ def trace(a, b, dim: int) -> Program:
     _check_constants(ca, "a")
     _check_constants(cb, "b")
     key = (str(ca.jaxpr), str(cb.jaxpr), dim, str(da), str(db))
-    fa, xa = _cost(ca.jaxpr)
-    fb, xb = _cost(cb.jaxpr)
+    fa, xa, na = _cost(ca.jaxpr)
+    fb, xb, nb = _cost(cb.jaxpr)
     return Program(jaxprs=(ca.jaxpr, cb.jaxpr), consts=(list(ca.consts), list(cb.consts)),
                    dim=dim, outputs=int(sa[-1]) if len(sa) == 2 else 1, key=key,
-                   flops=fa + fb, activations=xa + xb, input_dtypes=(da, db), fns=(a, b))
+                   flops=fa + fb, activations=xa + xb, input_dtypes=(da, db), fns=(a, b),
+                   depth=max(na, nb))
+
+
+#: Programs with at least this many nonlinear layers carry remainder symbols by default.
+SYMBOLIC_DEPTH = 3
+
+
+def symbolic_by_default(program: Program) -> bool:
+    """Whether remainder symbols pay for ``program``: they cost a matmul per symbol row at
+    every later layer and save the factor ``|W|`` by which each layer widens a radius, which
+    compounds with depth (measured on ``benchmarks/verify.py``'s depth rows: docs/verify.md)."""
+    return program.depth >= SYMBOLIC_DEPTH
 
 
 def _input(c, h, mono: tm.Monomials) -> tm.TaylorModel:

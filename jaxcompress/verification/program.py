@@ -196,15 +196,19 @@ def trace(a, b, dim: int) -> Program:
                    depth=max(na, nb))
 
 
-#: Programs with at least this many nonlinear layers carry remainder symbols by default.
+#: Programs with at least this many nonlinear layers carry remainder symbols by default...
 SYMBOLIC_DEPTH = 3
+#: ... unless they make more than this many nonlinear results (symbols) together.
+SYMBOLIC_MAX = 4000
 
 
 def symbolic_by_default(program: Program) -> bool:
-    """Whether remainder symbols pay for ``program``: they cost a matmul per symbol row at
-    every later layer and save the factor ``|W|`` by which each layer widens a radius, which
-    compounds with depth (measured on ``benchmarks/verify.py``'s depth rows: docs/verify.md)."""
-    return program.depth >= SYMBOLIC_DEPTH
+    """Whether remainder symbols pay for ``program``: they save the factor ``|W|`` by which
+    each layer widens a radius, which compounds with depth, and cost a matmul per symbol row
+    at every later layer, which grows with the number of symbols (measured on
+    ``benchmarks/verify.py``'s depth rows, docs/verify.md: ``[2, 256x8, 1]`` and
+    ``[5, 128x3, 1]`` gain, ``[2, 512x8, 1]`` with 4,456 symbols loses)."""
+    return program.depth >= SYMBOLIC_DEPTH and program.activations <= SYMBOLIC_MAX
 
 
 def _input(c, h, mono: tm.Monomials) -> tm.TaylorModel:

@@ -38,7 +38,7 @@ called as ``feature_map(params, layers, activation=, domain=) -> {l: LayerFeatur
     activations at ``N = oversample * D_k`` quasi-random nodes of the (known) domain. Selecting
     columns and solving ``Z_K C ~= Z`` by least squares minimises the discrete ``L^2`` error of
     the next layer's pre-activation over the nodes, which stays meaningful when the network is
-    not holomorphic on a ball around the domain (trained teachers, DESIGN section 3).
+    not holomorphic on a ball around the domain (trained teachers).
 :class:`DataFeatures`
     the same on user inputs (the interpolative decomposition of Chee et al. 2022).
 

@@ -1,6 +1,6 @@
 """Errors between networks, measured: every measurement of the library is here.
 
-* :func:`sup_error`: the paper's protocol (DESIGN section 2) for any two networks: evaluate
+* :func:`sup_error`: the paper's protocol for any two networks: evaluate
   ``e(x) = max_o |F_a(x)_o - F_b(x)_o|`` on a uniform sample of the domain, then run projected
   gradient ascent on ``e`` from the worst samples (normalised steps of decaying length,
   projected back onto the domain after each step) (:func:`search_sup`). The largest ``e`` seen

@@ -16,7 +16,7 @@ Dense layers act linearly on coefficient arrays; an activation is applied as
 evaluated as a sum of truncated powers ``\\hat u^{\\,j}`` (``\\hat u`` has no constant term, so
 the series is exact to degree ``k``, and ``\\hat u^{\\,j}`` has no terms below degree ``j``:
 :func:`compose`). One pass through the network yields the feature matrix of
-every hidden layer (the backward-order compression of DESIGN section 1 needs exactly that).
+every hidden layer (the backward-order compression needs exactly that).
 
 The first layer after the expansion point needs no truncated products: its pre-activation
 ``u_i(x_0 + t) = u_{0,i} + w_i \\cdot t`` is affine, and the multinomial theorem gives its

@@ -1,6 +1,6 @@
 """Verification: a proven bracket on ``sup |F_a - F_b|`` over a domain, for any two programs.
 
-The second interpreter of the library's programs (DESIGN.md section 4): the jaxprs of two
+The second interpreter of the library's programs (the first is the trace's): the jaxprs of two
 callables are interpreted on Taylor models over input boxes, rule by primitive, their
 difference bounded as a difference, and a batched branch and bound over boxes narrows the
 bracket until it converges, decides a tolerance, or runs out of time.

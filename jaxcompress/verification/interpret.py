@@ -1,6 +1,6 @@
 """The bound interpreter: a program evaluated on Taylor models, equation by equation.
 
-The second interpreter of the user's program (DESIGN.md section 4). The program is read by the
+The second interpreter of the user's program (the first is the trace's). The program is read by the
 library's one jaxpr front end, :func:`jaxcompress.program.flatten` (the trace's too): calls
 (``jit``, ``closed_call``, ``custom_jvp_call``, ``custom_vjp_call``, ``remat``) are inlined (a
 custom derivative rule does not change the function's values), a ``scan`` — hence a

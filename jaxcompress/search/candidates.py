@@ -1,25 +1,22 @@
 r"""The candidates of a search: built, padded, masked and compiled in one place (ours).
 
-On a coordinate network a candidate's arithmetic takes milliseconds and compiling its program
-seconds, so a search must not compile a program per candidate. :class:`Candidates` is the one
-object that knows how; the proposers and judges only ask it for candidates:
+A candidate's arithmetic takes milliseconds and compiling its program seconds, so a search must
+not compile a program per candidate. :class:`Candidates` is the one object that knows how; the
+proposers and judges only ask it for candidates (``docs/methods.md`` measures what it saves):
 
-* **uniform orders** of a method family (:meth:`Candidates.uniform`): when the family's method
-  can run masked (:func:`jaxcompress.planning.masked_runs`) on a network without a stack or a
-  mesh, order :math:`k` runs in the program of its bucket :math:`K` (the next multiple of
-  :data:`ORDER_BUCKET`): the features of order :math:`K` with the rows order :math:`k` lacks
-  zeroed, the first :math:`\min(D_k, d)` pivots re-weighted and the other neurons dead (zero
-  reading rows, which the trim drops): the network ``family(k)`` gives, to rounding;
+* **uniform orders** (:meth:`Candidates.uniform`): order :math:`k` of a family that runs masked
+  (:func:`jaxcompress.planning.masked_runs`) runs in the program of its bucket :math:`K`, the
+  next multiple of :data:`ORDER_BUCKET`: the features of order :math:`K` with the rows of
+  degree :math:`> k` zeroed, the first :math:`\min(D_k, d)` pivots re-weighted, the other
+  neurons dead (zero reading rows, which the trim drops);
 * **per-set orders** of derivative matching (:meth:`Candidates.orders`): the teacher's features
-  computed once at the largest order needed (in backward order a set's features do not depend
-  on the other sets' orders) and truncated per set; at the teacher's shapes with the orders as
-  data when the selector is prefix-stable (one program for every candidate);
-* **narrower sets** (:meth:`Candidates.narrow`): the candidate padded to its bucket of widths,
-  one set narrowed by the driver's masked step (``run(..., narrow=)``): one program per set;
+  once, at the largest order needed, truncated per set (backward order: a set's features do not
+  depend on the others' orders);
+* **narrower sets** (:meth:`Candidates.narrow`): one set of the padded candidate narrowed by the
+  driver's masked step (``run(..., narrow=)``), one program per set;
 * **buckets of widths** (:meth:`Candidates.space`): a candidate is measured and polished padded
-  to its widths rounded up to powers of two, at least :data:`MIN_BUCKET` (its missing neurons
-  zero in their producers and in the rows that read them: the same function), polished with a
-  mask that keeps the padding at zero.
+  to its widths rounded up to powers of two, at least :data:`MIN_BUCKET` (the padding zero in
+  its producers and readers: the same function), polished with a mask that keeps it zero.
 
 The masked candidates equal the exact ones to rounding; a search whose decisions compare
 measurements with ``eps`` can take another path from such differences.
@@ -42,6 +39,7 @@ from jaxcompress.features import DerivativeFeatures
 from jaxcompress.graph import Network
 from jaxcompress.graph.plan import Plan
 from jaxcompress.layer import CompressInfo
+from jaxcompress.measure import plan_estimate
 from jaxcompress.methods import BestOf, Method, derivative_matching
 from jaxcompress.mlp import leaf_count
 from jaxcompress.networks import network_placement
@@ -261,6 +259,18 @@ class Candidates:
         masks = [np.arange(W) < w for W, w in zip(self.widths, widths, strict=True)]
         return leaf_count(self.plan.restrict([np.asarray(v) for v in self.teacher], masks))
 
+    def saving(self, cand: Candidate, s: int) -> int:
+        """Parameters dropped with one neuron of set ``s``."""
+        masks = [[True] * w for w in cand.widths]
+        masks[s][-1] = False
+        small = self.plan.at_widths(cand.widths).restrict(cand.leaves, masks)
+        return leaf_count(cand.leaves) - leaf_count(small)
+
+    def estimate(self, leaves) -> jax.Array:
+        """``max |F - F~|`` on the error estimate's fixed Sobol points, as the driver records it
+        (one program)."""
+        return _estimate(self.teacher, list(leaves), self.domain, plan=self.plan)
+
     # -- narrower sets and polishing --------------------------------------------------------
 
     def narrow(self, cand: Candidate, s: int, by: int, space: Space | None = None
@@ -315,6 +325,11 @@ def _order_bucket(k: int, max_order: int) -> int:
 @functools.partial(jax.jit, static_argnames=("plan",))
 def _apply(leaves, x, *, plan: Plan):
     return plan.apply(leaves, x)
+
+
+@functools.partial(FastOnSmallCPU, static_argnames=("plan",))
+def _estimate(teacher, leaves, domain, *, plan: Plan):
+    return plan_estimate(plan, teacher, leaves, domain, None)
 
 
 @functools.partial(FastOnSmallCPU, static_argnames=("plan",))

@@ -1,13 +1,8 @@
-"""The size-accuracy frontier of a network's compressions: records, table and plot.
+"""The size-accuracy frontier of a network's compressions: records, table and plot (ours).
 
-A :class:`Frontier` holds one :class:`FrontierRow` per candidate network that
-:func:`jaxcompress.frontier` (or the search of :func:`jaxcompress.compress_to_tolerance` with
-:class:`jaxcompress.Measured`) compressed, polished and measured: its widths, its parameter
-count, its error by the chosen metric, and (where measured) its sup and relative L2 distance
-to the teacher, the gain from polishing, its throughput and the seconds it took. The frontier
-answers "how small can it get?": :meth:`Frontier.pareto` keeps the candidates no other
-candidate beats on both size and error, :meth:`Frontier.smallest` returns the smallest network
-within a budget, :meth:`Frontier.plot` draws parameters against error (ours, not the paper's).
+A :class:`Frontier` holds one :class:`FrontierRow` per candidate that :func:`jaxcompress.frontier`
+or a search judged; :meth:`Frontier.pareto` keeps the candidates no other beats on both size and
+error, :meth:`Frontier.smallest` returns the smallest network within a budget.
 """
 
 from __future__ import annotations
@@ -28,26 +23,15 @@ __all__ = ["Frontier", "FrontierRow"]
 
 @dataclasses.dataclass(frozen=True)
 class FrontierRow:
-    """One candidate of a :class:`Frontier`.
-
-    Attributes:
-      method: the method's description (:meth:`jaxcompress.Method.describe`).
-      order: the Taylor order ``k`` of the method (``None`` when it has none to report).
-      widths: the width of every compressible set (a chain's hidden widths), after trimming.
-      num_params: the network's parameter count (every parameter leaf).
-      error: its error by the frontier's metric (after polishing when polished).
-      error_before: the same before polishing (``None``: not polished).
-      sup: :func:`jaxcompress.sup_error` against the teacher (``None``: not measured).
-      rel_l2: ``||F - F~|| / ||F||`` on fixed Sobol points of the domain (``None``: not
-        measured).
-      points_per_s: jitted throughput on a batch (``None``: not measured).
-      seconds: compression plus polishing plus measurement, wall clock.
-      stage: where it came from: ``"candidate"`` (:func:`jaxcompress.frontier`), ``"order"``
-        (the search's sweep over orders) or ``"shrink"`` (its width search).
-      network: the candidate as the kind of network the teacher is (a params list, a
-        :class:`~jaxcompress.Compressed`, a :class:`~jaxcompress.modules.CompressedModule`); built
-        on
-        first access.
+    """One candidate of a :class:`Frontier`: its ``method`` (:meth:`jaxcompress.Method.describe`)
+    and ``order`` (``None``: none to report), ``widths`` (every compressible set's, after
+    trimming), ``num_params`` (every parameter leaf), ``error`` by the frontier's metric (after
+    polishing; ``error_before`` before it, ``None``: not polished), where measured its ``sup``
+    (:func:`jaxcompress.sup_error`) and ``rel_l2`` (``||F - F~|| / ||F||`` on fixed Sobol
+    points) distances to the teacher and jitted throughput ``points_per_s``, the wall-clock
+    ``seconds`` it took, the ``stage`` it came from (``"candidate"``: :func:`jaxcompress.frontier`;
+    ``"order"``, ``"shrink"``: a search's orders and widths) and, built on first access, its
+    :attr:`network` as the kind of network the teacher is.
     """
 
     method: str
@@ -91,22 +75,12 @@ class FrontierRow:
 
 @dataclasses.dataclass(frozen=True)
 class Frontier:
-    """Candidate networks of one teacher by size and error.
-
-    Attributes:
-      rows: the candidates, in the order they were measured.
-      metric: the metric's name (``"sup"``, ``"rel_l2"`` or the callable's name).
-      teacher_params: the teacher's parameter count.
-      teacher_error: the teacher's own value of the metric (``0`` for ``"sup"`` and
-        ``"rel_l2"``, which compare against it; ``inf`` for ``"psnr"``).
-      teacher_points_per_s: the teacher's throughput, same batch and run as the rows'.
-      domain: the domain's description.
-      history: what was done, one line per step.
-      higher_is_better: the metric's direction (``True`` for ``"psnr"``: a row "beats"
-        another with a larger value, and :meth:`smallest` wants ``error >= eps``).
-      stop: why the search or frontier stopped (a :class:`~jaxcompress.stopping.Stop`;
-        ``None`` when not recorded).
-    """
+    """Candidate networks of one teacher by size and error: the ``rows`` in the order they were
+    measured, the ``metric``'s name and direction (``higher_is_better``: PSNR, where a row beats
+    another with a larger value and :meth:`smallest` wants ``error >= eps``), the teacher's
+    parameter count, own figure (``0`` for ``"sup"`` and ``"rel_l2"``, ``inf`` for ``"psnr"``)
+    and throughput, the ``domain``, the ``history`` of the search and why it stopped (``stop``,
+    a :class:`~jaxcompress.stopping.Stop`; ``None`` when not recorded)."""
 
     rows: tuple[FrontierRow, ...]
     metric: str
@@ -283,9 +257,8 @@ class Frontier:
                        label=f"teacher's {self.metric}")
         if eps is not None:
             ax.axhline(eps, color="C3", lw=1, ls="--", label=f"eps = {eps:.3g}")
-            ok = [r for r in self.rows if self._within(r.error, eps)]
-            if ok:
-                best = min(ok, key=lambda r: (r.num_params, self._loss(r.error)))
+            if any(self._within(r.error, eps) for r in self.rows):
+                best = self.smallest_row(eps)
                 ax.scatter([best.num_params], [clip(best.error)], marker="*", s=160,
                            color="C3", edgecolors="k", lw=0.6, zorder=6,
                            label=f"smallest within eps: {best.num_params:,} params, widths "
@@ -301,24 +274,16 @@ class Frontier:
 
 
 def _clip(front: Frontier, scratch) -> Callable[[float], float]:
-    """How a value is drawn: at least the floor of :func:`_floor` on the log axis; for PSNR
-    (linear axis) as it is, infinities 5 dB above the largest finite value."""
+    """How a value is drawn: on the log axis at least a decade below the smallest positive
+    value shown; for PSNR (linear axis) as it is, infinities 5 dB above the largest finite."""
+    vals = [v for r in front.rows for v in (r.error, r.error_before)
+            if v is not None and math.isfinite(v)] + [e for _, e in scratch or ()]
     if front.higher_is_better:
-        vals = [v for r in front.rows for v in (r.error, r.error_before)
-                if v is not None and math.isfinite(v)] + [e for _, e in scratch or ()]
         top = max(vals, default=0.0) + 5.0
         return lambda v: min(v, top)
-    floor = _floor(front, scratch)
+    vals = [v for v in vals + [front.teacher_error] if v > 0]
+    floor = min(vals) / 10 if vals else 1e-16
     return lambda v: max(v, floor)
-
-
-def _floor(front: Frontier, scratch) -> float:
-    """The smallest positive value shown (zeros are drawn there on the log axis)."""
-    vals = [v for r in front.rows for v in (r.error, r.error_before)
-            if v is not None and math.isfinite(v) and v > 0]
-    vals += [e for _, e in scratch or () if e > 0]
-    vals += [front.teacher_error] if front.teacher_error > 0 else []
-    return min(vals) / 10 if vals else 1e-16
 
 
 def _num(v: float | None) -> str:

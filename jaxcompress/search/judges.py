@@ -1,27 +1,11 @@
 r"""Judges: whether a candidate keeps the task, and at what figure (ours).
 
-A judge maps a candidate to one number, its *figure*, and says whether the figure meets the
-target ``eps`` (``figure <= eps``; ``>= eps`` for a judge whose :attr:`Judge.higher_is_better`).
-The built-in judges:
-
-* :class:`Metric` ``("sup")``: :func:`jaxcompress.sup_error` against the teacher (uniform
-  samples plus projected gradient ascent);
-* :class:`Metric` ``("rel_l2")``: :math:`\|F - \tilde F\|_2 / \|F\|_2` over
-  :data:`REL_L2_POINTS` fixed Sobol points of the domain (from the error estimate's stretch of
-  the sequence, none of them a polishing point);
-* :class:`Metric` ``("psnr")``: :func:`jaxcompress.measure.psnr` of the candidate against the
-  teacher on the same points, in dB (higher is better);
-* :class:`Metric` ``(callable)``: ``metric(f) -> float`` of the candidate as a batched function
-  ``f(x)`` (your task's error on held-out data; lower is better);
-* :class:`Polished` ``(judge, settings)``: the candidate distilled towards the teacher
-  (:func:`jaxcompress.polish`) before ``judge`` measures it, its figure before polishing kept;
-* :class:`Certificate`: the smaller of the paper's and our a posteriori certificates of
-  :func:`jaxcompress.certify` (chains of dense layers with an analytic activation);
-* :class:`Proof`: the upper end of :func:`jaxcompress.verify`'s proven bracket.
-
-Your own judge subclasses :class:`Judge` and defines ``__call__(f) -> float`` (``f`` the
-candidate as a batched function), with a ``name`` and, for a score, ``higher_is_better =
-True``; pass it as ``jc.Measured(metric=YourJudge())`` (``docs/shrink.md`` has an example).
+A judge maps a candidate to one number, its *figure*, and says whether it meets the target
+``eps`` (``figure <= eps``; ``>= eps`` for a score, :attr:`Judge.higher_is_better`). Built in:
+:class:`Metric` (the sup, relative L2 or PSNR distance to the teacher, or your callable),
+:class:`Polished` (another judge after :func:`jaxcompress.polish`), :class:`Certificate` (the
+a posteriori certificate) and :class:`Proof` (:func:`jaxcompress.verify`). Your own subclasses
+:class:`Judge` (``docs/shrink.md`` has an example).
 """
 
 from __future__ import annotations
@@ -36,9 +20,8 @@ import jax.numpy as jnp
 from jaxcompress._checks import describe
 from jaxcompress.certificates.certificate import certify_prepared
 from jaxcompress.certificates.report import Certificate as _Report
-from jaxcompress.compiling import FastOnSmallCPU
 from jaxcompress.graph.plan import Plan
-from jaxcompress.measure import error_points, network_sup_error, plan_estimate, psnr_db
+from jaxcompress.measure import error_points, network_sup_error, psnr_db
 from jaxcompress.search.candidates import Candidate, Candidates
 from jaxcompress.verification import verify
 
@@ -110,11 +93,18 @@ class Judge:
 
 
 class Metric(Judge):
-    """A metric by name (``"sup"``, ``"rel_l2"``, ``"psnr"``) or a callable ``metric(f) ->
-    float`` of the candidate as a batched function (lower is better).
+    r"""A metric by name or a callable ``metric(f) -> float`` of the candidate as a batched
+    function ``f(x)`` (lower is better):
 
-    ``key``, ``n_samples``, ``local_search_steps``: the sup measurement's. ``teacher``: the
-    leaves the sup is measured against (default the candidates' strongly typed teacher).
+    * ``"sup"``: :func:`jaxcompress.sup_error` against the teacher (uniform samples plus
+      projected gradient ascent; ``key``, ``n_samples``, ``local_search_steps``);
+    * ``"rel_l2"``: :math:`\|F - \tilde F\|_2 / \|F\|_2` over :data:`REL_L2_POINTS` fixed
+      Sobol points of the domain (the error estimate's stretch of the sequence, none of them a
+      polishing point);
+    * ``"psnr"``: :func:`jaxcompress.measure.psnr` against the teacher on the same points, in
+      dB (higher is better).
+
+    ``teacher``: the leaves measured against (default the candidates' strongly typed teacher).
     """
 
     def __init__(self, metric="sup", *, key=None, n_samples: int = 4096,
@@ -136,10 +126,9 @@ class Metric(Judge):
             value = network_sup_error(cands.plan, teacher, leaves, cands.domain, self.key,
                                       n_samples=self.n_samples,
                                       local_search_steps=self.local_search_steps)
-        elif self.metric == "rel_l2":
-            value = _rel_l2(teacher, leaves, cands.domain, plan=cands.plan, n=REL_L2_POINTS)
-        elif self.metric == "psnr":
-            value = _psnr(teacher, leaves, cands.domain, plan=cands.plan, n=REL_L2_POINTS)
+        elif self.metric in ("rel_l2", "psnr"):
+            value = _on_points(teacher, leaves, cands.domain, plan=cands.plan, n=REL_L2_POINTS,
+                               metric=self.metric)
         else:
             return super().judge(cand, cands)
         return Verdict(self._number(value), cand)
@@ -230,37 +219,19 @@ def as_judge(metric, where: str, **sup) -> Judge:
     callable ``metric(f) -> float`` (``sup``: the sup measurement's settings)."""
     if isinstance(metric, Judge):
         return metric
-    if isinstance(metric, str):
-        if metric not in METRICS:
-            raise ValueError(f"{where}: metric must be 'sup', 'rel_l2', 'psnr', a callable "
-                             f"metric(f) -> float or a jc.search.Judge, got {metric!r}")
-    elif not callable(metric):
-        raise TypeError(f"{where}: metric must be 'sup', 'rel_l2', 'psnr', a callable "
-                        f"metric(f) -> float (f the candidate as a batched function f(x)) or a "
-                        f"jc.search.Judge, got {describe(metric)}")
+    named = isinstance(metric, str)
+    if metric not in METRICS if named else not callable(metric):
+        raise (ValueError if named else TypeError)(
+            f"{where}: metric must be 'sup', 'rel_l2', 'psnr', a callable metric(f) -> float "
+            f"(f the candidate as a batched function f(x)) or a jc.search.Judge, got "
+            f"{repr(metric) if named else describe(metric)}")
     return Metric(metric, **sup)
 
 
-@functools.partial(jax.jit, static_argnames=("plan", "n"))
-def _rel_l2(teacher, leaves, domain, *, plan: Plan, n: int):
+@functools.partial(jax.jit, static_argnames=("plan", "n", "metric"))
+def _on_points(teacher, leaves, domain, *, plan: Plan, n: int, metric: str):
     x = error_points(domain, n, plan.x.dtype)
-    f = plan.apply(teacher, x)
-    gap = f - plan.apply(leaves, x)
-    return jnp.sqrt(jnp.sum(gap * gap) / jnp.sum(f * f))
-
-
-@functools.partial(jax.jit, static_argnames=("plan", "n"))
-def _psnr(teacher, leaves, domain, *, plan: Plan, n: int):
-    x = error_points(domain, n, plan.x.dtype)
-    return psnr_db(plan.apply(teacher, x), plan.apply(leaves, x))
-
-
-def estimate(cands: Candidates, leaves) -> jax.Array:
-    """``max |F - F~|`` on the error estimate's fixed Sobol points, as the driver records it
-    (one program)."""
-    return _estimate(cands.teacher, list(leaves), cands.domain, plan=cands.plan)
-
-
-@functools.partial(FastOnSmallCPU, static_argnames=("plan",))
-def _estimate(teacher, leaves, domain, *, plan: Plan):
-    return plan_estimate(plan, teacher, leaves, domain, None)
+    f, g = plan.apply(teacher, x), plan.apply(leaves, x)
+    if metric == "psnr":
+        return psnr_db(f, g)
+    return jnp.sqrt(jnp.sum((f - g) * (f - g)) / jnp.sum(f * f))

@@ -120,6 +120,16 @@ class Search:
         self.emit(f"stopped ({why.status}): {why.reason}{note}")
         return Outcome(best, self.clock.stop(why.status, why.reason, met=False))
 
+    def met(self, trial: Trial, note: str = "") -> Outcome:
+        """The outcome of a search that met its target with ``trial``."""
+        return Outcome(trial, self.clock.stop("met", "the target was met" + note, met=True))
+
+    def cut_short(self, why: Stopped, trial: Trial, what: str, detail: str) -> Outcome:
+        """The outcome of a search stopped after ``trial`` met the target: ``trial``."""
+        self.emit(f"stopped ({why.status}): {why.reason}; the {what} was cut short{detail}")
+        return Outcome(trial, self.clock.stop(why.status, f"{why.reason}; the {what} was cut "
+                                              "short (the target was met)", met=True))
+
     def stall(self, trials: list[Trial]) -> None:
         """:class:`~jaxcompress.stopping.Stopped` when the figures of ``trials`` (one per
         order) stopped improving (the clock's stall rule)."""

@@ -1,20 +1,8 @@
-r"""Proposers: which candidates a search judges next, given what was judged so far (ours).
+"""Proposers: which candidates a search judges next, given what was judged so far (ours).
 
-Each is a function returning a proposer for :meth:`jaxcompress.search.loop.Search.run`:
-
-* :func:`uniform_orders`: one family's orders :math:`k = 0, 1, \ldots` until one meets
-  ``eps`` (the error stalling or the orders running out stop it);
-* :func:`narrowing`: from a candidate that meets ``eps``, the set whose neuron saves the most
-  parameters first, ``by`` neurons narrower (``by`` starts at one, doubles after a success,
-  halves after a failure: a width falls from 28 to 3 in a handful of steps); a set that failed
-  by one neuron is tried after the others; it ends when no set can lose one;
-* :func:`per_set_orders`: derivative matching's per-set orders below a uniform order: each set
-  alone within ``eps / L`` (deepest first), raised until the whole network meets ``eps``, then
-  lowered (deepest first) while it still does;
-* :func:`raise_until_proven`: per-set orders raised (the largest share of the bound first) until
-  the judge's bound meets ``eps``, then, with ``refine``, bisected per set (deepest first);
-* :func:`grid`: every candidate of a list (methods times orders or widths), a family's larger
-  orders skipped once its figures stalled (off the Pareto front).
+Each function returns a proposer for :meth:`jaxcompress.search.loop.Search.run`; a proposer is
+a generator that yields proposals, reads each one's trial and returns an
+:class:`~jaxcompress.search.loop.Outcome`.
 """
 
 from __future__ import annotations
@@ -22,13 +10,26 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
-from jaxcompress.mlp import leaf_count
 from jaxcompress.search.candidates import Candidate
 from jaxcompress.search.judges import proof
 from jaxcompress.search.loop import Outcome, Search, Trial
 from jaxcompress.stopping import Stopped
 
-__all__ = ["grid", "narrowing", "per_set_orders", "raise_until_proven", "uniform_orders"]
+__all__ = ["figure", "grid", "line", "narrowing", "per_set_orders", "raise_until_proven",
+           "uniform_orders"]
+
+
+def figure(search: Search, t: Trial) -> str:
+    """A trial's figure as the progress lines say it (before and after polishing)."""
+    before = t.figure if t.before is None else t.before
+    polished = "" if t.before is None else f" -> polished {t.figure:.4g}"
+    return f"{search.judge.name} {before:.4g}{polished}"
+
+
+def line(search: Search, t: Trial) -> str:
+    """A trial's widths, size, figure and seconds, as the progress lines say them."""
+    return (f"widths {list(t.candidate.widths)}, {t.num_params:,} params, {figure(search, t)} "
+            f"({t.seconds:.1f} s)")
 
 
 def uniform_orders(build: Callable[[int], Candidate], orders: Sequence[int], *,
@@ -36,11 +37,11 @@ def uniform_orders(build: Callable[[int], Candidate], orders: Sequence[int], *,
                    label: str = "order", last: int | None = None,
                    full: Callable[[Trial], bool] | None = None,
                    note: Callable[[Trial], str] | None = None):
-    """``build(k)`` for ``k`` in ``orders`` until one meets ``eps``. Each trial reported as
-    ``"{label} k = {k}: {describe(trial)}"`` with the orders left (at most ``last - k``; none
-    once ``full(trial)``: its candidate keeps every neuron, and larger orders are equal).
-    Stopped, it chooses the best figure and reports ``note(best)`` after the reason (``None``:
-    no line when the orders ran out)."""
+    """``build(k)`` for ``k`` in ``orders`` until one meets ``eps`` (the error stalling or the
+    orders running out stop it). Each trial reported as ``"{label} k = {k}: {describe(trial)}"``
+    with the orders left (at most ``last - k``; none once ``full(trial)``: its candidate keeps
+    every neuron, and larger orders are equal). Stopped, it chooses the best figure and reports
+    ``note(best)`` after the reason (``None``: no line when the orders ran out)."""
     def propose(search: Search):
         trials: list[Trial] = []
         clock = search.clock
@@ -53,7 +54,7 @@ def uniform_orders(build: Callable[[int], Candidate], orders: Sequence[int], *,
                                                    else max(last - k, 1))
                 search.emit(f"{label} k = {k}: {describe(trial)}" + clock.eta(left, "orders"))
                 if trial.ok:
-                    return Outcome(trial, clock.stop("met", "the target was met", met=True))
+                    return search.met(trial)
                 if done:
                     break
                 if len(trials) < len(orders):   # after the last, the advice says more
@@ -69,10 +70,13 @@ def uniform_orders(build: Callable[[int], Candidate], orders: Sequence[int], *,
 
 
 def narrowing(start: Trial):
-    """Sets narrowed from ``start`` (which meets ``eps``) while the figure stays within it; cut
-    short by the budget it chooses the smallest candidate that met ``eps`` so far."""
+    """From ``start`` (which meets ``eps``), the set whose neuron saves the most parameters
+    first, ``by`` neurons narrower while the figure stays within ``eps`` (``by`` starts at one,
+    doubles after a success, halves after a failure; a set that failed by one neuron is tried
+    after the others); it ends when no set can lose one. Cut short by the budget it chooses the
+    smallest candidate that met ``eps`` so far."""
     def propose(search: Search):
-        cands, clock = search.candidates, search.clock
+        cands = search.candidates
         best = start
         space = cands.space(start.candidate)
         failed: set[int] = set()
@@ -82,7 +86,7 @@ def narrowing(start: Trial):
             while True:
                 cand = best.candidate
                 sets = [s for s, w in enumerate(cand.widths) if w > 1]
-                sets.sort(key=lambda s: (s in failed, -_saving(cands, cand, s), -s))
+                sets.sort(key=lambda s: (s in failed, -cands.saving(cand, s), -s))
                 accepted = False
                 for s in sets:
                     while not accepted:
@@ -98,32 +102,25 @@ def narrowing(start: Trial):
                         else:
                             failed.add(s)          # not even one neuron: the next set
                             done.add(s)
-                        _report(search, trial, s, by, _steps_left(
-                            (trial if trial.ok else best).candidate.widths, failed, done))
+                        verdict = ("kept" if trial.ok else "below eps"
+                                   if search.judge.higher_is_better else "over eps")
+                        left = _steps_left((trial if trial.ok else best).candidate.widths,
+                                           failed, done)
+                        search.emit(f"set {s + 1} -{by} -> widths {list(trial.candidate.widths)}"
+                                    f", {trial.num_params:,} params: {figure(search, trial)} "
+                                    f"{verdict} ({trial.seconds:.1f} s)"
+                                    + search.clock.eta(left, "steps", about=True))
                         if not trial.ok and by == 1:
                             break
                     if accepted:
                         break
                 if not accepted:
-                    return Outcome(best, clock.stop("met", "the target was met; no layer can "
-                                                    "lose a neuron", met=True))
+                    return search.met(best, "; no layer can lose a neuron")
         except Stopped as why:
-            search.emit(f"stopped ({why.status}): {why.reason}; the width search was cut short: "
-                        f"the smallest network that met the target so far has widths "
-                        f"{list(best.candidate.widths)}")
-            return Outcome(best, clock.stop(why.status, why.reason + "; the width search was "
-                                            "cut short (the target was met)", met=True))
+            return search.cut_short(why, best, "width search", ": the smallest network that "
+                                    f"met the target so far has widths "
+                                    f"{list(best.candidate.widths)}")
     return propose
-
-
-def _report(search: Search, trial: Trial, s: int, by: int, left: int) -> None:
-    judge, cand = search.judge, trial.candidate
-    verdict = ("kept" if trial.ok else "below eps" if judge.higher_is_better else "over eps")
-    before = trial.figure if trial.before is None else trial.before
-    polished = "" if trial.before is None else f" -> polished {trial.figure:.4g}"
-    search.emit(f"set {s + 1} -{by} -> widths {list(cand.widths)}, {leaf_count(cand.leaves):,} "
-                f"params: {judge.name} {before:.4g}{polished} {verdict} ({trial.seconds:.1f} s)"
-                + search.clock.eta(left, "steps", about=True))
 
 
 def _steps_left(widths: Sequence[int], failed: set[int], done: set[int]) -> int:
@@ -137,19 +134,13 @@ def _steps_left(widths: Sequence[int], failed: set[int], done: set[int]) -> int:
                for s in live)
 
 
-def _saving(cands, cand: Candidate, s: int) -> int:
-    """Parameters dropped with one neuron of set ``s``."""
-    masks = [[True] * w for w in cand.widths]
-    masks[s][-1] = False
-    small = cands.plan.at_widths(cand.widths).restrict(cand.leaves, masks)
-    return leaf_count(cand.leaves) - leaf_count(small)
-
-
 def per_set_orders(build: Callable[[dict[int, int]], Candidate], n_sets: int, k_u: int,
                    start: Trial):
     """Per-set orders ``<= k_u`` (``build({set: order})``: that set alone at that order, the
-    others whole; ``start``: every set at ``k_u``, which meets ``eps``). Chooses the orders'
-    trial that met ``eps`` last (cut short: the last that did)."""
+    others whole; ``start``: every set at ``k_u``, which meets ``eps``): each set alone within
+    ``eps / L`` (deepest first), raised (the largest single-set figure first) until the whole
+    network meets ``eps``, then lowered (deepest first) while it still does. Chooses the orders'
+    trial that met ``eps`` last."""
     def propose(search: Search):
         eps, met = search.eps, start
         orders = [k_u] * n_sets
@@ -183,12 +174,9 @@ def per_set_orders(build: Callable[[dict[int, int]], Candidate], n_sets: int, k_
                     search.emit(f"lower layer {s + 1} -> k = {orders[s]}, measured "
                                 f"{trial.figure:.3e}")
         except Stopped as why:
-            search.emit(f"stopped ({why.status}): {why.reason}; the per-layer search was cut "
-                        f"short at orders {list(met.candidate.orders)} (they meet eps)")
-            return Outcome(met, search.clock.stop(why.status, why.reason + "; the per-layer "
-                                                  "search was cut short (the target was met)",
-                                                  met=True))
-        return Outcome(met, search.clock.stop("met", "the target was met", met=True))
+            return search.cut_short(why, met, "per-layer search", " at orders "
+                                    f"{list(met.candidate.orders)} (they meet eps)")
+        return search.met(met)
     return propose
 
 
@@ -199,38 +187,37 @@ def raise_until_proven(build: Callable[[list[int]], Candidate], orders: list[int
     judge's bound exceeds ``eps`` (``can_raise(set, order)``); with ``refine`` each set's order
     then bisected, deepest first, to the smallest whose bound meets ``eps``."""
     def propose(search: Search):
-        clock, eps = search.clock, search.eps
+        eps = search.eps
         trials: list[Trial] = []
+
+        def bound(t: Trial) -> str:
+            return f"a posteriori bound {t.figure:.3g} ({proof(t.evidence)[1]})"
         try:
             trial = yield functools.partial(build, list(orders))
             trials.append(trial)
             while not trial.ok:
-                cands = [s for s in range(len(orders)) if can_raise(s, orders[s])]
-                if not cands:
-                    raise Stopped("out_of_orders", f"the a posteriori certificate "
-                                  f"{trial.figure:.3g} ({proof(trial.evidence)[1]}) exceeds eps = "
-                                  f"{eps:g} at orders {orders} and no order can be raised")
+                raisable = [s for s in range(len(orders)) if can_raise(s, orders[s])]
+                if not raisable:
+                    raise Stopped("out_of_orders", f"the {bound(trial)} exceeds eps = {eps:g} at "
+                                  f"orders {orders} and no order can be raised")
                 search.stall(trials)
-                s = max(cands, key=lambda i: shares(trial)[i])
+                s = max(raisable, key=lambda i: shares(trial)[i])
                 orders[s] += 1
-                search.emit(f"a posteriori bound {trial.figure:.3g} ({proof(trial.evidence)[1]}) "
-                            f"> eps: raise layer {s + 1} to k = {orders[s]}" + clock.eta(
-                                sum(max_order - k for k in orders) + 1, "raises"))
+                search.emit(f"{bound(trial)} > eps: raise layer {s + 1} to k = {orders[s]}"
+                            + search.clock.eta(sum(max_order - k for k in orders) + 1,
+                                               "raises"))
                 trial = yield functools.partial(build, list(orders))
                 trials.append(trial)
-            search.emit(f"a posteriori bound {trial.figure:.3g} ({proof(trial.evidence)[1]}) "
-                        f"<= eps at {orders}")
+            search.emit(f"{bound(trial)} <= eps at {orders}")
         except Stopped as why:
             best = search.best(trials)
             search.emit(f"stopped ({why.status}): {why.reason}; target not met: the best a "
                         f"posteriori bound is {best.figure:.3g} at orders "
                         f"{list(best.candidate.orders)}")
-            return Outcome(best, clock.stop(why.status, why.reason, met=False))
-        if not refine:
-            return Outcome(trial, clock.stop("met", "the target was met", met=True))
+            return Outcome(best, search.clock.stop(why.status, why.reason, met=False))
         best = trial
         try:    # bisection per set, deepest first; only proven orders are accepted
-            for s in range(len(orders) - 1, -1, -1):
+            for s in range(len(orders) - 1, -1, -1) if refine else ():
                 lo, hi = -1, orders[s]
                 while hi - lo > 1:
                     k = (lo + hi) // 2
@@ -238,16 +225,12 @@ def raise_until_proven(build: Callable[[list[int]], Candidate], orders: list[int
                     if trial.ok:
                         hi = orders[s] = k
                         best = trial
-                        search.emit(f"refine: layer {s + 1} -> k = {k}, a posteriori bound "
-                                    f"{trial.figure:.3g} ({proof(trial.evidence)[1]})")
+                        search.emit(f"refine: layer {s + 1} -> k = {k}, {bound(trial)}")
                     else:
                         lo = k
         except Stopped as why:
-            search.emit(f"stopped ({why.status}): {why.reason}; refinement cut short at orders "
-                        f"{orders} (certified)")
-            return Outcome(best, clock.stop(why.status, why.reason + "; the refinement was cut "
-                                            "short (the target was met)", met=True))
-        return Outcome(best, clock.stop("met", "the target was met", met=True))
+            return search.cut_short(why, best, "refinement", f" at orders {orders} (certified)")
+        return search.met(best)
     return propose
 
 
@@ -261,7 +244,7 @@ def grid(proposals: Sequence[tuple[Callable[[], Candidate], str, object]]):
         stalled: set[int] = set()
         status, reason = "complete", "every candidate was measured"
         for i, (proposal, what, family) in enumerate(proposals, start=1):
-            if family is not None and id(family) in stalled:
+            if id(family) in stalled:
                 continue
             try:
                 trial = yield proposal
@@ -270,12 +253,8 @@ def grid(proposals: Sequence[tuple[Callable[[], Candidate], str, object]]):
                 search.emit(f"stopped ({why.status}): {why.reason}; {n - i + 1} candidates not "
                             "measured")
                 break
-            c = trial.candidate
-            before = trial.figure if trial.before is None else trial.before
-            polished = "" if trial.before is None else f" -> polished {trial.figure:.4g}"
-            search.emit(f"[{i}/{n}] {what}: widths {list(c.widths)}, {trial.num_params:,} "
-                        f"params, {search.judge.name} {before:.4g}{polished} "
-                        f"({trial.seconds:.1f} s)" + clock.eta(n - i, "candidates"))
+            search.emit(f"[{i}/{n}] {what}: {line(search, trial)}"
+                        + clock.eta(n - i, "candidates"))
             if family is None:
                 continue
             by_family.setdefault(id(family), []).append(trial)
@@ -286,11 +265,8 @@ def grid(proposals: Sequence[tuple[Callable[[], Candidate], str, object]]):
                 skipped = sum(1 for _, _, f in proposals[i:] if f is family)
                 if skipped:
                     status, reason = "stalled", why.reason
-                    search.emit(f"stalled: {why.reason}; {_name(family)}'s {skipped} larger "
+                    name = getattr(family, "__name__", type(family).__name__)
+                    search.emit(f"stalled: {why.reason}; {name}'s {skipped} larger "
                                 f"order{'s' if skipped > 1 else ''} skipped")
         return Outcome(None, clock.stop(status, reason, met=None))
     return propose
-
-
-def _name(f) -> str:
-    return getattr(f, "__name__", type(f).__name__)

@@ -1,25 +1,9 @@
-r"""The entry points: :func:`compress_to_tolerance` with its four strategies, and :func:`frontier`.
+"""The entry points: :func:`compress_to_tolerance` with its four strategies, and :func:`frontier`.
 
-A *strategy* is a judge and the proposers it runs (:mod:`jaxcompress.search`), a value that
-validates itself:
-
-* :class:`Certified`: derivative matching's per-set orders with a proof: the a priori orders of
-  the paper's or our certificate, raised until the a posteriori certificate meets ``eps``
-  (:class:`~jaxcompress.search.judges.Certificate`; chains of dense layers with an analytic
-  activation);
-* :class:`MeasuredOrders`: derivative matching's uniform order by the measured sup error, then
-  per-set orders below it (every network);
-* :class:`Measured`: any method's orders, then narrower sets, polished if asked, by any metric
-  or judge (every network);
-* :class:`Verified`: the search of :class:`Measured`, each candidate's sup error proven by
-  :func:`jaxcompress.verify` (every network).
-
-Every search takes a time budget (``max_seconds``) and stops early when its figure stopped
-improving with the order (:mod:`jaxcompress.stopping`). Whatever stopped it, it has the best
-network it found: the result's ``status`` says why it stopped (``"met"``, ``"budget"``,
-``"stalled"``, ``"out_of_orders"``) and ``met`` whether that network meets ``eps``; one that does
-not is raised as :class:`ToleranceNotMet` (with the result as its ``result``) unless
-``throw=False``.
+A *strategy* is a value that validates itself: a judge (:meth:`ToleranceStrategy.judge`) and
+the proposers its :meth:`~ToleranceStrategy.search` runs in the loop of
+:mod:`jaxcompress.search`; every search returns one :class:`ToleranceResult`
+(``docs/shrink.md`` has the searches, their budget and when they stop).
 """
 
 from __future__ import annotations
@@ -60,7 +44,7 @@ from jaxcompress.protocol import NetworkLike
 from jaxcompress.search import judges, proposers
 from jaxcompress.search.candidates import Candidate, Candidates
 from jaxcompress.search.frontier import Frontier, FrontierRow
-from jaxcompress.search.loop import Search, Trial
+from jaxcompress.search.loop import Outcome, Search, Trial
 from jaxcompress.select import MaxVol, Selector, as_selector
 from jaxcompress.stopping import Clock, Stop, check_max_seconds, check_stall
 from jaxcompress.taylor import num_monomials
@@ -122,11 +106,11 @@ def as_polish(polish, where: str) -> PolishSettings | None:
 
 @dataclasses.dataclass(frozen=True)
 class ToleranceResult:
-    """What :func:`compress_to_tolerance` returns.
+    """What :func:`compress_to_tolerance` returns, whatever the strategy.
 
     Attributes:
-      params: the compressed network (for the order searches untrimmed: static widths
-        ``min(D_k, d_l)``; :func:`jaxcompress.trim` drops rank-deficient neurons).
+      params: the compressed network as the teacher's kind (for the order searches untrimmed:
+        static widths ``min(D_k, d_l)``; :func:`jaxcompress.trim` drops rank-deficient neurons).
       orders: the Taylor order per compressible set.
       report: the :class:`~jaxcompress.Certificate` of ``params`` (the order searches, on a
         chain with a bound rule; else ``None``).
@@ -134,11 +118,10 @@ class ToleranceResult:
       info: the :class:`jaxcompress.CompressInfo` of the compression.
       mode: the strategy's name: ``"certified"``, ``"measured"`` or ``"verified"``.
       history: one line per step of the search (what was tried and why).
-      orders_source: ``"paper"`` (the paper's ``k_cert``, Eq. 72) or ``"ours"`` (``k_ours``),
-        the certificate whose a priori orders started a certified search; else
-        ``"measured"``.
-      compressed: the :class:`~jaxcompress.Compressed` (``None`` for a params list searched
-        by orders: ``params`` is then the list).
+      orders_source: ``"paper"`` (``k_cert``, Eq. 72) or ``"ours"`` (``k_ours``), the
+        certificate whose a priori orders started a certified search; else ``"measured"``.
+      compressed: the :class:`~jaxcompress.Compressed` (a module's: its
+        :class:`~jaxcompress.modules.CompressedModule`).
       metric, metric_value: how the network was judged (the judge's name) and its figure.
       frontier: every candidate the search judged (a :class:`~jaxcompress.Frontier`).
       verification: for :class:`Verified`, the proven bracket of the network returned.
@@ -223,14 +206,11 @@ class ToleranceStrategy(abc.ABC):
         if self.key is not None:
             check_key(self.key, where)
 
-    @property
-    def measurement_key(self) -> jax.Array:
-        return seed_key(0) if self.key is None else self.key
-
     def sup(self, name: str = "sup", teacher=None) -> judges.Metric:
         """The sampled sup error with this strategy's settings."""
-        m = judges.Metric("sup", key=self.measurement_key, n_samples=self.n_samples,
-                          local_search_steps=self.local_search_steps, teacher=teacher)
+        m = judges.Metric("sup", key=seed_key(0) if self.key is None else self.key,
+                          n_samples=self.n_samples, local_search_steps=self.local_search_steps,
+                          teacher=teacher)
         m.name = name
         return m
 
@@ -242,42 +222,46 @@ class ToleranceStrategy(abc.ABC):
     def search(self, search: Search) -> ToleranceResult:
         """Run the search."""
 
+    def result(self, search: Search, cand: Candidate, stop: Stop, *, error: float,
+               value: float, report=None, source: str = "measured") -> ToleranceResult:
+        """The result of every search: ``cand`` as the teacher's kind of network, its sup
+        ``error``, its figure ``value`` by the judge, and the frontier of every trial."""
+        cands = search.candidates
+        small = cands.result(cand)    # what compress returns for the user's network
+        if isinstance(small, NetworkLike):
+            params = small.params
+        else:                         # a params list: its Compressed beside it
+            params, small = small, compressed(cands.net, list(cand.leaves), cand.info)
+        orders = cand.orders if cand.orders is not None else (cand.order,) * len(cand.widths)
+        return ToleranceResult(
+            params=params, orders=tuple(orders), report=report, measured_error=error,
+            info=cand.info, mode=self.name, history=tuple(search.history),
+            orders_source=source, compressed=small, metric=search.judge.name,
+            metric_value=value, frontier=_frontier(search, stop), stop=stop)
 
-def _orders_result(strategy: ToleranceStrategy, search: Search, cand: Candidate, report,
-                   source: str, stop: Stop) -> ToleranceResult:
-    """The result of an order search: ``cand`` exact (its own widths), measured at the
-    teacher's shapes."""
-    cands = search.candidates
-    plan, net = cands.plan, cands.net
-    full = dataclasses.replace(cand, measured=plan.expand(cand.leaves, cand.info.layers))
-    err = strategy.sup(teacher=net.leaves).judge(full, cands).figure
-    if net.kind == "params":
-        params, small_net = plan.chain.lower(cand.leaves), None
-    else:
-        small_net = compressed(net, cand.leaves, cand.info)
-        params = small_net.params
-    judge = search.judge     # the figure: the certificate's bound, else the sup measured
-    value = judges.proof(report)[0] if isinstance(judge, judges.Certificate) else err
-    return ToleranceResult(params=params, orders=tuple(cand.orders), report=report,
-                           measured_error=err, info=cand.info, mode=strategy.name,
-                           history=tuple(search.history), orders_source=source,
-                           compressed=small_net, metric=judge.name, metric_value=value,
-                           frontier=_frontier(search, stop), stop=stop)
+    def orders_result(self, search: Search, cand: Candidate, stop: Stop, report=None,
+                      source: str = "measured") -> ToleranceResult:
+        """The result of an order search: ``cand`` at its own widths, its sup error measured
+        at the teacher's shapes; its figure the certificate's bound, else that error."""
+        cands = search.candidates
+        full = dataclasses.replace(cand, measured=cands.plan.expand(cand.leaves,
+                                                                    cand.info.layers))
+        err = self.sup(teacher=cands.net.leaves).judge(full, cands).figure
+        value = (judges.proof(report)[0] if isinstance(search.judge, judges.Certificate)
+                 else err)
+        return self.result(search, cand, stop, error=err, value=value, report=report,
+                           source=source)
 
 
 @dataclasses.dataclass(frozen=True)
 class Certified(ToleranceStrategy):
-    """Orders with a proof: the a priori orders of :func:`jaxcompress.certify`, checked a
-    posteriori.
-
-    The a priori orders (``orders_from``: the paper's ``k_cert`` of Eq. 72 at the uniform budget
-    of Eq. 62 and Lemma 19, or ours ``k_ours``) are compressed with the maxvol selector (Lemma
-    10's coefficient bound, up to ``1 + delta``); the a posteriori certificates of the result
-    (ours and the paper's Theorem 5 on the actual weights; the smaller is used) are then
-    computed and, should it exceed ``eps`` (floating-point residuals, maxvol swap cap), the
-    order of the layer contributing most is raised until it does not. Refuses with
-    ``ValueError`` (naming the layer and ``rho`` vs ``R``) when the chosen certificate(s) cannot
-    certify the layer (Assumption 4 not proven, or no order certifies the budget).
+    """Orders with a proof (``docs/certificates.md``): the a priori orders of
+    :func:`jaxcompress.certify` (the paper's ``k_cert``, Eq. 72, at the uniform budget of Eq. 62
+    and Lemma 19, or ours ``k_ours``) compressed with the maxvol selector (Lemma 10's coefficient
+    bound, up to ``1 + delta``), the order of the layer contributing most to the a posteriori
+    certificate (the smaller of ours and the paper's Theorem 5 on the actual weights) raised
+    while it exceeds ``eps``. A ``ValueError`` names the layer and ``rho`` against ``R`` where
+    no certificate exists (Assumption 4 not proven, or no order certifies the budget).
 
     Args:
       orders_from: ``"paper"`` (the paper's ``k_cert``, Eq. 72), ``"ours"`` (``k_ours``), or
@@ -323,9 +307,9 @@ class Certified(ToleranceStrategy):
                                   self.delta)
 
     def search(self, search: Search) -> ToleranceResult:
-        cands, judge, eps = search.candidates, search.judge, search.eps
+        cands, eps = search.candidates, search.eps
         radius = domain_geometry(cands.domain, int(cands.net.x.shape[-1]))[0]
-        report = certify_prepared(judge.prepared, eps=eps, delta=self.delta)
+        report = certify_prepared(search.judge.prepared, eps=eps, delta=self.delta)
         orders, source = _certified_orders(report, self.orders_from, radius, cands.net.lower())
         if source == "paper":
             search.emit(f"a priori orders: the paper's k_cert (Eq. 72) = {orders} (budget "
@@ -336,27 +320,23 @@ class Certified(ToleranceStrategy):
                         f"{report.eps_uniform_ours:.3g}, Lambda_bar_ours = "
                         f"{report.Lambda_bar_ours:.3g})")
         sizes = cands.plan.sizes
-        widths, d = sizes[1:-1], sizes[0]
         out = search.run(proposers.raise_until_proven(
             functools.partial(cands.orders, self.selector, exact=True), orders,
-            can_raise=lambda s, k: k < self.max_order and num_monomials(d, k) < widths[s],
+            can_raise=lambda s, k: (k < self.max_order
+                                    and num_monomials(sizes[0], k) < sizes[1 + s]),
             shares=lambda t: _contributions(t.evidence), refine=self.refine,
             max_order=self.max_order))
-        trial = out.chosen
-        return _orders_result(self, search, trial.candidate, trial.evidence, source, out.stop)
+        return self.orders_result(search, out.chosen.candidate, out.stop,
+                                  out.chosen.evidence, source)
 
 
 @dataclasses.dataclass(frozen=True)
 class MeasuredOrders(ToleranceStrategy):
-    """Derivative matching's per-layer orders by the measured sup error; nothing is guaranteed
-    beyond the measurement.
-
-    The smallest uniform order ``k_u`` whose measured sup error (:func:`jaxcompress.sup_error`:
-    samples plus projected local search) is ``<= eps`` bounds the search; then, deepest layer
-    first, each layer alone gets the smallest order ``<= k_u`` meeting ``eps / L``; orders are
-    raised (largest single-layer error first) until the whole network meets ``eps`` and finally
-    lowered, deepest first, while it still does. The result equals ``jc.compress(net,
-    jc.derivative_matching(orders, selector=...))``.
+    """Derivative matching's per-layer orders by the measured sup error (nothing is guaranteed
+    beyond the measurement): the smallest uniform order ``k_u`` whose sup error
+    (:func:`jaxcompress.sup_error`) is ``<= eps``, then per-layer orders below it
+    (:func:`~jaxcompress.search.proposers.per_set_orders`). The result equals
+    ``jc.compress(net, jc.derivative_matching(orders, selector=...))``.
 
     Args:
       selector: a deterministic selector object or name (default
@@ -388,9 +368,8 @@ class MeasuredOrders(ToleranceStrategy):
             reason = out.stop.reason if out.stop.status != "out_of_orders" else (
                 out.stop.reason + "; or search with polishing, which keeps far smaller "
                 "networks: jc.Measured(method=jc.collocation, polish=True)")
-            stop = dataclasses.replace(out.stop, reason=reason)
-            return _orders_result(self, search, build([k_u] * n, exact=True), None,
-                                  "measured", stop)
+            return self.orders_result(search, build([k_u] * n, exact=True),
+                                      dataclasses.replace(out.stop, reason=reason))
         out = search.run(proposers.per_set_orders(build, n, k_u, out.chosen))
         cand = build(out.chosen.candidate.orders, exact=True)
         net, report = cands.net, None
@@ -398,7 +377,7 @@ class MeasuredOrders(ToleranceStrategy):
             report = certify(net.lower(), activation=net.activation, domain=cands.domain,
                              eps=eps, compressed=cands.plan.chain.lower(cand.leaves),
                              info=cand.info)
-        result = _orders_result(self, search, cand, report, "measured", out.stop)
+        result = self.orders_result(search, cand, out.stop, report)
         search.emit(f"final orders {list(cand.orders)} (uniform would be {k_u}): measured "
                     f"{result.measured_error:.3e}")
         return dataclasses.replace(result, history=tuple(search.history))
@@ -407,13 +386,9 @@ class MeasuredOrders(ToleranceStrategy):
 @dataclasses.dataclass(frozen=True)
 class Measured(ToleranceStrategy):
     """The smallest network that meets ``metric <= eps`` by measurement, any method, polished
-    if asked (ours); nothing is guaranteed beyond the measurement.
-
-    The method at orders ``k = 0, 1, ...`` (each compression polished if asked) until one meets
-    ``metric <= eps``; then, with ``shrink``, narrower sets (widths between the ``D_k`` steps;
-    steps of neurons that double after a success and halve after a failure), re-compressed,
-    re-polished and re-measured, while the metric stays within ``eps``. The result carries every
-    candidate measured (``result.frontier``).
+    if asked (ours; ``docs/shrink.md``): the method's orders ``k = 0, 1, ...`` until one meets
+    ``eps``, then, with ``shrink``, narrower sets while it still does
+    (:mod:`~jaxcompress.search.proposers`); nothing is guaranteed beyond the measurement.
 
     Args:
       method: a method factory called with an order (``jc.collocation``,
@@ -441,92 +416,118 @@ class Measured(ToleranceStrategy):
 
     def __post_init__(self):
         super().__post_init__()
-        _check_width_search(self)
-        self._metric()
+        where = type(self).__name__
+        object.__setattr__(self, "selector", _deterministic(self.selector, where))
+        object.__setattr__(self, "polish", as_polish(self.polish, where))
+        if self.method is not None:
+            as_family(self.method, where)
+        if not isinstance(self.shrink, bool):
+            raise TypeError(f"{where}: shrink must be a bool, got {self.shrink!r}")
+        self._judge()
 
-    def _metric(self) -> judges.Judge:
-        return judges.as_judge(self.metric, "Measured", key=self.measurement_key,
+    def _judge(self) -> judges.Judge:
+        """The judge before polishing."""
+        return judges.as_judge(self.metric, "Measured", key=self.sup().key,
                                n_samples=self.n_samples,
                                local_search_steps=self.local_search_steps)
 
     def judge(self, cands: Candidates, eps: float) -> judges.Judge:
-        judge = self._metric()
+        judge = self._judge()
         return judge if self.polish is None else judges.Polished(judge, self.polish)
 
     def search(self, search: Search) -> ToleranceResult:
-        return _width_search(self, search)[0]
+        return self._widths(search)[0]
+
+    def _widths(self, search: Search) -> tuple[ToleranceResult, Trial]:
+        """The family's orders, then narrower sets; the result and the trial chosen."""
+        cands, judge, eps = search.candidates, search.judge, search.eps
+        if cands.domain.parameter_map is not None:
+            raise _fail(search.history, "the search by a metric or with polishing needs a "
+                        "jc.Ball or jc.Box domain")
+        family = (as_family(self.method, "compress_to_tolerance") if self.method is not None
+                  else collocation if self.polish is not None
+                  else functools.partial(derivative_matching, selector=self.selector))
+        teacher = search.teacher_figure
+        if not judge.within(teacher, eps):
+            raise _fail(search.history, f"the teacher itself has {judge.name} {teacher:.4g} "
+                        f"{'<' if judge.higher_is_better else '>'} eps = {eps:g}; no compression "
+                        "of it can do better by measurement")
+        if isinstance(self.method, Method):   # one method: its own order alone
+            orders, last = [self.method.features.describe_order()], None
+            build = functools.partial(_at_order, cands, self.method)
+        else:
+            orders, last = range(self.max_order + 1), _full_order(family, cands, self.max_order)
+            build = functools.partial(cands.uniform, family, max_order=self.max_order)
+        out = search.run(proposers.uniform_orders(
+            build, orders, describe=lambda t: proposers.line(search, t), advice=functools.partial(
+                _advice, judge, eps, self.polish, family(self.max_order)), last=last,
+            full=lambda t: t.candidate.widths == cands.widths,
+            note=lambda t: (f"; target not met: the best candidate has widths "
+                            f"{list(t.candidate.widths)}, {t.num_params:,} parameters, "
+                            f"{judge.name} {t.figure:.4g} (eps {eps:g})")))
+        if out.stop.met and self.shrink:
+            out = search.run(proposers.narrowing(out.chosen))
+        trial = out.chosen
+        if out.stop.met:
+            search.emit(f"smallest: widths {list(trial.candidate.widths)}, {trial.num_params:,} "
+                        f"parameters, {judge.name} {trial.figure:.4g} (eps {eps:g}; the teacher "
+                        f"has {leaf_count(cands.teacher):,})")
+        cand = cands.padded(trial.candidate)   # measured in its own bucket's programs
+        what = cand.method.describe() + (", polished" if self.polish is not None else "") + (
+            ", widths searched" if self.shrink else "")
+        cand = dataclasses.replace(cand, info=dataclasses.replace(
+            cand.info, method=what, error_estimate=cands.estimate(cand.measured)))
+        return (self.result(search, cand, out.stop, error=self.sup().judge(cand, cands).figure,
+                            value=trial.figure), dataclasses.replace(trial, candidate=cand))
 
 
-def _check_width_search(self) -> None:
-    where = type(self).__name__
-    object.__setattr__(self, "selector", _deterministic(self.selector, where))
-    object.__setattr__(self, "polish", as_polish(self.polish, where))
-    if self.method is not None:
-        as_family(self.method, where)
-    if not isinstance(self.shrink, bool):
-        raise TypeError(f"{where}: shrink must be a bool, got {self.shrink!r}")
+@dataclasses.dataclass(frozen=True)
+class Verified(Measured):
+    """The smallest network whose error on the domain is **proven** at most ``eps`` (ours): the
+    search of :class:`Measured`, each candidate judged by :func:`jaxcompress.verify` (it counts
+    when its proven ``upper <= eps``); ``result.verification`` is the network's proof.
 
+    Args:
+      method, polish, shrink, selector: as for :class:`Measured` (default: collocation;
+        derivative matching is ``method=jc.derivative_matching``); the figure is the proof's,
+        not a ``metric``.
+      max_seconds: the time budget of each candidate's verification (a candidate whose proof
+        times out with ``upper > eps`` counts as over the budget); the whole search's is
+        :func:`compress_to_tolerance`'s ``max_seconds``.
+      max_order, key, n_samples, local_search_steps: see :class:`ToleranceStrategy`.
+    """
 
-def _width_search(self: Measured | Verified, search: Search) -> tuple[ToleranceResult, Trial]:
-    """The search of :class:`Measured` and :class:`Verified`: the family's orders, then
-    narrower sets; the result and the trial chosen."""
-    cands, judge, eps = search.candidates, search.judge, search.eps
-    if cands.domain.parameter_map is not None:
-        raise _fail(search.history, "the search by a metric or with polishing needs a jc.Ball "
-                    "or jc.Box domain")
-    family = (default_family(self.polish, self.selector) if self.method is None
-              else as_family(self.method, "compress_to_tolerance"))
-    teacher = search.teacher_figure
-    if not judge.within(teacher, eps):
-        raise _fail(search.history, f"the teacher itself has {judge.name} {teacher:.4g} "
-                    f"{'<' if judge.higher_is_better else '>'} eps = {eps:g}; no compression of "
-                    "it can do better by measurement")
-    if isinstance(self.method, Method):   # one method: its own order alone
-        k = self.method.features.describe_order()
-        orders, last = [k], None
-        build = functools.partial(_at_order, cands, self.method)
-    else:
-        orders, last = range(self.max_order + 1), _full_order(family, cands, self.max_order)
-        build = functools.partial(cands.uniform, family, max_order=self.max_order)
-    out = search.run(proposers.uniform_orders(
-        build, orders, describe=functools.partial(_line, judge), advice=functools.partial(
-            _advice, judge, eps, self.polish, family(self.max_order)), last=last,
-        full=lambda t: t.candidate.widths == cands.widths,
-        note=lambda t: (f"; target not met: the best candidate has widths "
-                        f"{list(t.candidate.widths)}, {t.num_params:,} parameters, "
-                        f"{judge.name} {t.figure:.4g} (eps {eps:g})")))
-    if out.stop.met and self.shrink:
-        out = search.run(proposers.narrowing(out.chosen))
-    trial = out.chosen
-    if out.stop.met:
-        search.emit(f"smallest: widths {list(trial.candidate.widths)}, {trial.num_params:,} "
-                    f"parameters, {judge.name} {trial.figure:.4g} (eps {eps:g}; the teacher "
-                    f"has {leaf_count(cands.teacher):,})")
-    cand = cands.padded(trial.candidate)   # measured in its own bucket's programs
-    what = cand.method.describe() + (", polished" if self.polish is not None else "") + (
-        ", widths searched" if self.shrink else "")
-    info = dataclasses.replace(cand.info, method=what,
-                               error_estimate=judges.estimate(cands, cand.measured))
-    cand = dataclasses.replace(cand, info=info)
-    result = cands.result(cand)   # what compress returns for the user's network
-    if isinstance(result, NetworkLike):
-        small, params = result, result.params
-    else:                          # a params list: its Compressed beside it
-        small, params = compressed(cands.net, list(cand.leaves), info), result
-    return ToleranceResult(
-        params=params, orders=(cand.order,) * len(cand.widths), report=None,
-        measured_error=self.sup().judge(cand, cands).figure, info=info, mode=self.name,
-        history=tuple(search.history), compressed=small, metric=judge.name,
-        metric_value=trial.figure, frontier=_frontier(search, out.stop),
-        stop=out.stop), dataclasses.replace(trial, candidate=cand)
+    method: Any = collocation
+    max_seconds: float = 60.0
+    name: ClassVar[str] = "verified"
 
+    def __post_init__(self):
+        if self.method is None:
+            object.__setattr__(self, "method", collocation)
+        super().__post_init__()
+        if self.metric != "sup":
+            raise ValueError(f"Verified: the figure is jc.verify's proven sup error; metric "
+                             f"must be 'sup', got {self.metric!r}")
+        if not finite_number(self.max_seconds) or float(self.max_seconds) <= 0:
+            raise ValueError(f"Verified: max_seconds must be a positive number, got "
+                             f"{self.max_seconds!r}")
 
-def _line(judge: judges.Judge, t: Trial) -> str:
-    c = t.candidate
-    before = t.figure if t.before is None else t.before
-    polished = "" if t.before is None else f" -> polished {t.figure:.4g}"
-    return (f"widths {list(c.widths)}, {t.num_params:,} params, {judge.name} {before:.4g}"
-            f"{polished} ({t.seconds:.1f} s)")
+    def judge(self, cands: Candidates, eps: float) -> judges.Judge:
+        fn, params = cands.net.function()
+        judge = judges.Proof(functools.partial(fn, params), eps, float(self.max_seconds))
+        return judge if self.polish is None else judges.Polished(judge, self.polish)
+
+    def search(self, search: Search) -> ToleranceResult:
+        result, trial = self._widths(search)
+        if result.status == "budget":   # no further proof past the budget: the search's stands
+            return dataclasses.replace(result, verification=trial.evidence)
+        # proven padded to its own bucket, by the programs the search compiled
+        judge = search.judge.inner if isinstance(search.judge, judges.Polished) else search.judge
+        res = judges.Proof.judge(judge, trial.candidate, search.candidates).evidence
+        search.emit(f"proven: sup error in [{res.lower:.4g}, {res.upper:.4g}] ({res.status}, "
+                    f"{res.seconds:.1f} s)")
+        return dataclasses.replace(result, verification=res, metric_value=res.upper,
+                                   history=tuple(search.history))
 
 
 def _advice(judge, eps, polish, method, trials) -> str:
@@ -553,59 +554,6 @@ def _full_order(family, cands: Candidates, max_order: int) -> int:
                 if len(counts) == len(cands.widths) else min(counts) >= max(cands.widths)):
             return k
     return max_order
-
-
-@dataclasses.dataclass(frozen=True)
-class Verified(ToleranceStrategy):
-    """The smallest network whose error on the domain is **proven** at most ``eps``: the search
-    of :class:`Measured`, each candidate judged by :func:`jaxcompress.verify` (a candidate
-    counts when its proven ``upper <= eps``), every network (ours).
-
-    The result carries the :class:`~jaxcompress.Verification` of the network returned
-    (``result.verification``) beside the sampled ``measured_error``.
-
-    Args:
-      method, polish, shrink, selector: as for :class:`Measured` (default: collocation;
-        derivative matching is ``method=jc.derivative_matching``).
-      max_seconds: the time budget of each candidate's verification (a candidate whose proof
-        times out with ``upper > eps`` counts as over the budget); the whole search's is
-        :func:`compress_to_tolerance`'s ``max_seconds``.
-      max_order, key, n_samples, local_search_steps: see :class:`ToleranceStrategy`.
-    """
-
-    method: Any = None
-    polish: Any = False
-    shrink: bool = True
-    selector: Selector | str = "pivoted_qr"
-    max_seconds: float = 60.0
-    name: ClassVar[str] = "verified"
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.method is None:
-            object.__setattr__(self, "method", collocation)
-        _check_width_search(self)
-        if not finite_number(self.max_seconds) or float(self.max_seconds) <= 0:
-            raise ValueError(f"Verified: max_seconds must be a positive number, got "
-                             f"{self.max_seconds!r}")
-
-    def judge(self, cands: Candidates, eps: float) -> judges.Judge:
-        fn, params = cands.net.function()
-        judge = judges.Proof(functools.partial(fn, params), eps, float(self.max_seconds))
-        return judge if self.polish is None else judges.Polished(judge, self.polish)
-
-    def search(self, search: Search) -> ToleranceResult:
-        result, trial = _width_search(self, search)
-        if result.status == "budget":   # no further proof past the budget: the search's stands
-            return dataclasses.replace(result, verification=trial.evidence)
-        # proven padded to its own bucket, by the programs the search compiled
-        proof = judges.Proof.judge(search.judge.inner if isinstance(search.judge, judges.Polished)
-                                   else search.judge, trial.candidate, search.candidates)
-        res = proof.evidence
-        search.emit(f"proven: sup error in [{res.lower:.4g}, {res.upper:.4g}] ({res.status}, "
-                    f"{res.seconds:.1f} s)")
-        return dataclasses.replace(result, verification=res, metric_value=res.upper,
-                                   history=tuple(search.history))
 
 
 def _deterministic(selector, where: str) -> Selector:
@@ -640,8 +588,8 @@ def compress_to_tolerance(
       params: a params list (with ``activation=``) or any network (from :func:`~jaxcompress.trace`,
         :func:`~jaxcompress.trace_module`, a compressed result, a loaded file).
       activation, domain, eps: as in :func:`certify` (``domain`` a Ball or Box).
-      strategy: the search (see the module docstring): :class:`Certified` (default),
-        :class:`MeasuredOrders`, :class:`Measured` or :class:`Verified`.
+      strategy: the search: :class:`Certified` (default), :class:`MeasuredOrders`,
+        :class:`Measured` or :class:`Verified`.
       progress: ``None`` (quiet), ``True`` (each step printed to stderr, with the time so far,
         the steps left and an estimate of their time) or a callable receiving each line. Every
         line is also in ``history``, and an error names the last steps reached.
@@ -788,18 +736,6 @@ def _throughput(cands: Candidates, leaves, batch: int, repeats: int = 5) -> floa
     return batch / statistics.median(times)
 
 
-def default_family(polish: PolishSettings | None, selector) -> Callable[[int], Method]:
-    """The method family of a search given none: derivative matching (the paper's) when not
-    polishing; collocation when polishing (the better start, benchmarks/README.md)."""
-    if polish is not None:
-        return collocation
-    return functools.partial(_derivative, selector=selector)
-
-
-def _derivative(k: int, *, selector) -> Method:
-    return derivative_matching(k, selector=selector)
-
-
 def as_family(method, where: str) -> Callable[[int], Method]:
     """``method=`` of a search as a family ``k -> Method`` (a method value: every order)."""
     if isinstance(method, Method):
@@ -825,16 +761,9 @@ def _grid(factories, orders, widths, cands: Candidates, where: str) -> list:
         if isinstance(f, (Method, BestOf)):
             out.append((functools.partial(cands.uniform, f, None), f.describe(), None))
             continue
-        methods = []
-        for k in orders:
-            m = f(k)
-            if not isinstance(m, Method):
-                raise TypeError(f"{where}: a method factory must return a jc.Method for an "
-                                f"order k, got {describe(m)} from {describe(f)}")
-            methods.append((k, m))
-        top = max(orders, default=0)
-        out += [(functools.partial(cands.uniform, f, k, top), m.describe(), f)
-                for k, m in methods]
+        family, top = as_family(f, where), max(orders, default=0)
+        out += [(functools.partial(cands.uniform, f, k, top), family(k).describe(), f)
+                for k in orders]
         for w in widths or ():
             w = (w,) * len(cands.widths) if isinstance(w, (int, np.integer)) else tuple(w)
             k = next((k for k in range(61) if min(f(k).features.num_features(
@@ -940,6 +869,6 @@ def frontier(
                          "method value")
     search = Search(cands, judge if settings is None else judges.Polished(judge, settings),
                     0.0, clock, progress=progress, where=where)
-    out = search.run(proposers.grid(grid))
+    out: Outcome = search.run(proposers.grid(grid))
     extra = (judges.Metric("sup", key=key, n_samples=n_samples), judges.Metric("rel_l2"))
     return _frontier(search, out.stop, batch, extra)

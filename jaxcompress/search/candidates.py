@@ -255,16 +255,9 @@ class Candidates:
             strict=True))
 
     def num_params(self, widths: Sequence[int]) -> int:
-        """The parameter count of the teacher narrowed to ``widths``."""
+        """The parameter count of a network of ``widths`` (the teacher narrowed to them)."""
         masks = [np.arange(W) < w for W, w in zip(self.widths, widths, strict=True)]
         return leaf_count(self.plan.restrict([np.asarray(v) for v in self.teacher], masks))
-
-    def saving(self, cand: Candidate, s: int) -> int:
-        """Parameters dropped with one neuron of set ``s``."""
-        masks = [[True] * w for w in cand.widths]
-        masks[s][-1] = False
-        small = self.plan.at_widths(cand.widths).restrict(cand.leaves, masks)
-        return leaf_count(cand.leaves) - leaf_count(small)
 
     def estimate(self, leaves) -> jax.Array:
         """``max |F - F~|`` on the error estimate's fixed Sobol points, as the driver records it

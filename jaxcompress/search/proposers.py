@@ -86,7 +86,8 @@ def narrowing(start: Trial):
             while True:
                 cand = best.candidate
                 sets = [s for s, w in enumerate(cand.widths) if w > 1]
-                sets.sort(key=lambda s: (s in failed, -cands.saving(cand, s), -s))
+                sets.sort(key=lambda s: (s in failed, cands.num_params(  # the largest saving first
+                    [w - (i == s) for i, w in enumerate(cand.widths)]), -s))
                 accepted = False
                 for s in sets:
                     while not accepted:

@@ -15,15 +15,17 @@ or names the first node that fails, sharing nothing with the verifier but the fi
    ``Omega`` (for a ball, on axis ``i`` it spans ``q_i -+ sqrt(R^2 - m_i)``, ``m_i`` the
    squared distance along the other axes, compared squared); a leaf claimed ``-inf`` misses
    ``Omega``; every claim is at most ``upper``.
-2. **Every claim**, on its leaf box ``x = c + h t``, ``t in [-1, 1]^d``: both programs run on
-   **Taylor models** of degree ``K`` in ``t`` (:class:`_Models`: coefficients as balls, the
-   remainder in the radius of the constant), so that in ``D``'s model what the programs share
-   cancels and only remainders of order ``h^(K+1)`` add up; ``|D_j| <= claim`` on the box
-   when the model's range is. Every ``x @ W`` of a batch of boxes is one ball-matrix product;
-   an activation is composed through its Taylor series with Lagrange's remainder, from Arb's
-   proven enclosures; a kink (ReLU) by its linear relaxation over its argument's range. A box
-   not proven is bisected along its widest axis (halves rounded outwards, exactly), to
-   ``max_depth`` levels, then the check fails there.
+2. **Every claim**, top-down: a node's box, ``x = c + h t``, ``t in [-1, 1]^d``, proven to
+   satisfy the smallest claim of the leaves below it proves them all. Both programs run on
+   **Taylor models** in ``t`` (:class:`_Models`: coefficients as balls, the remainder in the
+   radius of the constant), so that in ``D``'s model what the programs share cancels and only
+   remainders of order ``h^(K+1)`` add up; ``|D_j| <= claim`` on the box when the model's range
+   is. A box is bounded first at a low degree (:data:`ORDERS`), a node it does not prove is
+   replaced by its children, and a leaf is bounded again at the high degree, then bisected
+   along its widest axis (halves rounded outwards, exactly) to ``max_depth`` levels. Every
+   ``x @ W`` of a batch of boxes is one ball-matrix product; an activation is composed through
+   its Taylor series with Lagrange's remainder, from Arb's proven enclosures; a kink (ReLU) by
+   its linear relaxation over its argument's range.
 3. **The lower end**: ``argmax`` lies in ``Omega`` (exactly) and ``|D_j(argmax)| >= lower``
    for some ``j``.
 """
@@ -66,8 +68,9 @@ class CheckReport:
     """The outcome of :func:`check`: ``confirmed`` (every claim proven: ``lower <= sup |F_a -
     F_b| <= upper`` on the domain), else the ``reason`` and the first ``node`` that failed
     (None when not about one node); the certificate's ``upper`` and ``lower``; the proof
-    tree's ``leaves``, the ``boxes`` the checker bounded (leaves and the pieces it split them
-    into), the ``depth`` of its deepest split and the ``seconds`` the check took."""
+    tree's ``leaves``, the ``boxes`` the checker bounded (nodes of the tree, and pieces it
+    split leaves into, once per degree tried), the ``depth`` of its deepest split and the
+    ``seconds`` the check took."""
 
     confirmed: bool
     reason: str
@@ -86,13 +89,20 @@ class CheckReport:
                 f"arithmetic (split to depth {self.depth}) in {self.seconds:.2f} s")
 
 
+def _balls(fl, values, *, wrap: bool = True) -> np.ndarray:
+    """A 1-d object array of balls (``wrap``: ``values`` are numbers, else already balls)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = [fl.arb(v) for v in values] if wrap else values
+    return out
+
+
 # ---- the programs: parsed and validated, constants as balls -------------------------------
 
 
-def _parse(name: str, prog, arrays, dim: int, fl) -> tuple[list, int, int]:
-    """``(ops, out, size)``, ops as ``(kind, operands, extra)`` (value ids, constant rows as
-    lists of balls, ``W`` as a ball matrix); a malformed program is a
-    :class:`CertificateError`."""
+def _parse(name: str, prog, arrays, dim: int, fl) -> tuple[list, int, list]:
+    """``(ops, out, sizes)`` (the sizes of its values), ops as ``(kind, operands, extra)``
+    (value ids, constants as arrays of balls, ``W`` as a ball matrix); a malformed program is
+    a :class:`CertificateError`."""
     def bad(i, why):
         raise CertificateError(f"check: program {name}, operation {i}: {why}")
 
@@ -115,8 +125,8 @@ def _parse(name: str, prog, arrays, dim: int, fl) -> tuple[list, int, int]:
                 isinstance(v, str) for v in ins) != len(ins):
             bad(i, f"operands {ins} must be earlier values or constants")
         n = sizes[vals[0]] if vals else 0
-        operands = kind == "dot" or [v if isinstance(v, int) else [
-            fl.arb(x) for x in const(v, i).ravel().tolist()] for v in ins]
+        operands = kind == "dot" or [v if isinstance(v, int) else _balls(
+            fl, const(v, i).ravel().tolist()) for v in ins]
         if kind == "dot":
             w = const(ins[1], i) if len(ins) == 2 and len(vals) == 1 else bad(i, "dot(x, W)")
             if w.ndim != 2 or w.shape[0] != n:
@@ -138,7 +148,7 @@ def _parse(name: str, prog, arrays, dim: int, fl) -> tuple[list, int, int]:
                 bad(i, f"{kind} takes {arity} operands, a value first"
                     + (" and a constant" if with_const else ""))
             if any(isinstance(v, int) and sizes[v] != n for v in ins[1:]) or any(
-                    isinstance(v, list) and len(v) not in (1, n) for v in operands[1:]):
+                    isinstance(v, np.ndarray) and len(v) not in (1, n) for v in operands[1:]):
                 bad(i, f"an operand whose size is not {n} (or 1, for a constant)")
             if kind == "pow" and not isinstance(extra, int):
                 bad(i, "pow without an integer exponent y")
@@ -148,32 +158,45 @@ def _parse(name: str, prog, arrays, dim: int, fl) -> tuple[list, int, int]:
         sizes.append(n)
     if not 0 <= out < len(sizes):
         raise CertificateError(f"check: program {name}: output {out} is not one of its values")
-    return ops, out, sizes[out]
+    return ops, out, sizes
 
 
 # ---- elementwise operations: Taylor coefficients and relaxations --------------------------
 
 
-def _series(fl, kind: str, v, k, y, n: int) -> list:
-    """The Taylor coefficients ``f^(j)(v) / j!``, ``j < n``, of one smooth elementwise
-    operation over the ball ``v`` (``k``: the constant operand, ``y``: the exponent of
-    ``pow``): ``tanh`` and the logistic by their differential equations (``y' = 1 - y^2``:
-    ``(j + 1) y_(j+1) = [j = 0] - sum_(i <= j) y_i y_(j-i)``; ``s' = s - s^2``), softplus
-    (``logaddexp`` with ``k``) as the logistic's integral, the others by Arb's power
-    series."""
+def _series(fl, kind: str, v: np.ndarray, k, y, n: int) -> list:
+    """The Taylor coefficients ``f^(j)(v) / j!``, ``j < n`` (one array per ``j``), of one
+    smooth elementwise operation over the balls ``v`` (``k``: the constant operand, ``y``: the
+    exponent of ``pow``): ``tanh`` and the logistic by their differential equations
+    (``y' = 1 - y^2``: ``(j + 1) y_(j+1) = [j = 0] - sum_(i <= j) y_i y_(j-i)``;
+    ``s' = s - s^2``), softplus (``logaddexp`` with ``k``) as the logistic's integral, the
+    others by Arb's power series. The three are increasing: over a wide ball (where Arb's
+    value is not finite) their values at its ends enclose them."""
+    def rising(f, x):
+        y = f(x)
+        return y if y.is_finite() else f(x.lower()).union(f(x.upper()))
+
     if kind in ("tanh", "logistic", "logaddexp"):
         w, tanh = v - k if kind == "logaddexp" else v, kind == "tanh"
-        t = w.tanh() if tanh else 1 / (1 + (-w).exp())
+        t = _balls(fl, [rising(lambda x: x.tanh() if tanh else 1 / (1 + (-x).exp()), x)
+                        for x in w], wrap=False)
         c = [t, 1 - t * t if tanh else t - t * t]
         for j in range(1, n - 1):
-            conv = c[0] * c[j]
-            for i in range(1, (j + 1) // 2):
-                conv = conv + c[i] * c[j - i]
+            conv = sum((c[i] * c[j - i] for i in range(1, (j + 1) // 2)), c[0] * c[j])
             conv = conv + conv + (c[j // 2] * c[j // 2] if j % 2 == 0 else 0)
             c.append((-conv if tanh else c[j] - conv) / (j + 1))
         if kind == "logaddexp":
-            return [k + w.exp().log1p()] + [a / (j + 1) for j, a in enumerate(c[:n - 1])]
-        return c
+            return [k + _balls(fl, [rising(lambda x: x.exp().log1p(), x) for x in w],
+                               wrap=False)] + [
+                a / (j + 1) for j, a in enumerate(c[:n - 1])]
+        return c[:n]
+    out = np.empty((len(v), n), dtype=object)
+    for e, x in enumerate(v):
+        out[e] = _point_series(fl, kind, x, y, n)
+    return list(out.T)
+
+
+def _point_series(fl, kind: str, v, y, n: int) -> list:
     if kind == "pow":  # (v + x)^y = sum_j binom(y, j) v^(y - j) x^j; u^e monotone in |u|
         def power(e):  # or in u: from the ends of the ball
             base = v.max(-v).nonnegative_part() if e % 2 == 0 else v
@@ -218,82 +241,83 @@ _RELAX = {  # kind: (u, k) -> (lam, mu); min(v, k) = -max(-v, -k), |v| = 2 max(v
 # ---- a batch of boxes: both programs run once on Taylor models of every value --------------
 
 
-def _add(rows: list | None, more: list | None, scale=None) -> list | None:
-    """``rows + scale * more`` entrywise (``None``: a row of zeros)."""
-    if more is None:
-        return rows
-    if scale is None:
-        return more if rows is None else [a + b for a, b in zip(rows, more, strict=True)]
-    if rows is None:
-        return [a * s for a, s in zip(more, scale, strict=True)]
-    return [r + a * s for r, a, s in zip(rows, more, scale, strict=True)]
-
-
 class _Models:
     """``B`` boxes ``x = c + h t``, ``t in [-1, 1]^d``, on Taylor models of degree ``K`` in
     ``t`` (Berz and Makino's Taylor models, the remainder carried in the radius of the
-    constant coefficient). A value of ``n`` entries is a list of rows, one per monomial
-    ``t^alpha``, ``|alpha| <= K`` (graded: ``1`` first), each a flat list of ``B * n`` balls
-    (box ``b``'s entry ``i`` at ``b * n + i``) or ``None`` (zero): for every ``t``, entry
-    ``u(t) in sum_alpha p_alpha t^alpha`` evaluated in ball arithmetic. So ``x @ W`` is one
-    ball-matrix product of the rows (the coefficients combine exactly, the radii by ``|W|``),
-    and in the difference of two programs' models what they share cancels."""
+    constant coefficient). A value of ``n`` entries is an ``(M, B n)`` array of balls, row
+    ``alpha`` the coefficient of ``t^alpha``, ``|alpha| <= K`` (graded: ``1`` first), column
+    ``b n + i`` box ``b``'s entry ``i``: for every ``t``, entry ``u(t) in sum_alpha p_alpha
+    t^alpha`` evaluated in ball arithmetic. So ``x @ W`` is one ball-matrix product of the
+    rows (the coefficients combine exactly, the radii by ``|W|``), and in the difference of two
+    programs' models what they share cancels."""
 
     def __init__(self, fl, c: np.ndarray, h: np.ndarray, order: int):
         self.fl, self.K, (self.B, d) = fl, order, c.shape
-        mono = sorted((e for e in itertools.product(range(order + 1), repeat=d)
-                       if sum(e) <= order), key=lambda e: (sum(e), [-v for v in e]))
-        index, self.deg, self.M = {e: i for i, e in enumerate(mono)}, [sum(e) for e in mono], \
-            len(mono)
+        mono = sorted({tuple(map(e.count, range(d))) for p in range(order + 1)
+                       for e in itertools.combinations_with_replacement(range(d), p)},
+                      key=lambda e: (sum(e), [-v for v in e]))
+        index, self.M, self.deg = {e: i for i, e in enumerate(mono)}, len(mono), np.array(
+            [sum(e) for e in mono])
+        upto = np.searchsorted(self.deg, np.arange(order + 1), side="right")
         # t^alpha ranges over [0, 1] when every exponent is even, else over [-1, 1]
-        self.T = [fl.arb(0.5, 0.5) if all(v % 2 == 0 for v in e) else fl.arb(0, 1)
-                  for e in mono]
-        self.keep = [(i, j, index[tuple(a + b for a, b in zip(e, f, strict=True))])
-                     for i, e in enumerate(mono) for j, f in enumerate(mono)
-                     if self.deg[i] + self.deg[j] <= order]
-        self.x = [[fl.arb(float(v)) for v in c.ravel()]] + [None] * (self.M - 1)
+        self.T = np.array([fl.arb(0.5, 0.5) if all(v % 2 == 0 for v in e) else fl.arb(0, 1)
+                           for e in mono] + [None], dtype=object)[:-1, None]
+        pairs = [(i, j, index[tuple(a + b for a, b in zip(e, f, strict=True))])
+                 for i, e in enumerate(mono)
+                 for j, f in enumerate(mono[:upto[order - self.deg[i]]])]
+        self.pairs, self.plans = pairs, {}
+        self.cuts = np.searchsorted(self.deg, np.arange(1, order + 1))
+        self.x = self.zeros(d)
+        self.x[0] = _balls(fl, c.ravel().tolist())
         for k in range(d):
-            self.x[1 + k] = [fl.arb(float(h[b, i]) if i == k else 0) for b in range(self.B)
-                             for i in range(d)]
+            self.x[1 + k, k::d] = _balls(fl, h[:, k].tolist())
 
-    def spread(self, u: list) -> list:
+    def zeros(self, n: int) -> np.ndarray:
+        return np.full((self.M, self.B * n), self.fl.arb(0), dtype=object)
+
+    def constant(self, row: np.ndarray, n: int) -> np.ndarray:
+        out = self.zeros(n)
+        out[0] = np.resize(row, self.B * n)
+        return out
+
+    def spread(self, u: np.ndarray) -> np.ndarray:
         """The range of every entry's non-constant part."""
-        out = [self.fl.arb(0)] * len(u[0])
-        for row, t in zip(u[1:], self.T[1:], strict=True):
-            if row is not None:
-                out = [s + p * t for s, p in zip(out, row, strict=True)]
+        return (u[1:] * self.T[1:]).sum(axis=0) if self.M > 1 else u[0] * 0
+
+    def sums(self, u: np.ndarray, lo: int = 0) -> list:
+        """``A_p = sum_(|alpha| = p) |u_alpha|`` per entry, ``p = 0 .. K`` (rows of degree
+        below ``lo`` zero)."""
+        return [0] * lo + [np.abs(row).sum(axis=0) for row in np.split(u, self.cuts)[lo:]]
+
+    def truncated(self, u: np.ndarray, w: np.ndarray, lo: tuple = (0, 0), hi: tuple = (),
+                  b=None) -> tuple:
+        """``(T, E)``: the terms of degree ``<= K`` of ``u w`` (``u``'s rows of degree outside
+        ``lo[0] .. hi[0]`` and ``w``'s outside ``lo[1] .. hi[1]`` zero) and a bound on the
+        others, ``E = sum_(p + q > K) A_p B_q`` with the degree sums :meth:`sums`
+        (``|t^alpha| <= 1``; ``b``: those of ``w``, if known)."""
+        (K, deg), hi = (self.K, self.deg), hi or (self.K, self.K)
+        if (lo, hi) not in self.plans:
+            left, right, to = (np.array(v) for v in zip(*[
+                (i, j, k) for i, j, k in self.pairs
+                if lo[0] <= deg[i] <= hi[0] and lo[1] <= deg[j] <= hi[1]], strict=True))
+            self.plans[lo, hi] = left, right, [(k, to == k) for k in sorted(set(to.tolist()))]
+        left, right, groups = self.plans[lo, hi]
+        terms, out = u[left] * w[right], np.full(u.shape, self.fl.arb(0), dtype=object)
+        for k, g in groups:
+            out[k] = terms[g].sum(axis=0)
+        pq = [(p, q) for p in range(max(1, lo[0]), hi[0] + 1)
+              for q in range(max(K + 1 - p, lo[1]), hi[1] + 1)]
+        a, b = (self.sums(u, lo[0]), b or self.sums(w, lo[1])) if pq else ((), ())
+        return out, sum(a[p] * b[q] for p, q in pq)
+
+    def product(self, u: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """``u w``: :meth:`truncated`, the bound of the dropped terms in the constant's
+        radius."""
+        out, tail = self.truncated(u, w)
+        out[0] = out[0] + tail * self.fl.arb(0, 1)
         return out
 
-    def truncated(self, u: list, w: list) -> list:
-        """The terms of degree ``<= K`` of ``u w``."""
-        out = [None] * self.M
-        for i, j, k in self.keep:
-            if u[i] is not None and w[j] is not None:
-                out[k] = _add(out[k], u[i], w[j])
-        return out
-
-    def degree_sums(self, u: list) -> list:
-        """``A_p = sum_(|alpha| = p) |u_alpha|`` per entry, ``p = 0 .. K`` (``None``: 0)."""
-        sums = [None] * (self.K + 1)
-        for row, p in zip(u, self.deg, strict=True):
-            if row is not None:
-                sums[p] = [abs(a) for a in row] if sums[p] is None else [
-                    s + abs(a) for s, a in zip(sums[p], row, strict=True)]
-        return sums
-
-    def product(self, u: list, w: list) -> list:
-        """``u w``: the terms of degree ``<= K`` kept, the others bounded by the degree sums
-        ``A`` of ``u`` and ``B`` of ``w`` as ``sum_(p + q > K) A_p B_q`` (``|t^alpha| <= 1``)
-        and added to the constant's radius."""
-        out, a, b = self.truncated(u, w), self.degree_sums(u), self.degree_sums(w)
-        tail = None
-        for p in range(1, self.K + 1):
-            for q in range(self.K + 1 - p, self.K + 1):
-                if a[p] is not None and b[q] is not None:
-                    tail = _add(tail, a[p], b[q])
-        return [_add(out[0], tail, [self.fl.arb(0, 1)] * len(out[0]))] + out[1:]
-
-    def smooth(self, u: list, series) -> list:
+    def smooth(self, u: np.ndarray, series, top: int) -> np.ndarray:
         """``f(u)``, ``u = a + P``, by Taylor's formula about the midpoint ``m`` of ``a``:
 
         .. math:: f(u) = \\sum_{j \\le K} c_j\\, P^j
@@ -301,129 +325,111 @@ class _Models:
                   \\qquad c_j = \\tfrac{f^{(j)}(m)}{j!},
 
         ``xi`` and ``zeta`` in ``u``'s range ``U`` (``f``'s coefficients over ``U`` enclose
-        theirs), ``P^{K+1}`` in ``S^{K+1}`` (``S``: ``P``'s range). ``P^j`` keeps its terms
-        of degree ``<= K``; the rest is at most ``A(1)^j - sum_(r <= K) [z^r] A(z)^j`` with
-        ``A(z) = sum_p A_p z^p`` (the degree sums of ``P``)."""
-        K, n, one = self.K, len(u[0]), self.fl.arb(0, 1)
-        mids, spread, poly = [a.mid() for a in u[0]], self.spread(u), [None] + u[1:]
-        at = [series(m, t, K + 1) for t, m in enumerate(mids)]
-        over = [series(a + s, t, K + 2) for t, (a, s) in enumerate(zip(u[0], spread,
-                                                                       strict=True))]
-        out = [[c[0] + g[1] * (a - m) + g[K + 1] * math.prod([s] * (K + 1)) for c, g, a, m, s
-                in zip(at, over, u[0], mids, spread, strict=True)]] + [None] * (self.M - 1)
-        sums = self.degree_sums(poly)
-        total = [sum((r[t] for r in sums if r is not None), self.fl.arb(0)) for t in range(n)]
-        gen, total_j, power = sums, total, poly
-        for j in range(1, K + 1):
-            coef = [c[j] for c in at]
-            if j > 1:
-                power = self.truncated(power, poly)
-                last, gen = gen, [None] * (K + 1)
-                for r in range(j, K + 1):
-                    for p in range(1, r):
-                        if last[r - p] is not None and sums[p] is not None:
-                            gen[r] = _add(gen[r], last[r - p], sums[p])
-                total_j = [a * b for a, b in zip(total_j, total, strict=True)]
-                high = total_j
-                for row in gen:
-                    if row is not None:
-                        high = [h - g for h, g in zip(high, row, strict=True)]
-                out[0] = _add(out[0], high, [abs(c) * one for c in coef])
-            out = [_add(o, p, coef) for o, p in zip(out, power, strict=True)]
+        theirs), ``P^{K+1}`` in ``S^{K+1}`` (``S``: ``P``'s range). ``P^j = T_j + E_j``:
+        ``T_j`` the terms of degree ``<= K`` of ``T_(j-1) P`` (of degree ``>= j``), ``|E_j|
+        <= e_j = (dropped terms) + e_(j-1) sum_p A_p`` (``|P| <= sum_p A_p``); ``top``:
+        ``P``'s degree (``P^j`` has none below ``j`` nor above ``j top``)."""
+        K, a, fl = self.K, u[0], self.fl
+        mid, spread = _balls(fl, [v.mid() for v in a], wrap=False), self.spread(u)
+        c, g = series(mid, K + 1), series(a + spread, K + 2)
+        poly = u.copy()
+        poly[0] = fl.arb(0)
+        sums = self.sums(poly, 1)
+        out, total, power, err = poly * c[1], sum(sums), poly, 0
+        out[0] = c[0] + g[1] * (a - mid) + g[K + 1] * math.prod([spread] * (K + 1))
+        for j in range(2, K + 1):
+            power, tail = self.truncated(power, poly, (j - 1, 1), (
+                min(K, (j - 1) * top), top), sums)
+            err, rows = tail + err * total, self.deg >= j
+            out[rows] = out[rows] + power[rows] * c[j]
+            out[0] = out[0] + np.abs(c[j]) * err * fl.arb(0, 1)
+        wide = np.array([not v.rad() <= r.rad() for v, r in zip(out[0], g[0], strict=True)])
+        if wide.any():  # over a wide range, f(U) (an interval) is the tighter enclosure
+            out[:, wide], out[0, wide] = fl.arb(0), g[0][wide]
         return out
 
-    def kink(self, u: list, relax, k: list) -> list:
+    def kink(self, u: np.ndarray, relax, k: np.ndarray) -> np.ndarray:
         """A kink, by its linear relaxation over the entry's range (:data:`_RELAX`)."""
-        ks = k * (len(u[0]) // len(k))
-        lm = [relax(self.fl, a + s, c) for a, s, c in zip(u[0], self.spread(u), ks,
-                                                          strict=True)]
-        lam = [v[0] for v in lm]
-        return [[a * v[0] + v[1] for a, v in zip(u[0], lm, strict=True)]] + [
-            _add(None, row, lam) for row in u[1:]]
-
-    def constant(self, row: list, n: int) -> list:
-        return [row[t % len(row)] for t in range(self.B * n)]
-
-    def dot(self, u: list, w) -> list:
-        live, size, out = [k for k, r in enumerate(u) if r is not None], self.B * w.ncols(), \
-            [None] * self.M
-        flat = (self.fl.arb_mat(len(live) * self.B, w.nrows(), [v for k in live for v in u[k]])
-                * w).entries()
-        for r, k in enumerate(live):
-            out[k] = flat[r * size:(r + 1) * size]
+        lm = [relax(self.fl, a + s, c) for a, s, c in zip(
+            u[0], self.spread(u), np.resize(k, u.shape[1]), strict=True)]
+        out = u * _balls(self.fl, [v[0] for v in lm], wrap=False)
+        out[0] = out[0] + _balls(self.fl, [v[1] for v in lm], wrap=False)
         return out
 
-    def run(self, ops, sizes0: int, start: tuple = ([], [])) -> list:
-        """Every value of a program over the batch (``start``: the values and sizes of a
-        prefix of it already run; ``self.sizes``: the sizes)."""
-        fl, B = self.fl, self.B
-        vals, sizes = list(start[0]) or [self.x], list(start[1]) or [sizes0]
+    def dot(self, u: np.ndarray, w) -> np.ndarray:
+        flat = self.fl.arb_mat(u.size // w.nrows(), w.nrows(), u.ravel().tolist()) * w
+        return _balls(self.fl, flat.entries(), wrap=False).reshape(self.M, -1)
+
+    def run(self, ops, dim: int, start: tuple = ((), (), ())) -> tuple[list, list, list]:
+        """Every value of a program over the batch, their sizes and degrees (``start``: those
+        of a prefix of it already run)."""
+        vals, sizes, tops = list(start[0]) or [self.x], list(start[1]) or [dim], list(
+            start[2]) or [1]
         for kind, operands, extra in ops[len(vals) - 1:]:
+            tops.append(self.K if kind in _SMOOTH + ("logaddexp",) or kind == "mul" and
+                        isinstance(operands[1], int) else max(
+                            [tops[v] for v in operands if isinstance(v, int)], default=0))
             a = vals[operands[0]] if isinstance(operands[0], int) else None
             n = sizes[operands[0]] if a is not None else 0
             other = operands[1] if len(operands) > 1 else None
             if kind == "dot":
                 y, n = self.dot(a, other), other.ncols()
             elif kind == "concat":
-                parts = [vals[v] if isinstance(v, int) else [self.constant(v, len(v))]
-                         + [None] * (self.M - 1) for v in operands]
                 widths = [sizes[v] if isinstance(v, int) else len(v) for v in operands]
-                y = [None if all(p[k] is None for p in parts) else
-                     [v for b in range(B) for p, w in zip(parts, widths, strict=True)
-                      for v in (p[k] or [fl.arb(0)] * (B * w))[b * w:(b + 1) * w]]
-                     for k in range(self.M)]
-                n = sum(widths)
+                y = np.concatenate([(vals[v] if isinstance(v, int) else self.constant(v, w))
+                                    .reshape(self.M, self.B, w) for v, w in zip(
+                                        operands, widths, strict=True)], axis=2)
+                y, n = y.reshape(self.M, -1), sum(widths)
             elif kind == "slice":
-                lo, hi = extra
-                y = [row and [row[b * n + i] for b in range(B) for i in range(lo, hi)]
-                     for row in a]
-                n = hi - lo
+                y = a.reshape(self.M, self.B, n)[:, :, extra[0]:extra[1]].reshape(self.M, -1)
+                n = extra[1] - extra[0]
             elif kind == "neg":
-                y = [row and [-v for v in row] for row in a]
+                y = -a
             elif kind in ("add", "sub"):
-                sign = [fl.arb(1 if kind == "add" else -1)] * (B * n)
-                if isinstance(other, int):
-                    y = [_add(p, q, sign) for p, q in zip(a, vals[other], strict=True)]
-                else:
-                    y = [_add(a[0], self.constant(other, n), sign)] + a[1:]
+                b = vals[other] if isinstance(other, int) else self.constant(other, n)
+                y = a + b if kind == "add" else a - b
             elif kind == "mul" and isinstance(other, int):
                 y = self.product(a, vals[other])
             elif kind in ("mul", "div"):  # linear: every row scaled
-                c = self.constant(other if kind == "mul" else [1 / v for v in other], n)
-                y = [_add(None, row, c) for row in a]
+                y = a * np.resize(other if kind == "mul" else 1 / other, self.B * n)
             elif kind in _KINKS:
-                y = self.kink(a, _RELAX[kind], other or [fl.arb(0)])
+                y = self.kink(a, _RELAX[kind], _balls(self.fl, [0]) if other is None else other)
             else:
-                y = self.smooth(a, lambda v, t, m, kind=kind, k=other, y=extra: _series(
-                    fl, kind, v, k and k[t % len(k)], y, m))
+                y = self.smooth(a, lambda v, m, kind=kind, k=other, y=extra: _series(
+                    self.fl, kind, v, None if k is None else np.resize(k, len(v)), y, m),
+                    tops[operands[0]])
             vals.append(y)
             sizes.append(n)
-        self.sizes = sizes
-        return vals
+        return vals, sizes, tops
 
 
-def _bound_boxes(fl, progs, c: np.ndarray, h: np.ndarray, claims, shared: int = 0) -> list:
+def _bound_boxes(fl, progs, c: np.ndarray, h: np.ndarray, claims, tail=(0, None)) -> list:
     """Per box ``(proven, bound, counterexample)``: whether ``|D_j| <= claim`` over the box for
-    every output ``j`` (the range of ``D``'s Taylor model, the difference of the programs'),
-    the checker's bound, and whether ``|D_j(c)| > claim`` for some ``j`` (proven: the
-    constant coefficient encloses ``D(c)``). The programs' first ``shared`` operations are
-    the same: run once."""
-    models = _Models(fl, c, h, ORDER.get(c.shape[1], 2))
-    va = models.run(progs[0][0], c.shape[1])
-    vb = models.run(progs[1][0], c.shape[1], (va[:shared + 1], models.sizes[:shared + 1]))
-    ys = [va[progs[0][1]], vb[progs[1][1]]]
-    m = progs[0][2]
-    diff = [_add(p, q, [fl.arb(-1)] * (len(c) * m)) for p, q in zip(*ys, strict=True)]
+    every output ``j`` (the range of ``D``'s Taylor model of degree ``order``, the difference of
+    the programs'), the checker's bound, and whether ``|D_j(c)| > claim`` for some ``j``
+    (proven: the constant coefficient encloses ``D(c)``). ``tail``: ``(shared, linear)``, the
+    programs' first ``shared`` operations are the same (run once) and :func:`_linear_tail`'s
+    map of the rest, if any."""
+    (shared, linear), (ops, out, sizes) = tail, progs[0]
+    models, m = _Models(fl, c, h, ORDER.get(c.shape[1], 2)), sizes[out]
+    if linear:
+        va = models.run(ops[:shared], c.shape[1])[0]
+        diff = models.dot(np.concatenate([va[v].reshape(models.M, models.B, -1)
+                                          for v in linear[0]], axis=2).reshape(models.M, -1),
+                          linear[1])
+        diff[0] = diff[0] + np.resize(linear[2], diff.shape[1])
+    else:
+        va, sizes, tops = models.run(ops, c.shape[1])
+        vb = models.run(progs[1][0], c.shape[1], (va[:shared + 1], sizes[:shared + 1],
+                                                  tops[:shared + 1]))[0]
+        diff = va[out] - vb[progs[1][1]]
     at = diff[0]
-    over = [a + s for a, s in zip(at, models.spread(diff), strict=True)]
-    out = []
-    for b, claim in enumerate(claims):
-        rows = range(b * m, (b + 1) * m)
-        best = max(float(over[t].abs_upper()) if over[t].is_finite() else math.inf
-                   for t in rows)
-        out.append((all(over[t].abs_upper() <= claim for t in rows), best,
-                    any(at[t].abs_lower() > claim for t in rows)))
-    return out
+    over = at + models.spread(diff)
+    return [(all(v.abs_upper() <= claim for v in over[b * m:(b + 1) * m]),
+             max(float(v.abs_upper()) if v.is_finite() else math.inf
+                 for v in over[b * m:(b + 1) * m]),
+             any(v.abs_lower() > claim for v in at[b * m:(b + 1) * m]))
+            for b, claim in enumerate(claims)]
 
 
 def _halves(c: np.ndarray, h: np.ndarray) -> list:
@@ -498,10 +504,11 @@ def _box(c, h) -> list:
             for a, r in zip(c.tolist(), h.tolist(), strict=True)]
 
 
-def _cover(t: dict, dom: _Domain) -> list[int]:
-    """The leaves, once the tree is proven to cover the domain (else :class:`_Reject`): the
-    root holds it, a split node is covered by its two halves (equal to it on all axes but
-    one, whose intervals overlap and span it), a clipped node holds its parent's part of it."""
+def _cover(t: dict, dom: _Domain) -> tuple[list[int], dict]:
+    """The leaves and every node's children, once the tree is proven to cover the domain
+    (else :class:`_Reject`): the root holds it, a split node is covered by its two halves
+    (equal to it on all axes but one, whose intervals overlap and span it), a clipped node
+    holds its parent's part of it."""
     c, h, parent, kind, bound = (t[k] for k in ("c", "h", "parent", "kind", "bound"))
     n = len(parent)
     void = (kind == CLIP) & (bound == -np.inf)  # claimed to miss it: may be anything
@@ -555,26 +562,33 @@ def _cover(t: dict, dom: _Domain) -> list[int]:
             raise _Reject(i, f"leaf {i} has no claimed bound (a box removed below it?)")
         if bound[i] == -np.inf and dom.meets(box(int(parent[i]) if void[i] else i)):
             raise _Reject(i, f"leaf {i} is claimed to miss the domain, and meets it")
-    return leaves
+    return leaves, kids
+
+
 
 
 # ---- the check ----------------------------------------------------------------------------
 
 
-def _claims(fl, progs, t: dict, leaves: list[int], dom: _Domain, max_depth: int,
-            stats: dict, shared: int) -> None:
-    """Prove every finite claim on its leaf box, splitting where needed (a box whose bound is
-    ``rho`` times its claim into ``2^k`` pieces at once, ``k ~ d log2(rho) / (K + 1)``: the
-    excess of a degree-``K`` model shrinks like ``h^(K+1)``)."""
+def _claims(fl, progs, t: dict, leaves: list[int], max_depth: int, stats: dict, dom,
+            tail) -> None:
+    """Prove every finite claim: all at once on the root box when its bound is below the
+    smallest claim (for two programs whose difference is affine in what they share), else
+    each on its leaf box, splitting where needed (a box whose bound is ``rho`` times its claim
+    into ``2^k`` pieces at once, ``k ~ d log2(rho) / (K + 1)``: the excess of a degree-``K``
+    model shrinks like ``h^(K+1)``)."""
     work = [(i, t["c"][i], t["h"][i], 0) for i in leaves if np.isfinite(t["bound"][i])]
-    power = ORDER.get(len(t["c"][0]), 2) + 1
+    d, least = len(t["c"][0]), min([float(t["bound"][w[0]]) for w in work], default=0.0)
+    stats["boxes"] += 1
+    if work and _bound_boxes(fl, progs, t["c"][:1], t["h"][:1], [least], tail)[0][0]:
+        return
     while work:
         batch, work = work[:BATCH], work[BATCH:]
         claims = [float(t["bound"][w[0]]) for w in batch]
         stats["boxes"] += len(batch)
         for (i, bc, bh, level), claim, (ok, own, counter) in zip(batch, claims, _bound_boxes(
                 fl, progs, np.stack([w[1] for w in batch]), np.stack([w[2] for w in batch]),
-                claims, shared), strict=True):
+                claims, tail), strict=True):
             if ok:
                 continue
             if counter and dom.meets(_box(bc, 0 * bc)):
@@ -587,12 +601,38 @@ def _claims(fl, progs, t: dict, leaves: list[int], dom: _Domain, max_depth: int,
                               f"bound is {own:.6e} on its piece [{where}] (split {level} times, "
                               f"max_depth = {max_depth})")
             pieces, ratio = [(bc, bh)], own / claim if claim > 0 else math.inf
-            for _ in range(min(max(1, int(len(bc) * math.log2(min(ratio, 2.0**30)) / power)),
-                               2 * len(bc), max_depth - level)):
+            for _ in range(min(max(1, int(d * math.log2(min(ratio, 2.0**30))
+                                          / (ORDER.get(d, 2) + 1))), 2 * d, max_depth - level)):
                 pieces = [half for cc, hh in pieces for half in _halves(cc, hh)]
                 level += 1
             work += [(i, cc, hh, level) for cc, hh in pieces]
             stats["depth"] = max(stats["depth"], level)
+
+
+def _linear_tail(fl, progs, shared: int):
+    """``(ids, A, d)`` when both programs end, after the ``shared`` operations they begin
+    with, in affine operations only (a network against a variant of its last layers): then
+    ``D = [v_ids] A + d`` exactly, for the shared values ``v_ids`` they read, ``A`` and ``d``
+    found by running both ends on a model of degree 1 in those values (the identity), so
+    that the shared values' remainders cancel too. Else None."""
+    ends = [(ops[shared:], out) for ops, out, _ in progs]
+    if any(kind in _SMOOTH + _KINKS + ("logaddexp",) or kind == "mul" and isinstance(
+            operands[1], int) for ops, _ in ends for kind, operands, _ in ops):
+        return None
+    ids = sorted({v for ops, out in ends for v in [out] + [w for _, operands, _ in ops
+                                                           for w in operands
+                                                           if isinstance(w, int)]
+                  if v <= shared})
+    sizes = progs[0][2]
+    widths = [sizes[v] for v in ids]
+    basis = _Models(fl, np.zeros((1, sum(widths))), np.ones((1, sum(widths))), 1)
+    start, cuts = [None] * (shared + 1), np.cumsum([0] + widths)
+    for v, lo, hi in zip(ids, cuts, cuts[1:], strict=False):
+        start[v] = basis.x[:, lo:hi]
+    diff = [basis.run(ops, 0, (start, sizes[:shared + 1], [1] * (shared + 1)))[0][out]
+            for ops, out, _ in progs]
+    diff = diff[0] - diff[1]
+    return ids, fl.arb_mat(*diff[1:].shape, diff[1:].ravel().tolist()), diff[0]
 
 
 def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float) -> CheckReport:
@@ -611,8 +651,9 @@ def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float) -> CheckR
                         arrays[x], arrays[y]) for x, y in zip(p["in"], q["in"], strict=True))):
             break
         shared += 1
-    if progs[0][2] != progs[1][2]:
-        raise CertificateError(f"check: the programs have {progs[0][2]} and {progs[1][2]} "
+    outs = [sizes[out] for _, out, sizes in progs]
+    if outs[0] != outs[1]:
+        raise CertificateError(f"check: the programs have {outs[0]} and {outs[1]} "
                                "outputs")
     t = {k: np.asarray(arrays.get(f"tree_{k}", np.zeros(0)))
          for k in ("c", "h", "parent", "kind", "bound")}
@@ -633,7 +674,7 @@ def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float) -> CheckR
     try:
         if not lower <= upper:
             raise _Reject(None, f"lower {lower!r} is not <= upper {upper!r}")
-        leaves[:] = _cover(t, dom)
+        leaves[:] = _cover(t, dom)[0]
         over = [i for i in leaves if not t["bound"][i] <= upper]
         if over:
             raise _Reject(over[0], f"leaf {over[0]} claims {t['bound'][over[0]]:.6e} > upper "
@@ -642,12 +683,13 @@ def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float) -> CheckR
             raise _Reject(None, f"argmax {argmax.tolist()} is not in the domain")
         if lower > 0:
             models = _Models(fl, argmax[None], np.zeros((1, dim)), 1)
-            ys = [models.run(ops, dim)[out][0] for ops, out, _ in progs]
+            ys = [models.run(ops, dim)[0][out][0] for ops, out, _ in progs]
             at = [p - q for p, q in zip(*ys, strict=True)]
             if not any(v.abs_lower() >= lower for v in at):
                 raise _Reject(None, f"lower {lower:.6e} is not attained at argmax: "
                               f"|F_a - F_b| there is {max(float(v.abs_upper()) for v in at):.6e}")
-        _claims(fl, progs, t, leaves, dom, max_depth, stats, shared)
+        _claims(fl, progs, t, leaves, max_depth, stats, dom,
+                (shared, _linear_tail(fl, progs, shared)))
         ok, reason, node = True, "", None
     except _Reject as exc:
         ok, reason, node = False, exc.reason, exc.node

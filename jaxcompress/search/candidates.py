@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jaxcompress.compiling import FastOnSmallCPU
@@ -39,7 +40,7 @@ from jaxcompress.features import DerivativeFeatures
 from jaxcompress.graph import Network
 from jaxcompress.graph.plan import Plan
 from jaxcompress.layer import CompressInfo
-from jaxcompress.measure import plan_estimate
+from jaxcompress.measure import error_points, plan_estimate, psnr_db
 from jaxcompress.methods import BestOf, Method, derivative_matching
 from jaxcompress.mlp import leaf_count
 from jaxcompress.networks import network_placement
@@ -137,6 +138,11 @@ class Candidates:
     def function(self, leaves) -> Callable[[jax.Array], jax.Array]:
         """The network at ``leaves`` as a batched function ``f(x)`` (jitted)."""
         return functools.partial(_apply, list(leaves), plan=self.plan)
+
+    def on_points(self, teacher, leaves, metric: str, n: int) -> jax.Array:
+        r"""``"rel_l2"`` (:math:`\|F - \tilde F\|_2 / \|F\|_2`) or ``"psnr"`` of ``leaves``
+        against ``teacher`` on ``n`` fixed Sobol points of the domain (one program)."""
+        return _on_points(teacher, list(leaves), self.domain, plan=self.plan, n=n, metric=metric)
 
     def result(self, cand: Candidate) -> Any:
         """``cand`` as the kind of network the teacher is."""
@@ -318,6 +324,15 @@ def _order_bucket(k: int, max_order: int) -> int:
 @functools.partial(jax.jit, static_argnames=("plan",))
 def _apply(leaves, x, *, plan: Plan):
     return plan.apply(leaves, x)
+
+
+@functools.partial(jax.jit, static_argnames=("plan", "n", "metric"))
+def _on_points(teacher, leaves, domain, *, plan: Plan, n: int, metric: str):
+    x = error_points(domain, n, plan.x.dtype)
+    f, g = plan.apply(teacher, x), plan.apply(leaves, x)
+    if metric == "psnr":
+        return psnr_db(f, g)
+    return jnp.sqrt(jnp.sum((f - g) * (f - g)) / jnp.sum(f * f))
 
 
 @functools.partial(FastOnSmallCPU, static_argnames=("plan",))

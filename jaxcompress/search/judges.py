@@ -10,18 +10,13 @@ a posteriori certificate) and :class:`Proof` (:func:`jaxcompress.verify`). Your 
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any, NamedTuple
-
-import jax
-import jax.numpy as jnp
 
 from jaxcompress._checks import describe
 from jaxcompress.certificates.certificate import certify_prepared
 from jaxcompress.certificates.report import Certificate as _Report
-from jaxcompress.graph.plan import Plan
-from jaxcompress.measure import error_points, network_sup_error, psnr_db
+from jaxcompress.measure import network_sup_error
 from jaxcompress.search.candidates import Candidate, Candidates
 from jaxcompress.verification import verify
 
@@ -127,8 +122,7 @@ class Metric(Judge):
                                       n_samples=self.n_samples,
                                       local_search_steps=self.local_search_steps)
         elif self.metric in ("rel_l2", "psnr"):
-            value = _on_points(teacher, leaves, cands.domain, plan=cands.plan, n=REL_L2_POINTS,
-                               metric=self.metric)
+            value = cands.on_points(teacher, leaves, self.metric, REL_L2_POINTS)
         else:
             return super().judge(cand, cands)
         return Verdict(self._number(value), cand)
@@ -226,12 +220,3 @@ def as_judge(metric, where: str, **sup) -> Judge:
             f"(f the candidate as a batched function f(x)) or a jc.search.Judge, got "
             f"{repr(metric) if named else describe(metric)}")
     return Metric(metric, **sup)
-
-
-@functools.partial(jax.jit, static_argnames=("plan", "n", "metric"))
-def _on_points(teacher, leaves, domain, *, plan: Plan, n: int, metric: str):
-    x = error_points(domain, n, plan.x.dtype)
-    f, g = plan.apply(teacher, x), plan.apply(leaves, x)
-    if metric == "psnr":
-        return psnr_db(f, g)
-    return jnp.sqrt(jnp.sum((f - g) * (f - g)) / jnp.sum(f * f))

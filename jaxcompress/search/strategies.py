@@ -427,9 +427,7 @@ class Measured(ToleranceStrategy):
 
     def _judge(self) -> judges.Judge:
         """The judge before polishing."""
-        return judges.as_judge(self.metric, "Measured", key=self.sup().key,
-                               n_samples=self.n_samples,
-                               local_search_steps=self.local_search_steps)
+        return self.sup() if self.metric == "sup" else judges.as_judge(self.metric, "Measured")
 
     def judge(self, cands: Candidates, eps: float) -> judges.Judge:
         judge = self._judge()

@@ -1,12 +1,7 @@
-r"""The certificate file: one ``.npz`` (a zip of NumPy arrays, no pickles) holding the JSON
-header ``meta.json`` and named float64 / integer arrays, with a SHA-256 checksum over both.
-
-The header says what the file is (``format``, ``version``), the domain's kind, the two
-programs in the checker's op language (:mod:`jaxcompress.checker.prove`) and the verifier's
-status; the arrays hold every number (weights, the domain, the proof tree, ``upper``,
-``lower``, ``argmax``) so that each float is read back bit for bit. The checksum guards
-against a damaged file; it is no signature (anyone can recompute it), and the check proves
-the file's claims from its contents whatever wrote them.
+r"""The certificate file: one ``.npz`` (NumPy arrays, no pickles), the JSON header ``meta.json``
+(``format``, ``version``, the domain's kind, the programs in the checker's op language, the
+status) and named float64 / integer arrays (weights, domain, proof tree, ``claim``, ``argmax``,
+read back bit for bit), with a SHA-256 checksum over both: against damage, no signature.
 """
 
 from __future__ import annotations

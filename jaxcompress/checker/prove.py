@@ -1,33 +1,17 @@
 r"""The check of a verification certificate, in Arb ball arithmetic (python-flint).
 
-It confirms, for the file's programs ``F_a``, ``F_b``, domain ``Omega``, proof tree, ``upper``,
-``lower`` and ``argmax`` (``D = F_a - F_b``),
+For the file's programs ``F_a``, ``F_b``, domain ``Omega``, proof tree, ``upper``, ``lower``
+and ``argmax`` (``D = F_a - F_b``) it confirms
 
 .. math::
    \sup_{x \in \Omega} \max_j |D_j(x)| \le \texttt{upper}, \qquad
    \max_j |D_j(\texttt{argmax})| \ge \texttt{lower}, \quad \texttt{argmax} \in \Omega,
 
 or names the first node that fails, sharing nothing with the verifier but the file:
-
-1. **Covering**, in exact rationals (node ``i`` is ``[c_i - h_i, c_i + h_i]``, its float64
-   numbers read as :class:`fractions.Fraction`): the root contains ``Omega``; a split node is
-   covered by its two halves; a clipped node contains its parent's intersection with
-   ``Omega`` (for a ball, on axis ``i`` it spans ``q_i -+ sqrt(R^2 - m_i)``, ``m_i`` the
-   squared distance along the other axes, compared squared); a leaf claimed ``-inf`` misses
-   ``Omega``; every claim is at most ``upper``.
-2. **Every claim**, top-down: a node's box, ``x = c + h t``, ``t in [-1, 1]^d``, proven to
-   satisfy the smallest claim of the leaves below it proves them all. Both programs run on
-   **Taylor models** in ``t`` (:class:`_Models`: coefficients as balls, the remainder in the
-   radius of the constant), so that in ``D``'s model what the programs share cancels and only
-   remainders of order ``h^(K+1)`` add up; ``|D_j| <= claim`` on the box when the model's range
-   is. A box is bounded first at a low degree (:data:`ORDERS`), a node it does not prove is
-   replaced by its children, and a leaf is bounded again at the high degree, then bisected
-   along its widest axis (halves rounded outwards, exactly) to ``max_depth`` levels. Every
-   ``x @ W`` of a batch of boxes is one ball-matrix product; an activation is composed through
-   its Taylor series with Lagrange's remainder, from Arb's proven enclosures; a kink (ReLU) by
-   its linear relaxation over its argument's range.
-3. **The lower end**: ``argmax`` lies in ``Omega`` (exactly) and ``|D_j(argmax)| >= lower``
-   for some ``j``.
+(1) the tree covers ``Omega``, in exact rationals (:func:`_cover`); (2) every leaf's claim
+holds on its box ``x = c + h t``, ``t in [-1, 1]^d``, by the range of ``D``'s Taylor model
+(:class:`_Models`), the leaf bisected where it is not proven; (3) ``argmax`` lies in
+``Omega`` and ``|D_j(argmax)| >= lower`` for some ``j``. ``docs/verify.md`` states each step.
 """
 
 from __future__ import annotations
@@ -53,7 +37,7 @@ BATCH = 64
 #: half-width ``h`` shrinks like ``h^(K+1)``; a model has ``C(d + K, d)`` coefficients).
 ORDER = {1: 6, 2: 4, 3: 3}
 _SMOOTH = ("tanh", "logistic", "exp", "expm1", "log", "log1p", "sin", "cos", "erf", "erfc",
-           "sqrt", "pow")
+           "sqrt", "pow", "logaddexp")
 _KINKS = ("max", "min", "abs")
 
 
@@ -65,12 +49,9 @@ class _Reject(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class CheckReport:
-    """The outcome of :func:`check`: ``confirmed`` (every claim proven: ``lower <= sup |F_a -
-    F_b| <= upper`` on the domain), else the ``reason`` and the first ``node`` that failed
-    (None when not about one node); the certificate's ``upper`` and ``lower``; the proof
-    tree's ``leaves``, the ``boxes`` the checker bounded (nodes of the tree, and pieces it
-    split leaves into, once per degree tried), the ``depth`` of its deepest split and the
-    ``seconds`` the check took."""
+    """:func:`check`'s outcome: ``confirmed`` (``lower <= sup |F_a - F_b| <= upper`` proven),
+    else the ``reason`` and the first ``node`` that failed; the file's ``upper``, ``lower``,
+    ``leaves``; the ``boxes`` bounded (the root, leaves, pieces), the deepest split."""
 
     confirmed: bool
     reason: str
@@ -89,20 +70,15 @@ class CheckReport:
                 f"arithmetic (split to depth {self.depth}) in {self.seconds:.2f} s")
 
 
-def _balls(fl, values, *, wrap: bool = True) -> np.ndarray:
-    """A 1-d object array of balls (``wrap``: ``values`` are numbers, else already balls)."""
+def _balls(fl, values, *, wrap: bool = True) -> np.ndarray:  # wrap: numbers, else balls
     out = np.empty(len(values), dtype=object)
     out[:] = [fl.arb(v) for v in values] if wrap else values
     return out
 
 
-# ---- the programs: parsed and validated, constants as balls -------------------------------
-
-
 def _parse(name: str, prog, arrays, dim: int, fl) -> tuple[list, int, list]:
-    """``(ops, out, sizes)`` (the sizes of its values), ops as ``(kind, operands, extra)``
-    (value ids, constants as arrays of balls, ``W`` as a ball matrix); a malformed program is
-    a :class:`CertificateError`."""
+    """``(ops, out, sizes)``: ops ``(kind, operands, extra)`` (value ids, constants as ball
+    arrays, ``W`` a ball matrix), the output, the values' sizes; else :class:`CertificateError`."""
     def bad(i, why):
         raise CertificateError(f"check: program {name}, operation {i}: {why}")
 
@@ -140,8 +116,8 @@ def _parse(name: str, prog, arrays, dim: int, fl) -> tuple[list, int, list]:
             n = b - a
         elif kind == "concat":
             n = sum(sizes[v] if isinstance(v, int) else len(v) for v in operands)
-        elif kind in _SMOOTH + _KINKS + ("logaddexp", "neg", "div", "add", "sub", "mul"):
-            arity = 1 if kind in _SMOOTH + ("neg", "abs") else 2
+        elif kind in _SMOOTH + _KINKS + ("neg", "div", "add", "sub", "mul"):
+            arity = 1 if kind in _SMOOTH[:-1] + ("neg", "abs") else 2
             with_const = kind in ("max", "min", "logaddexp", "div")
             if len(ins) != arity or not isinstance(ins[0], int) or (
                     with_const and not isinstance(ins[1], str)):
@@ -161,17 +137,11 @@ def _parse(name: str, prog, arrays, dim: int, fl) -> tuple[list, int, list]:
     return ops, out, sizes
 
 
-# ---- elementwise operations: Taylor coefficients and relaxations --------------------------
-
-
 def _series(fl, kind: str, v: np.ndarray, k, y, n: int) -> list:
-    """The Taylor coefficients ``f^(j)(v) / j!``, ``j < n`` (one array per ``j``), of one
-    smooth elementwise operation over the balls ``v`` (``k``: the constant operand, ``y``: the
-    exponent of ``pow``): ``tanh`` and the logistic by their differential equations
-    (``y' = 1 - y^2``: ``(j + 1) y_(j+1) = [j = 0] - sum_(i <= j) y_i y_(j-i)``;
-    ``s' = s - s^2``), softplus (``logaddexp`` with ``k``) as the logistic's integral, the
-    others by Arb's power series. The three are increasing: over a wide ball (where Arb's
-    value is not finite) their values at its ends enclose them."""
+    """``f^(j)(v) / j!``, ``j < n``, over the balls ``v`` (``k``: the constant, ``y``: the
+    power): ``tanh``, the logistic by ``y' = 1 - y^2``, ``s' = s - s^2`` (``(j + 1) y_(j+1) =
+    [j = 0] - sum_i y_i y_(j-i)``), softplus as its integral (increasing: over a wide ball from
+    its ends), ``pow`` by the binomial series from the ends, the others by Arb's series."""
     def rising(f, x):
         y = f(x)
         return y if y.is_finite() else f(x.lower()).union(f(x.upper()))
@@ -185,43 +155,35 @@ def _series(fl, kind: str, v: np.ndarray, k, y, n: int) -> list:
             conv = sum((c[i] * c[j - i] for i in range(1, (j + 1) // 2)), c[0] * c[j])
             conv = conv + conv + (c[j // 2] * c[j // 2] if j % 2 == 0 else 0)
             c.append((-conv if tanh else c[j] - conv) / (j + 1))
-        if kind == "logaddexp":
-            return [k + _balls(fl, [rising(lambda x: x.exp().log1p(), x) for x in w],
-                               wrap=False)] + [
+        return c[:n] if kind != "logaddexp" else [k + _balls(fl, [rising(
+            lambda x: x.exp().log1p(), x) for x in w], wrap=False)] + [
                 a / (j + 1) for j, a in enumerate(c[:n - 1])]
-        return c[:n]
     out = np.empty((len(v), n), dtype=object)
     for e, x in enumerate(v):
-        out[e] = _point_series(fl, kind, x, y, n)
+        if kind == "pow":  # (x + s)^y = sum_j binom(y, j) x^(y - j) s^j; |u|^e, u^e monotone
+            def power(e, x=x):
+                base = x.max(-x).nonnegative_part() if e % 2 == 0 else x
+                p = math.prod([base.lower()] * abs(e), start=fl.arb(1)).union(
+                    math.prod([base.upper()] * abs(e), start=fl.arb(1)))
+                return p if e >= 0 else 1 / p
+
+            binom = [math.prod(range(y - j + 1, y + 1)) // math.factorial(j) for j in range(n)]
+            out[e] = [b * power(y - j) if b else fl.arb(0) for j, b in enumerate(binom)]
+            continue
+        s = fl.arb_series([x, 1], prec=n)
+        try:  # a division by a series whose ball may hold 0 (log, sqrt): unbounded
+            got = {"exp": s.exp, "expm1": lambda s=s: s.exp() - 1, "log": s.log, "sin": s.sin,
+                   "log1p": lambda s=s: (1 + s).log(), "cos": s.cos, "erf": s.erf,
+                   "erfc": s.erfc, "sqrt": s.sqrt}[kind]().coeffs()
+        except ValueError:
+            got = [fl.arb(0, math.inf)] * n
+        out[e] = got + [fl.arb(0)] * (n - len(got))
     return list(out.T)
 
 
-def _point_series(fl, kind: str, v, y, n: int) -> list:
-    if kind == "pow":  # (v + x)^y = sum_j binom(y, j) v^(y - j) x^j; u^e monotone in |u|
-        def power(e):  # or in u: from the ends of the ball
-            base = v.max(-v).nonnegative_part() if e % 2 == 0 else v
-            p = math.prod([base.lower()] * abs(e), start=fl.arb(1)).union(
-                math.prod([base.upper()] * abs(e), start=fl.arb(1)))
-            return p if e >= 0 else 1 / p
-
-        binom = [math.prod(range(y - j + 1, y + 1)) // math.factorial(j) for j in range(n)]
-        return [b * power(y - j) if b else fl.arb(0) for j, b in enumerate(binom)]
-    x = fl.arb_series([v, 1], prec=n)
-    f = {"exp": x.exp, "expm1": lambda: x.exp() - 1, "log": x.log,
-         "log1p": lambda: (1 + x).log(), "sin": x.sin, "cos": x.cos, "erf": x.erf,
-         "erfc": x.erfc, "sqrt": x.sqrt}[kind]
-    try:
-        coeffs = f().coeffs()
-    except ValueError:  # a division by a series whose ball may hold 0: unbounded
-        return [fl.arb(0, math.inf)] * n
-    return coeffs + [fl.arb(0)] * (n - len(coeffs))
-
-
 def _relax_max(fl, u, k):
-    """``(lam, mu)`` with ``max(v, k) in lam v + mu`` for every ``v`` in the ball ``u``: exact
-    where ``u`` lies on one side of ``k``; else the chord ``lam = (r - k) / (r - l)`` over
-    ``[l, r]`` and ``mu = (1 - lam) k + [0, lam (k - l)]`` (``max(v, k) - lam v`` is convex,
-    ``(1 - lam) k + lam (k - l)`` at both ends and ``(1 - lam) k`` at the kink)."""
+    """``max(v, k) in lam v + mu`` on the ball ``u = [l, r]``: the chord ``lam = (r - k) / (r
+    - l)``, ``mu = (1 - lam) k + [0, lam (k - l)]`` (``max(v, k) - lam v`` is convex)."""
     if u >= k:
         return fl.arb(1), fl.arb(0)
     if u <= k:
@@ -238,18 +200,11 @@ _RELAX = {  # kind: (u, k) -> (lam, mu); min(v, k) = -max(-v, -k), |v| = 2 max(v
 }
 
 
-# ---- a batch of boxes: both programs run once on Taylor models of every value --------------
-
-
 class _Models:
-    """``B`` boxes ``x = c + h t``, ``t in [-1, 1]^d``, on Taylor models of degree ``K`` in
-    ``t`` (Berz and Makino's Taylor models, the remainder carried in the radius of the
-    constant coefficient). A value of ``n`` entries is an ``(M, B n)`` array of balls, row
-    ``alpha`` the coefficient of ``t^alpha``, ``|alpha| <= K`` (graded: ``1`` first), column
-    ``b n + i`` box ``b``'s entry ``i``: for every ``t``, entry ``u(t) in sum_alpha p_alpha
-    t^alpha`` evaluated in ball arithmetic. So ``x @ W`` is one ball-matrix product of the
-    rows (the coefficients combine exactly, the radii by ``|W|``), and in the difference of two
-    programs' models what they share cancels."""
+    """``B`` boxes ``x = c + h t``, ``t in [-1, 1]^d``, on Taylor models of degree ``K``: a
+    value of ``n`` entries is an ``(M, B n)`` ball array, row ``alpha`` (by degree) the
+    coefficient of ``t^alpha``, ``u(t) in sum_alpha p_alpha t^alpha`` (the remainder in the
+    constant's radius); ``x @ W`` is one ball-matrix product."""
 
     def __init__(self, fl, c: np.ndarray, h: np.ndarray, order: int):
         self.fl, self.K, (self.B, d) = fl, order, c.shape
@@ -259,14 +214,11 @@ class _Models:
         index, self.M, self.deg = {e: i for i, e in enumerate(mono)}, len(mono), np.array(
             [sum(e) for e in mono])
         upto = np.searchsorted(self.deg, np.arange(order + 1), side="right")
-        # t^alpha ranges over [0, 1] when every exponent is even, else over [-1, 1]
-        self.T = np.array([fl.arb(0.5, 0.5) if all(v % 2 == 0 for v in e) else fl.arb(0, 1)
-                           for e in mono] + [None], dtype=object)[:-1, None]
-        pairs = [(i, j, index[tuple(a + b for a, b in zip(e, f, strict=True))])
-                 for i, e in enumerate(mono)
-                 for j, f in enumerate(mono[:upto[order - self.deg[i]]])]
-        self.pairs, self.plans = pairs, {}
+        self.pairs, self.plans = [(i, j, index[tuple(np.add(e, f))]) for i, e in enumerate(mono)
+                                  for j, f in enumerate(mono[:upto[order - self.deg[i]]])], {}
         self.cuts = np.searchsorted(self.deg, np.arange(1, order + 1))
+        self.T = _balls(fl, [fl.arb(0.5, 0.5) if all(v % 2 == 0 for v in e) else fl.arb(0, 1)
+                             for e in mono], wrap=False)[:, None]
         self.x = self.zeros(d)
         self.x[0] = _balls(fl, c.ravel().tolist())
         for k in range(d):
@@ -280,21 +232,17 @@ class _Models:
         out[0] = np.resize(row, self.B * n)
         return out
 
-    def spread(self, u: np.ndarray) -> np.ndarray:
-        """The range of every entry's non-constant part."""
+    def spread(self, u: np.ndarray) -> np.ndarray:  # t^alpha: [0, 1] if alpha even, else +-1
         return (u[1:] * self.T[1:]).sum(axis=0) if self.M > 1 else u[0] * 0
 
     def sums(self, u: np.ndarray, lo: int = 0) -> list:
-        """``A_p = sum_(|alpha| = p) |u_alpha|`` per entry, ``p = 0 .. K`` (rows of degree
-        below ``lo`` zero)."""
+        """``A_p = sum_(|alpha| = p) |u_alpha|``, ``p = 0 .. K`` (none below ``lo``)."""
         return [0] * lo + [np.abs(row).sum(axis=0) for row in np.split(u, self.cuts)[lo:]]
 
-    def truncated(self, u: np.ndarray, w: np.ndarray, lo: tuple = (0, 0), hi: tuple = (),
-                  b=None) -> tuple:
-        """``(T, E)``: the terms of degree ``<= K`` of ``u w`` (``u``'s rows of degree outside
-        ``lo[0] .. hi[0]`` and ``w``'s outside ``lo[1] .. hi[1]`` zero) and a bound on the
-        others, ``E = sum_(p + q > K) A_p B_q`` with the degree sums :meth:`sums`
-        (``|t^alpha| <= 1``; ``b``: those of ``w``, if known)."""
+    def truncated(self, u: np.ndarray, w: np.ndarray, lo=(0, 0), hi=(), b=None) -> tuple:
+        """``(T, E)``: the terms of degree ``<= K`` of ``u w`` (of ``u``'s rows of degree
+        ``lo[0] .. hi[0]`` and ``w``'s of ``lo[1] .. hi[1]``, the others zero) and a bound on
+        the rest, ``E = sum_(p + q > K) A_p B_q`` (:meth:`sums`, ``b``: ``w``'s if known)."""
         (K, deg), hi = (self.K, self.deg), hi or (self.K, self.K)
         if (lo, hi) not in self.plans:
             left, right, to = (np.array(v) for v in zip(*[
@@ -311,24 +259,15 @@ class _Models:
         return out, sum(a[p] * b[q] for p, q in pq)
 
     def product(self, u: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """``u w``: :meth:`truncated`, the bound of the dropped terms in the constant's
-        radius."""
         out, tail = self.truncated(u, w)
         out[0] = out[0] + tail * self.fl.arb(0, 1)
         return out
 
     def smooth(self, u: np.ndarray, series, top: int) -> np.ndarray:
-        """``f(u)``, ``u = a + P``, by Taylor's formula about the midpoint ``m`` of ``a``:
-
-        .. math:: f(u) = \\sum_{j \\le K} c_j\\, P^j
-                  + \\tfrac{f^{(K+1)}(\\xi)}{(K+1)!} P^{K+1} + f'(\\zeta)\\,(a - m),
-                  \\qquad c_j = \\tfrac{f^{(j)}(m)}{j!},
-
-        ``xi`` and ``zeta`` in ``u``'s range ``U`` (``f``'s coefficients over ``U`` enclose
-        theirs), ``P^{K+1}`` in ``S^{K+1}`` (``S``: ``P``'s range). ``P^j = T_j + E_j``:
-        ``T_j`` the terms of degree ``<= K`` of ``T_(j-1) P`` (of degree ``>= j``), ``|E_j|
-        <= e_j = (dropped terms) + e_(j-1) sum_p A_p`` (``|P| <= sum_p A_p``); ``top``:
-        ``P``'s degree (``P^j`` has none below ``j`` nor above ``j top``)."""
+        """``f(a + P) in sum_(j <= K) c_j P^j + f^(K+1)(U) / (K+1)! S^(K+1) + f'(U) (a - m)``,
+        ``c_j = f^(j)(m) / j!`` at ``a``'s midpoint ``m``, ``U``, ``S`` the ranges of ``u``,
+        ``P``; ``P^j = T_j + E_j``, ``T_j`` of degree ``<= K`` (``>= j``, ``<= j top``), ``|E_j|
+        <= (dropped) + |E_(j-1)| sum_p A_p``. ``f(U)`` where it is narrower."""
         K, a, fl = self.K, u[0], self.fl
         mid, spread = _balls(fl, [v.mid() for v in a], wrap=False), self.spread(u)
         c, g = series(mid, K + 1), series(a + spread, K + 2)
@@ -344,12 +283,11 @@ class _Models:
             out[rows] = out[rows] + power[rows] * c[j]
             out[0] = out[0] + np.abs(c[j]) * err * fl.arb(0, 1)
         wide = np.array([not v.rad() <= r.rad() for v, r in zip(out[0], g[0], strict=True)])
-        if wide.any():  # over a wide range, f(U) (an interval) is the tighter enclosure
+        if wide.any():
             out[:, wide], out[0, wide] = fl.arb(0), g[0][wide]
         return out
 
     def kink(self, u: np.ndarray, relax, k: np.ndarray) -> np.ndarray:
-        """A kink, by its linear relaxation over the entry's range (:data:`_RELAX`)."""
         lm = [relax(self.fl, a + s, c) for a, s, c in zip(
             u[0], self.spread(u), np.resize(k, u.shape[1]), strict=True)]
         out = u * _balls(self.fl, [v[0] for v in lm], wrap=False)
@@ -360,18 +298,15 @@ class _Models:
         flat = self.fl.arb_mat(u.size // w.nrows(), w.nrows(), u.ravel().tolist()) * w
         return _balls(self.fl, flat.entries(), wrap=False).reshape(self.M, -1)
 
-    def run(self, ops, dim: int, start: tuple = ((), (), ())) -> tuple[list, list, list]:
-        """Every value of a program over the batch, their sizes and degrees (``start``: those
-        of a prefix of it already run)."""
+    def run(self, ops, dim: int, start=((), (), ())) -> tuple[list, list, list]:
+        """The values of a program, their sizes, degrees (``start``: those of a prefix run)."""
         vals, sizes, tops = list(start[0]) or [self.x], list(start[1]) or [dim], list(
             start[2]) or [1]
         for kind, operands, extra in ops[len(vals) - 1:]:
-            tops.append(self.K if kind in _SMOOTH + ("logaddexp",) or kind == "mul" and
-                        isinstance(operands[1], int) else max(
-                            [tops[v] for v in operands if isinstance(v, int)], default=0))
             a = vals[operands[0]] if isinstance(operands[0], int) else None
-            n = sizes[operands[0]] if a is not None else 0
-            other = operands[1] if len(operands) > 1 else None
+            n, other = sizes[operands[0]] if a is not None else 0, ([*operands, None])[1]
+            tops.append(self.K if kind in _SMOOTH or kind == "mul" and isinstance(other, int)
+                        else max([tops[v] for v in operands if isinstance(v, int)], default=0))
             if kind == "dot":
                 y, n = self.dot(a, other), other.ncols()
             elif kind == "concat":
@@ -383,11 +318,10 @@ class _Models:
             elif kind == "slice":
                 y = a.reshape(self.M, self.B, n)[:, :, extra[0]:extra[1]].reshape(self.M, -1)
                 n = extra[1] - extra[0]
-            elif kind == "neg":
-                y = -a
-            elif kind in ("add", "sub"):
-                b = vals[other] if isinstance(other, int) else self.constant(other, n)
-                y = a + b if kind == "add" else a - b
+            elif kind in ("neg", "add", "sub"):
+                b = 0 if kind == "neg" else vals[other] if isinstance(other, int) else \
+                    self.constant(other, n)
+                y = a + b if kind == "add" else b - a if kind == "neg" else a - b
             elif kind == "mul" and isinstance(other, int):
                 y = self.product(a, vals[other])
             elif kind in ("mul", "div"):  # linear: every row scaled
@@ -404,12 +338,8 @@ class _Models:
 
 
 def _bound_boxes(fl, progs, c: np.ndarray, h: np.ndarray, claims, tail=(0, None)) -> list:
-    """Per box ``(proven, bound, counterexample)``: whether ``|D_j| <= claim`` over the box for
-    every output ``j`` (the range of ``D``'s Taylor model of degree ``order``, the difference of
-    the programs'), the checker's bound, and whether ``|D_j(c)| > claim`` for some ``j``
-    (proven: the constant coefficient encloses ``D(c)``). ``tail``: ``(shared, linear)``, the
-    programs' first ``shared`` operations are the same (run once) and :func:`_linear_tail`'s
-    map of the rest, if any."""
+    """Per box: ``|D| <= claim`` proven on it, the bound, ``|D(c)| > claim`` proven. ``tail``:
+    the programs' common first operations (run once), :func:`_linear_tail`'s map or None."""
     (shared, linear), (ops, out, sizes) = tail, progs[0]
     models, m = _Models(fl, c, h, ORDER.get(c.shape[1], 2)), sizes[out]
     if linear:
@@ -420,9 +350,8 @@ def _bound_boxes(fl, progs, c: np.ndarray, h: np.ndarray, claims, tail=(0, None)
         diff[0] = diff[0] + np.resize(linear[2], diff.shape[1])
     else:
         va, sizes, tops = models.run(ops, c.shape[1])
-        vb = models.run(progs[1][0], c.shape[1], (va[:shared + 1], sizes[:shared + 1],
-                                                  tops[:shared + 1]))[0]
-        diff = va[out] - vb[progs[1][1]]
+        diff = va[out] - models.run(progs[1][0], c.shape[1], (
+            va[:shared + 1], sizes[:shared + 1], tops[:shared + 1]))[0][progs[1][1]]
     at = diff[0]
     over = at + models.spread(diff)
     return [(all(v.abs_upper() <= claim for v in over[b * m:(b + 1) * m]),
@@ -430,6 +359,27 @@ def _bound_boxes(fl, progs, c: np.ndarray, h: np.ndarray, claims, tail=(0, None)
                  for v in over[b * m:(b + 1) * m]),
              any(v.abs_lower() > claim for v in at[b * m:(b + 1) * m]))
             for b, claim in enumerate(claims)]
+
+
+def _linear_tail(fl, progs, shared: int):
+    """``(ids, A, d)``, ``D = [v_ids] A + d`` exactly, when both programs end in affine
+    operations of the ``shared`` values ``v_ids`` (a variant of the last layers: their
+    remainders cancel too), by running the ends on the identity; else None."""
+    if any(kind in _SMOOTH + _KINKS or kind == "mul" and isinstance(operands[1], int)
+           for ops, _, _ in progs for kind, operands, _ in ops[shared:]):
+        return None
+    ids = sorted({v for ops, out, _ in progs for v in [out] + [
+        w for _, operands, _ in ops[shared:] for w in operands if isinstance(w, int)]
+        if v <= shared})
+    sizes = progs[0][2]
+    cuts = np.cumsum([0] + [sizes[v] for v in ids])
+    basis, start = _Models(fl, np.zeros((1, cuts[-1])), np.ones((1, cuts[-1])), 1), [None] * (
+        shared + 1)
+    for v, lo, hi in zip(ids, cuts, cuts[1:], strict=False):
+        start[v] = basis.x[:, lo:hi]
+    a, b = (basis.run(ops, 0, (start, sizes[:shared + 1], [1] * (shared + 1)))[0][out]
+            for ops, out, _ in progs)
+    return ids, fl.arb_mat(*a[1:].shape, (a[1:] - b[1:]).ravel().tolist()), a[0] - b[0]
 
 
 def _halves(c: np.ndarray, h: np.ndarray) -> list:
@@ -445,9 +395,6 @@ def _halves(c: np.ndarray, h: np.ndarray) -> list:
                                                                                   math.inf)
         out.append((cc, hh))
     return out
-
-
-# ---- the covering, in exact rationals --------------------------------------------------------
 
 
 class _Domain:
@@ -469,9 +416,8 @@ class _Domain:
             raise CertificateError("check: the box domain has lo > hi")
         if kind == "ball" and not self.b[0] > 0:
             raise CertificateError("check: the ball's radius must be positive")
-        # the domain's bounding box
         self.hull = (list(zip(self.a, self.b, strict=True)) if kind == "box" else
-                     [(q - self.b[0], q + self.b[0]) for q in self.a])
+                     [(q - self.b[0], q + self.b[0]) for q in self.a])  # its bounding box
 
     def _dist2(self, box) -> list:
         return [max(Fraction(0), lo - q, q - hi) ** 2 for (lo, hi), q in zip(box, self.a,
@@ -484,7 +430,8 @@ class _Domain:
         return sum(self._dist2(box)) <= self.b[0] ** 2
 
     def clipped(self, parent, child) -> bool:
-        """``child`` contains ``parent``'s intersection with the domain."""
+        """``child`` holds ``parent``'s part of the domain (of a ball: on axis ``i``, ``q_i -+
+        sqrt(R^2 - m_i)``, ``m_i`` the squared distance on the others, compared squared)."""
         if not self.meets(parent):
             return True
         if self.kind == "box":
@@ -492,7 +439,7 @@ class _Domain:
                        in zip(parent, child, self.hull, strict=True))
         d2, r2 = self._dist2(parent), self.b[0] ** 2
         for i, ((pl, ph), (cl, ch), q) in enumerate(zip(parent, child, self.a, strict=True)):
-            s2 = r2 - (sum(d2) - d2[i])  # the intersection spans q -+ sqrt(s2) on axis i
+            s2 = r2 - (sum(d2) - d2[i])
             if not ((cl <= pl or (q - cl >= 0 and (q - cl) ** 2 >= s2))
                     and (ch >= ph or (ch - q >= 0 and (ch - q) ** 2 >= s2))):
                 return False
@@ -504,11 +451,10 @@ def _box(c, h) -> list:
             for a, r in zip(c.tolist(), h.tolist(), strict=True)]
 
 
-def _cover(t: dict, dom: _Domain) -> tuple[list[int], dict]:
-    """The leaves and every node's children, once the tree is proven to cover the domain
-    (else :class:`_Reject`): the root holds it, a split node is covered by its two halves
-    (equal to it on all axes but one, whose intervals overlap and span it), a clipped node
-    holds its parent's part of it."""
+def _cover(t: dict, dom: _Domain) -> list[int]:
+    """The leaves, the tree proven to cover the domain (boxes ``c -+ h`` as fractions): the
+    root holds it, two halves their parent (equal but on one axis, overlapping and spanning
+    it), a clipped node its parent's part, a leaf claimed ``-inf`` misses it."""
     c, h, parent, kind, bound = (t[k] for k in ("c", "h", "parent", "kind", "bound"))
     n = len(parent)
     void = (kind == CLIP) & (bound == -np.inf)  # claimed to miss it: may be anything
@@ -562,21 +508,13 @@ def _cover(t: dict, dom: _Domain) -> tuple[list[int], dict]:
             raise _Reject(i, f"leaf {i} has no claimed bound (a box removed below it?)")
         if bound[i] == -np.inf and dom.meets(box(int(parent[i]) if void[i] else i)):
             raise _Reject(i, f"leaf {i} is claimed to miss the domain, and meets it")
-    return leaves, kids
-
-
-
-
-# ---- the check ----------------------------------------------------------------------------
+    return leaves
 
 
 def _claims(fl, progs, t: dict, leaves: list[int], max_depth: int, stats: dict, dom,
             tail) -> None:
-    """Prove every finite claim: all at once on the root box when its bound is below the
-    smallest claim (for two programs whose difference is affine in what they share), else
-    each on its leaf box, splitting where needed (a box whose bound is ``rho`` times its claim
-    into ``2^k`` pieces at once, ``k ~ d log2(rho) / (K + 1)``: the excess of a degree-``K``
-    model shrinks like ``h^(K+1)``)."""
+    """Every finite claim: on the root box if it proves the least, else on each leaf, split
+    where needed (``rho`` times its claim: ``2^k`` pieces, ``k ~ d log2(rho) / (K + 1)``)."""
     work = [(i, t["c"][i], t["h"][i], 0) for i in leaves if np.isfinite(t["bound"][i])]
     d, least = len(t["c"][0]), min([float(t["bound"][w[0]]) for w in work], default=0.0)
     stats["boxes"] += 1
@@ -609,32 +547,6 @@ def _claims(fl, progs, t: dict, leaves: list[int], max_depth: int, stats: dict, 
             stats["depth"] = max(stats["depth"], level)
 
 
-def _linear_tail(fl, progs, shared: int):
-    """``(ids, A, d)`` when both programs end, after the ``shared`` operations they begin
-    with, in affine operations only (a network against a variant of its last layers): then
-    ``D = [v_ids] A + d`` exactly, for the shared values ``v_ids`` they read, ``A`` and ``d``
-    found by running both ends on a model of degree 1 in those values (the identity), so
-    that the shared values' remainders cancel too. Else None."""
-    ends = [(ops[shared:], out) for ops, out, _ in progs]
-    if any(kind in _SMOOTH + _KINKS + ("logaddexp",) or kind == "mul" and isinstance(
-            operands[1], int) for ops, _ in ends for kind, operands, _ in ops):
-        return None
-    ids = sorted({v for ops, out in ends for v in [out] + [w for _, operands, _ in ops
-                                                           for w in operands
-                                                           if isinstance(w, int)]
-                  if v <= shared})
-    sizes = progs[0][2]
-    widths = [sizes[v] for v in ids]
-    basis = _Models(fl, np.zeros((1, sum(widths))), np.ones((1, sum(widths))), 1)
-    start, cuts = [None] * (shared + 1), np.cumsum([0] + widths)
-    for v, lo, hi in zip(ids, cuts, cuts[1:], strict=False):
-        start[v] = basis.x[:, lo:hi]
-    diff = [basis.run(ops, 0, (start, sizes[:shared + 1], [1] * (shared + 1)))[0][out]
-            for ops, out, _ in progs]
-    diff = diff[0] - diff[1]
-    return ids, fl.arb_mat(*diff[1:].shape, diff[1:].ravel().tolist()), diff[0]
-
-
 def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float) -> CheckReport:
     dim, programs = meta.get("dim"), meta.get("programs")
     if not isinstance(dim, int) or dim < 1:
@@ -653,8 +565,7 @@ def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float) -> CheckR
         shared += 1
     outs = [sizes[out] for _, out, sizes in progs]
     if outs[0] != outs[1]:
-        raise CertificateError(f"check: the programs have {outs[0]} and {outs[1]} "
-                               "outputs")
+        raise CertificateError(f"check: the programs have {outs[0]} and {outs[1]} outputs")
     t = {k: np.asarray(arrays.get(f"tree_{k}", np.zeros(0)))
          for k in ("c", "h", "parent", "kind", "bound")}
     n = len(t["parent"])
@@ -674,7 +585,7 @@ def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float) -> CheckR
     try:
         if not lower <= upper:
             raise _Reject(None, f"lower {lower!r} is not <= upper {upper!r}")
-        leaves[:] = _cover(t, dom)[0]
+        leaves[:] = _cover(t, dom)
         over = [i for i in leaves if not t["bound"][i] <= upper]
         if over:
             raise _Reject(over[0], f"leaf {over[0]} claims {t['bound'][over[0]]:.6e} > upper "
@@ -683,8 +594,8 @@ def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float) -> CheckR
             raise _Reject(None, f"argmax {argmax.tolist()} is not in the domain")
         if lower > 0:
             models = _Models(fl, argmax[None], np.zeros((1, dim)), 1)
-            ys = [models.run(ops, dim)[0][out][0] for ops, out, _ in progs]
-            at = [p - q for p, q in zip(*ys, strict=True)]
+            at = [p - q for p, q in zip(*[models.run(ops, dim)[0][out][0]
+                                          for ops, out, _ in progs], strict=True)]
             if not any(v.abs_lower() >= lower for v in at):
                 raise _Reject(None, f"lower {lower:.6e} is not attained at argmax: "
                               f"|F_a - F_b| there is {max(float(v.abs_upper()) for v in at):.6e}")
@@ -698,23 +609,12 @@ def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float) -> CheckR
 
 
 def check(path, *, max_depth: int = 24) -> CheckReport:
-    """Check a certificate written by :meth:`Verification.save
-    <jaxcompress.verification.Verification.save>` in Arb ball arithmetic (see the module
-    docstring): confirm ``lower <= sup_{x in domain} max_j |F_a(x)_j - F_b(x)_j| <= upper``
-    for the programs, domain and numbers in the file, or name the first node that fails.
-
-    Args:
-      path: the certificate (``.npz``).
-      max_depth: how many times a leaf may be bisected where the checker's bound is looser
-        than its claim.
-
-    Returns:
-      A :class:`CheckReport` (``confirmed`` True or False with the reason).
-
-    Raises:
-      CertificateError: a file that is missing, truncated, foreign, damaged or malformed.
-      ImportError: python-flint is not installed (``pip install 'jaxcompress[check]'``).
-    """
+    """Confirm ``lower <= sup_(x in domain) max_j |F_a(x)_j - F_b(x)_j| <= upper`` for a
+    certificate of :meth:`Verification.save <jaxcompress.verification.Verification.save>`
+    in Arb ball arithmetic, or name the first node that fails: a :class:`CheckReport`.
+    ``max_depth``: how often a leaf may be bisected. Raises :class:`CertificateError` for a
+    missing, truncated, foreign, damaged or malformed file, ``ImportError`` without
+    python-flint (``pip install 'jaxcompress[check]'``)."""
     if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 0:
         raise ValueError(f"check: max_depth must be an int >= 0, got {max_depth!r}")
     start = time.perf_counter()

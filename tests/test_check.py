@@ -59,6 +59,14 @@ def tanh_box(tmp_path_factory):
     return res, path
 
 
+@pytest.fixture(scope="module")
+def shifted(tmp_path_factory):
+    """``F`` against ``F + 10^-3``: the programs begin alike and end in different biases (a
+    certificate the check confirms on its root box)."""
+    f = tanh_net(1.0)
+    return verify(f, lambda x: f(x) + 1e-3).save(tmp_path_factory.mktemp("cert") / "shift.npz")
+
+
 def rewrite(path: Path, out: Path, edit) -> Path:
     """A copy of a certificate with ``edit(meta, arrays)`` applied (and a valid checksum: the
     check must reject it for what it claims, not for its checksum)."""
@@ -78,7 +86,10 @@ def test_tanh_box_is_confirmed(tanh_box):
     assert (report.upper, report.lower) == (res.upper, res.lower)
     assert report.leaves > 0 and report.boxes >= sum(
         np.isfinite(fileformat.read(path)[1]["tree_bound"]))
-    assert main(["check", str(path)]) == 0
+
+
+def test_the_command_line_confirms(shifted):
+    assert main(["check", str(shifted)]) == 0
 
 
 def test_tanh_ball_is_confirmed(tmp_path):
@@ -210,15 +221,16 @@ def test_a_changed_weight_is_rejected(tanh_box, tmp_path):
     assert "claim" in report.reason or "lower" in report.reason
 
 
-def test_a_shared_prefix_is_run_once_and_a_change_in_it_is_seen(tmp_path):
+def test_a_shared_prefix_is_run_once_and_a_change_in_it_is_seen(shifted, tmp_path):
     """``F`` against ``F + 10^-3``: the programs begin alike (their operations and constants
-    equal), which the check runs once; a weight changed in program a's part of that prefix
-    is a different program, and the check rejects it."""
-    f = tanh_net(1.0)
-    res = verify(f, lambda x: f(x) + 1e-3)
-    path = res.save(tmp_path / "shift.npz")
+    equal), which the check runs once, and end in affine operations of what they share, read
+    as one exact map (the shared remainders cancel: the root box proves every leaf); a weight
+    changed in program a's part of that prefix is a different program, and the check rejects
+    it."""
+    path = shifted
     report = check(path)
     assert report.confirmed, report.reason
+    assert report.boxes == 1 and report.leaves > 1
 
     def edit(meta, arrays):
         first = meta["programs"]["a"]["ops"][0]

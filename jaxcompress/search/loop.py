@@ -114,10 +114,14 @@ class Search:
         trials = self.trials if trials is None else trials
         return trials[best_index([self.judge.loss(t.figure) for t in trials])]
 
-    def stopped(self, why: Stopped, note: str = "") -> Outcome:
-        """The outcome of a search stopped before its target: the best trial."""
-        best = self.best()
-        self.emit(f"stopped ({why.status}): {why.reason}{note}")
+    def stopped(self, why: Stopped, note: Callable[[Trial], str] | None = None,
+                trials: list[Trial] | None = None, *, quiet: bool = False) -> Outcome:
+        """The outcome of a search stopped before its target: the trial of the best figure (of
+        ``trials``, default all), reported with ``note(best)`` after the reason (``quiet``:
+        not reported)."""
+        best = self.best(trials)
+        if not quiet:
+            self.emit(f"stopped ({why.status}): {why.reason}" + (note(best) if note else ""))
         return Outcome(best, self.clock.stop(why.status, why.reason, met=False))
 
     def met(self, trial: Trial, note: str = "") -> Outcome:

@@ -60,12 +60,9 @@ def uniform_orders(build: Callable[[int], Candidate], orders: Sequence[int], *,
                 if len(trials) < len(orders):   # after the last, the advice says more
                     search.stall(trials)
             raise Stopped("out_of_orders", advice(trials))
-        except Stopped as why:
-            best = search.best(trials)
-            if note is not None or why.status != "out_of_orders":
-                search.emit(f"stopped ({why.status}): {why.reason}"
-                            + ("" if note is None else note(best)))
-            return Outcome(best, clock.stop(why.status, why.reason, met=False))
+        except Stopped as why:   # out of orders, the advice is the reason: no line but a note
+            return search.stopped(why, note, trials,
+                                  quiet=note is None and why.status == "out_of_orders")
     return propose
 
 
@@ -211,11 +208,9 @@ def raise_until_proven(build: Callable[[list[int]], Candidate], orders: list[int
                 trials.append(trial)
             search.emit(f"{bound(trial)} <= eps at {orders}")
         except Stopped as why:
-            best = search.best(trials)
-            search.emit(f"stopped ({why.status}): {why.reason}; target not met: the best a "
-                        f"posteriori bound is {best.figure:.3g} at orders "
-                        f"{list(best.candidate.orders)}")
-            return Outcome(best, search.clock.stop(why.status, why.reason, met=False))
+            return search.stopped(why, lambda best: (
+                f"; target not met: the best a posteriori bound is {best.figure:.3g} at orders "
+                f"{list(best.candidate.orders)}"), trials)
         best = trial
         try:    # bisection per set, deepest first; only proven orders are accepted
             for s in range(len(orders) - 1, -1, -1) if refine else ():

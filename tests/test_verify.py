@@ -632,38 +632,21 @@ def test_input_validation(tanh_pair):
         verify(mlp(shifted(params, jnp.nan), jnp.tanh), fa, domain=BOX2, order=3)
 
 
-_SHARDED = """
-import json, sys
-import jax, jax.numpy as jnp
-import jaxcompress as jc
-from jaxcompress.verification import search
-search.CLIMB_INTERVAL = float("inf")  # climbs at fixed points of the search only
-teacher = jc.init_mlp(jax.random.PRNGKey(4), [2, 8, 8, 1], dtype=jnp.float64)
-small = jc.init_mlp(jax.random.PRNGKey(5), [2, 3, 3, 1], dtype=jnp.float64)
-box = jc.Box(jax.device_put(-jnp.ones(2)), jax.device_put(jnp.ones(2)))
-out = []
-for devices in (jax.devices()[:1], jax.devices()):
-    r = jc.verify(teacher, small, activation="tanh", domain=box, order=2, tol=0.05,
-                  max_seconds=float("inf"), devices=devices)
-    out.append([len(devices), r.status, r.lower, r.upper, r.boxes])
-print(json.dumps(out))
-"""
+@pytest.mark.skipif(jax.device_count() < 4, reason="needs 4 (forced CPU) devices")
+def test_boxes_sharded_over_four_devices_give_one_devices_bracket(monkeypatch):
+    """With 4 host devices (conftest forces them) each batch of boxes is split over them; the
+    bracket is one device's, to rounding."""
+    import jaxcompress as jc
 
-
-def test_boxes_sharded_over_four_devices_give_one_devices_bracket():
-    """With 4 host devices (a subprocess: XLA's device count is fixed at start-up) each batch
-    of boxes is split over them; the bracket is one device's, to rounding."""
-    import json
-    import os
-    import subprocess
-    import sys
-
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
-               JAX_PLATFORMS="cpu", JAX_ENABLE_X64="1")
-    run = subprocess.run([sys.executable, "-c", _SHARDED], env=env, capture_output=True,
-                         text=True, check=False)
-    assert run.returncode == 0, run.stderr[-2000:]
-    (n1, s1, lo1, up1, b1), (n4, s4, lo4, up4, b4) = json.loads(run.stdout.splitlines()[-1])
+    monkeypatch.setattr(bnb, "CLIMB_INTERVAL", math.inf)  # climbs at the search's fixed points
+    teacher = jc.init_mlp(jax.random.PRNGKey(4), [2, 8, 8, 1], dtype=jnp.float64)
+    small = jc.init_mlp(jax.random.PRNGKey(5), [2, 3, 3, 1], dtype=jnp.float64)
+    box = Box(jax.device_put(-jnp.ones(2)), jax.device_put(jnp.ones(2)))
+    (n1, s1, lo1, up1, b1), (n4, s4, lo4, up4, b4) = (
+        (len(devices), r.status, r.lower, r.upper, r.boxes)
+        for devices in (jax.devices()[:1], jax.devices()[:4])
+        for r in [verify(teacher, small, activation="tanh", domain=box, order=2, tol=0.05,
+                         devices=devices)])
     assert (n1, n4) == (1, 4) and s1 == s4 == "converged" and b1 == b4
     assert lo4 == pytest.approx(lo1, rel=1e-12) and up4 == pytest.approx(up1, rel=1e-12)
 

@@ -14,14 +14,17 @@ import math
 from typing import Any, NamedTuple
 
 from jaxcompress._checks import describe
-from jaxcompress.certificates.certificate import certify_prepared
+from jaxcompress.certificates.bounds import has_bound_rule
+from jaxcompress.certificates.certificate import certify, certify_prepared
+from jaxcompress.certificates.prepared import Prepared
 from jaxcompress.certificates.report import Certificate as _Report
 from jaxcompress.measure import network_sup_error
+from jaxcompress.mlp import param_count
 from jaxcompress.search.candidates import Candidate, Candidates
 from jaxcompress.verification import verify
 
 __all__ = ["METRICS", "REL_L2_POINTS", "Certificate", "Judge", "Metric", "Polished", "Proof",
-           "Verdict", "as_judge"]
+           "Verdict", "as_judge", "certificate", "proof"]
 
 #: Fixed Sobol points of the domain for ``"rel_l2"`` and ``"psnr"``.
 REL_L2_POINTS = 4096
@@ -164,14 +167,21 @@ class Polished(Judge):
 
 class Certificate(Judge):
     """The a posteriori certificate of a candidate of per-set orders (exact, at its own widths):
-    the smaller of ours and the paper's Theorem 16 with Eq. 16 (both rigorous); the report is
-    the verdict's evidence. ``prepared``: the teacher's
-    :class:`~jaxcompress.certificates.prepared.Prepared`."""
+    the smaller of ours and the paper's Theorem 16 with Eq. 16 (both rigorous, :func:`proof`);
+    the report is the verdict's evidence. For a chain of dense layers with one analytic
+    activation (``ValueError`` for another network)."""
 
     name = "a posteriori bound"
 
-    def __init__(self, prepared, eps: float, delta: float):
-        self.prepared, self.eps, self.delta = prepared, eps, delta
+    def __init__(self, cands: Candidates, eps: float, delta: float):
+        net = cands.net
+        if not net.chain:
+            raise ValueError("compress_to_tolerance: the certificate is the paper's, for a chain "
+                             "of dense layers with one analytic activation; this network is not "
+                             "one:\n  " + "\n  ".join(net.why_not)
+                             + "\nuse jc.MeasuredOrders() or jc.Measured()")
+        self.prepared = Prepared(net.lower(), net.activation, cands.domain)
+        self.sizes, self.eps, self.delta = cands.plan.sizes, eps, delta
 
     def judge(self, cand: Candidate, cands: Candidates) -> Verdict:
         rep = certify_prepared(self.prepared, eps=self.eps, delta=self.delta,
@@ -180,6 +190,61 @@ class Certificate(Judge):
 
     def teacher_figure(self, cands: Candidates) -> float:
         return 0.0
+
+    def a_priori(self, orders_from: str, radius: float) -> tuple[list[int], str, str]:
+        """The a priori orders of the paper's certificate (``k_cert``, Eq. 72, at the uniform
+        budget of Eq. 62 and Lemma 19) or ours (``k_ours``) as ``orders_from`` says
+        (``"best"``: the smaller network by parameter count, the paper's on ties), whose they
+        are and the line that says so; a ``ValueError`` naming the layer and ``rho`` against
+        the domain's radius ``R`` where no certificate exists (Assumption 4)."""
+        rep = certify_prepared(self.prepared, eps=self.eps, delta=self.delta)
+        paper_ok = rep.orders is not None and all(k is not None for k in rep.orders)
+        ours_ok = rep.orders_ours is not None
+        source = orders_from
+        if orders_from == "best":
+            source = "paper" if paper_ok else "ours"
+            if paper_ok and ours_ok:
+                paper_n, ours_n = (param_count([self.sizes[0], *w, self.sizes[-1]])
+                                   for w in (rep.widths, rep.widths_ours))
+                source = "paper" if paper_n <= ours_n else "ours"
+        if not (paper_ok if source == "paper" else ours_ok):
+            which = "the paper's" if source == "paper" else "our"
+            for li in rep.layers:
+                rho = li.rho if source == "paper" else li.rho_ours
+                if not radius < rho:
+                    raise ValueError(
+                        f"compress_to_tolerance: {which} certificate fails in hidden layer "
+                        f"{li.layer}: its holomorphy radius rho = {rho:.4g} is not larger than "
+                        f"the domain radius R = {radius:g} (Assumption 4; q_hat = "
+                        f"{li.q_hat:.3g}); no certificate exists. Use jc.MeasuredOrders(), a "
+                        "smaller domain, or smaller weights.")
+            raise ValueError(f"compress_to_tolerance: {which} certificate gives no orders: "
+                             + "; ".join(rep.notes) + "; use jc.MeasuredOrders() or a larger eps")
+        if source == "paper":
+            return [int(k) for k in rep.orders], source, (
+                f"a priori orders: the paper's k_cert (Eq. 72) = {[int(k) for k in rep.orders]} "
+                f"(budget eps_l = {rep.eps_uniform:.3g} (Eq. 62), Lambda_bar = "
+                f"{rep.Lambda_bar:.3g} (Lemma 19))")
+        return [int(k) for k in rep.orders_ours], source, (
+            f"a priori orders: ours k_ours = {[int(k) for k in rep.orders_ours]} (budget eps_l = "
+            f"{rep.eps_uniform_ours:.3g}, Lambda_bar_ours = {rep.Lambda_bar_ours:.3g})")
+
+    @staticmethod
+    def shares(rep: _Report) -> list[float]:
+        """Each layer's share of the bound :func:`proof` takes."""
+        if proof(rep)[1] == "ours":
+            return [li.contribution for li in rep.layers]
+        return [(li.Lambda_post_paper or 0.0) * (li.bound_thm5 or 0.0) for li in rep.layers]
+
+
+def certificate(cands: Candidates, cand: Candidate, eps: float) -> _Report | None:
+    """The :func:`jaxcompress.certify` report of a candidate at its own widths, where the
+    teacher is a chain whose activation has a bound rule (else ``None``)."""
+    net = cands.net
+    if not (net.chain and has_bound_rule(net.activation)):
+        return None
+    return certify(net.lower(), activation=net.activation, domain=cands.domain, eps=eps,
+                   compressed=cands.plan.chain.lower(cand.leaves), info=cand.info)
 
 
 def proof(rep: _Report) -> tuple[float, str]:

@@ -28,16 +28,13 @@ from jaxcompress._checks import (
     finite_number,
     seed_key,
 )
-from jaxcompress.certificates.bounds import has_bound_rule
-from jaxcompress.certificates.certificate import certify, certify_prepared
 from jaxcompress.certificates.chain import domain_geometry
-from jaxcompress.certificates.prepared import Prepared
 from jaxcompress.certificates.report import Certificate as Report
 from jaxcompress.domains import Ball, Domain, check_domain
 from jaxcompress.graph import Compressed, compressed
 from jaxcompress.layer import CompressInfo
 from jaxcompress.methods import BestOf, Method, collocation, derivative_matching
-from jaxcompress.mlp import Params, layer_sizes, leaf_count, param_count
+from jaxcompress.mlp import Params, leaf_count
 from jaxcompress.networks import as_network
 from jaxcompress.polishing import DEFAULT_POINTS, DEFAULT_STEPS
 from jaxcompress.protocol import NetworkLike
@@ -298,33 +295,19 @@ class Certified(ToleranceStrategy):
         object.__setattr__(self, "delta", sel.delta)
 
     def judge(self, cands: Candidates, eps: float) -> judges.Judge:
-        net = cands.net
-        if not net.chain:
-            raise _fail((), "the certificate is the paper's, for a chain of dense layers with "
-                        "one analytic activation; this network is not one:\n  "
-                        + "\n  ".join(net.why_not) + "\nuse jc.MeasuredOrders() or jc.Measured()")
-        return judges.Certificate(Prepared(net.lower(), net.activation, cands.domain), eps,
-                                  self.delta)
+        return judges.Certificate(cands, eps, self.delta)
 
     def search(self, search: Search) -> ToleranceResult:
-        cands, eps = search.candidates, search.eps
+        cands, judge = search.candidates, search.judge
         radius = domain_geometry(cands.domain, int(cands.net.x.shape[-1]))[0]
-        report = certify_prepared(search.judge.prepared, eps=eps, delta=self.delta)
-        orders, source = _certified_orders(report, self.orders_from, radius, cands.net.lower())
-        if source == "paper":
-            search.emit(f"a priori orders: the paper's k_cert (Eq. 72) = {orders} (budget "
-                        f"eps_l = {report.eps_uniform:.3g} (Eq. 62), Lambda_bar = "
-                        f"{report.Lambda_bar:.3g} (Lemma 19))")
-        else:
-            search.emit(f"a priori orders: ours k_ours = {orders} (budget eps_l = "
-                        f"{report.eps_uniform_ours:.3g}, Lambda_bar_ours = "
-                        f"{report.Lambda_bar_ours:.3g})")
+        orders, source, line = judge.a_priori(self.orders_from, radius)
+        search.emit(line)
         sizes = cands.plan.sizes
         out = search.run(proposers.raise_until_proven(
             functools.partial(cands.orders, self.selector, exact=True), orders,
             can_raise=lambda s, k: (k < self.max_order
                                     and num_monomials(sizes[0], k) < sizes[1 + s]),
-            shares=lambda t: _contributions(t.evidence), refine=self.refine,
+            shares=lambda t: judge.shares(t.evidence), refine=self.refine,
             max_order=self.max_order))
         return self.orders_result(search, out.chosen.candidate, out.stop,
                                   out.chosen.evidence, source)
@@ -372,12 +355,7 @@ class MeasuredOrders(ToleranceStrategy):
                                       dataclasses.replace(out.stop, reason=reason))
         out = search.run(proposers.per_set_orders(build, n, k_u, out.chosen))
         cand = build(out.chosen.candidate.orders, exact=True)
-        net, report = cands.net, None
-        if net.chain and has_bound_rule(net.activation):
-            report = certify(net.lower(), activation=net.activation, domain=cands.domain,
-                             eps=eps, compressed=cands.plan.chain.lower(cand.leaves),
-                             info=cand.info)
-        result = self.orders_result(search, cand, out.stop, report)
+        result = self.orders_result(search, cand, out.stop, judges.certificate(cands, cand, eps))
         search.emit(f"final orders {list(cand.orders)} (uniform would be {k_u}): measured "
                     f"{result.measured_error:.3e}")
         return dataclasses.replace(result, history=tuple(search.history))
@@ -644,43 +622,6 @@ def order_advice(errs: Sequence[float], eps: float, max_order_name: str = "max_o
                 + " will not help: the network is not analytic enough on this domain for "
                 "matching at one point (see jaxcompress.certify)")
     return msg + f"; raise {max_order_name} or eps"
-
-
-def _certified_orders(report: Report, orders_from: str, radius: float,
-                      params: Params) -> tuple[list[int], str]:
-    """The a priori orders of the paper's or our certificate (see ``orders_from``)."""
-    paper_ok = report.orders is not None and all(k is not None for k in report.orders)
-    ours_ok = report.orders_ours is not None
-    source = orders_from
-    if orders_from == "best":
-        source = "paper" if paper_ok else "ours"
-        if paper_ok and ours_ok:
-            sizes = layer_sizes(params)
-            paper_n, ours_n = (param_count([sizes[0], *w, sizes[-1]])
-                               for w in (report.widths, report.widths_ours))
-            source = "paper" if paper_n <= ours_n else "ours"
-    if not (paper_ok if source == "paper" else ours_ok):
-        which = "the paper's" if source == "paper" else "our"
-        for li in report.layers:
-            rho = li.rho if source == "paper" else li.rho_ours
-            if not radius < rho:
-                raise ValueError(
-                    f"compress_to_tolerance: {which} certificate fails in hidden layer "
-                    f"{li.layer}: its holomorphy radius rho = {rho:.4g} is not larger than the "
-                    f"domain radius R = {radius:g} (Assumption 4; q_hat = {li.q_hat:.3g}); no "
-                    "certificate exists. Use jc.MeasuredOrders(), a smaller domain, or smaller "
-                    "weights.")
-        raise ValueError(f"compress_to_tolerance: {which} certificate gives no orders: "
-                         + "; ".join(report.notes) + "; use jc.MeasuredOrders() or a larger eps")
-    orders = report.orders if source == "paper" else report.orders_ours
-    return [int(k) for k in orders], source
-
-
-def _contributions(rep: Report) -> list[float]:
-    """Each layer's share of the a posteriori bound that :func:`judges.proof` uses."""
-    if judges.proof(rep)[1] == "ours":
-        return [li.contribution for li in rep.layers]
-    return [(li.Lambda_post_paper or 0.0) * (li.bound_thm5 or 0.0) for li in rep.layers]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -104,27 +104,33 @@ def user_broadcasting():
 
 
 #: The files that take longest, longest first (CPU seconds of the test process and the processes
-#: it starts, in a default run on two cores from an empty compilation cache, 2026-12-06 on a
-#: Xeon, from ``JAXCOMPRESS_TEST_PROFILE`` and ``tests/profile_report.py``: test_docs 70,
-#: test_benchmarks_figures 47 (its five benchmark processes), test_verify 36,
-#: test_masked_orders 29, test_derivatives 23, test_sharding 21, ... down to test_flax 5),
-#: started first: with one worker per core and a file per work unit (``--dist loadfile``), each
-#: worker takes the next file when it is done, so the long ones must not come last (a long file
-#: left to the end keeps one core busy while the other idles; in the profiled run, with the
-#: previous order, the two workers ended 1.6 s apart). The other files follow in their
-#: collection order.
+#: it starts, measured file by file with ``JAXCOMPRESS_TEST_PROFILE`` and
+#: ``tests/profile_report.py`` on the 2-core EPYC, warm compilation cache, 2026-12-07:
+#: test_docs ~75, test_benchmarks_figures ~55 (its five benchmark processes), test_verify 51,
+#: test_masked_orders 23, test_searches 23, test_cli 23, ... down to test_benchmarks_workloads
+#: 1.5; every file is listed), started first: with one worker per core and a file per work unit
+#: (``--dist loadfile``), each worker takes the next file when it is done, so the long ones must
+#: not come last (a long file left to the end keeps one core busy while the other idles: the
+#: previous list left out test_check, test_trace_ensemble and test_verify_property, about 40 s
+#: that ran last). A file not listed follows in collection order.
 HEAVY_FILES = ("test_docs.py", "test_benchmarks_figures.py", "test_verify.py",
-               "test_masked_orders.py", "test_derivatives.py", "test_sharding.py",
-               "test_verbs_on_every_network.py", "test_searches.py", "test_methods.py",
-               "test_trace_graphs.py", "test_compiling.py", "test_trace_derivative.py",
-               "test_compress.py", "test_benchmarks_zoo.py", "test_certify.py",
-               "test_trace_shared.py", "test_trace_module.py", "test_benchmarks_compile.py",
-               "test_trace_scan.py", "test_activations.py", "test_stored.py", "test_trace.py",
-               "test_select.py", "test_bad_inputs.py", "test_many_inputs.py", "test_features.py",
-               "test_cli.py", "test_bad_inputs_fuzz.py", "test_trace_tied.py",
-               "test_certify_validity.py", "test_defaults.py", "test_polish.py",
-               "test_trace_residual.py", "test_networks.py", "test_zoo.py",
-               "test_trace_property.py", "test_flax.py")
+               "test_masked_orders.py", "test_searches.py", "test_cli.py", "test_compiling.py",
+               "test_derivatives.py", "test_sharding.py", "test_check.py",
+               "test_trace_module.py", "test_benchmarks_zoo.py", "test_trace_graphs.py",
+               "test_methods.py", "test_polish.py", "test_verbs_on_every_network.py",
+               "test_benchmarks_compile.py", "test_trace_ensemble.py", "test_certify.py",
+               "test_trace_derivative.py", "test_compress.py", "test_trace.py",
+               "test_features.py", "test_trace_scan.py", "test_verify_property.py",
+               "test_stored.py", "test_activations.py", "test_many_inputs.py",
+               "test_trace_tied.py", "test_trace_residual.py", "test_bad_inputs.py",
+               "test_bad_inputs_fuzz.py", "test_trace_shared.py", "test_flax.py",
+               "test_networks.py", "test_memory.py", "test_io.py", "test_select.py",
+               "test_certify_validity.py", "test_architecture.py", "test_trace_property.py",
+               "test_defaults.py", "test_zoo.py", "test_certify_paper.py", "test_mlp.py",
+               "test_benchmarks_manifold.py", "test_benchmarks_frontier.py", "test_measure.py",
+               "test_widths.py", "test_closed_form.py", "test_taylor.py", "test_domains.py",
+               "test_sobol.py", "test_benchmarks_workloads.py", "test_benchmarks_features.py",
+               "test_notebooks.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -637,8 +637,11 @@ def test_boxes_sharded_over_four_devices_give_one_devices_bracket(monkeypatch):
     """With 4 host devices (conftest forces them) each batch of boxes is split over them; the
     bracket is one device's, to rounding."""
     import jaxcompress as jc
+    from jaxcompress.compiling import FastFirst
 
     monkeypatch.setattr(bnb, "CLIMB_INTERVAL", math.inf)  # climbs at the search's fixed points
+    # one program throughout: no switch to XLA's default compile (when depends on the machine)
+    monkeypatch.setattr(FastFirst, "budget_s", math.inf)
     teacher = jc.init_mlp(jax.random.PRNGKey(4), [2, 8, 8, 1], dtype=jnp.float64)
     small = jc.init_mlp(jax.random.PRNGKey(5), [2, 3, 3, 1], dtype=jnp.float64)
     box = Box(jax.device_put(-jnp.ones(2)), jax.device_put(jnp.ones(2)))

@@ -61,6 +61,7 @@ the same bits).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -603,17 +604,29 @@ def cache_dir() -> str | None:
     return os.path.join(base, "jaxcompress", "xla")
 
 
-def _use_cache(enabled: bool) -> None:
-    """Keep compiled programs between processes (every program, however fast it compiled:
-    the command line compiles many small ones)."""
+@contextlib.contextmanager
+def _use_cache(enabled: bool):
+    """Keep compiled programs between processes while a command runs (every program, however
+    fast it compiled: the command line compiles many small ones); JAX's settings are put back
+    afterwards, so that calling :func:`main` in a process leaves that process's cache as it
+    was."""
     path = cache_dir() if enabled else None
     if path is None:
+        yield
         return
     import jax
 
-    jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    settings = {"jax_compilation_cache_dir": path,
+                "jax_persistent_cache_min_compile_time_secs": 0.0,
+                "jax_persistent_cache_min_entry_size_bytes": 0}
+    before = {name: getattr(jax.config, name) for name in settings}
+    try:
+        for name, value in settings.items():
+            jax.config.update(name, value)
+        yield
+    finally:
+        for name, value in before.items():
+            jax.config.update(name, value)
 
 
 #: What the exit status says, for every command (the end of ``jaxcompress --help``).
@@ -831,12 +844,12 @@ def main(argv: list[str] | None = None) -> int:
     (see :data:`EXIT_STATUS`). ``--help`` and a usage error exit as argparse does
     (``SystemExit`` with status 0, or 2 after a one-line message)."""
     args = _parser().parse_args(argv)
-    _use_cache(not args.no_cache)
     from jaxcompress._stored import keep_programs
 
     path = cache_dir() if not args.no_cache else None
     try:
-        with keep_programs(None if path is None else os.path.join(path, "programs")):
+        with _use_cache(not args.no_cache), \
+                keep_programs(None if path is None else os.path.join(path, "programs")):
             return args.func(args)
     except Exception as e:   # noqa: BLE001 - every error is exit status 2 and one line
         if os.environ.get("JAXCOMPRESS_TRACEBACK", "").strip() not in ("", "0"):

@@ -80,21 +80,6 @@ def key():
     return jax.random.PRNGKey(0)
 
 
-@pytest.fixture(autouse=True)
-def _compilation_cache_kept():
-    """JAX's persistent-cache folder as it was before each test, restored after it.
-
-    The command line run in-process points JAX at its own folder (``cli.main`` sets
-    ``jax_compilation_cache_dir`` from ``JAXCOMPRESS_CACHE_DIR``); a test that moves that
-    folder to a temporary one left every later program of its worker to be compiled again
-    (once the folder changes, JAX finds none of its programs: test_trace.py and test_select.py
-    after test_stored.py compiled all of theirs, about 25 s)."""
-    before = jax.config.jax_compilation_cache_dir
-    yield
-    if jax.config.jax_compilation_cache_dir != before:
-        jax.config.update("jax_compilation_cache_dir", before)
-
-
 @pytest.fixture
 def user_broadcasting():
     """User code adds biases by implicit rank promotion (``x @ w + b``): the traced-network

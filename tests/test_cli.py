@@ -20,10 +20,18 @@ from jaxcompress import cli
 BOX = ["--box", "-1", "-1", "1", "1"]
 
 
-def test_demo_small(tmp_path, capsys):
+def test_demo_small(tmp_path, capsys, monkeypatch):
+    # the command line keeps its programs in its own cache folder while it runs, and puts
+    # JAX's settings back: a caller's process keeps its own cache
+    monkeypatch.setenv("JAXCOMPRESS_CACHE_DIR", str(tmp_path / "cache"))
+    before = {name: getattr(jax.config, name) for name in (
+        "jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+        "jax_persistent_cache_min_entry_size_bytes")}
     rc = cli.main(["demo", "--width", "48", "--kmax", "3", "--samples", "1024",
                    "--out", str(tmp_path)])
     assert rc == 0
+    assert {name: getattr(jax.config, name) for name in before} == before
+    assert any((tmp_path / "cache").iterdir())
     out = capsys.readouterr().out
     assert "sup error" in out and "device" in out
     data = json.loads((tmp_path / "demo.json").read_text())

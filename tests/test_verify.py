@@ -825,3 +825,28 @@ def test_the_smallest_network_with_a_proven_error(chain_pair, tmp_path, capsys):
     assert cli.main(args + ["--eps", str(0.5 * sampled)]) == 1
     assert "status refuted" in capsys.readouterr().out
     assert cli.main(args + ["--eps", "-1"]) == 2
+
+
+def test_boxes_that_make_no_progress_are_halved_along_every_axis(tanh_pair, tmp_path,
+                                                                monkeypatch):
+    """A child whose bound stays near its parent's is split along every axis at once
+    (``search.STALL``; here every box counts as stalled): the bracket still holds the
+    sampled maximum, the proof tree records each halving, and the certificate checks."""
+    import jaxcompress as jc
+
+    params, fa = tanh_pair
+    fb = mlp(perturbed(params, jax.random.PRNGKey(5), 0.02), jnp.tanh)
+    monkeypatch.setattr(bnb, "STALL", 1e-9)
+    res = verify(fa, fb, domain=BOX2, order=2, tol=0.05, batch_size=8)
+    x = jnp.asarray(np.random.default_rng(1).uniform(-1, 1, (20000, 2)))
+    sampled = float(jnp.max(jnp.abs(fa(x) - fb(x))))
+    assert res.status == "converged" and sampled <= res.upper * (1 + 1e-9)
+    assert float(jnp.max(jnp.abs(fa(res.argmax[None]) - fb(res.argmax[None])))) >= res.lower
+    tree = res.proof.tree.arrays()
+    split = tree["kind"] == bnb.ProofTree.SPLIT
+    # halved along both axes at once: split nodes whose parent is a split node of the same
+    # step (measured: 0.39 of split nodes; 0.06 with STALL = 0.9, where
+    # only the first steps, with few live boxes, split more than once to fill the batch)
+    twice = tree["kind"][tree["parent"][split]] == bnb.ProofTree.SPLIT
+    assert np.mean(twice) > 0.25
+    assert jc.check(res.save(tmp_path / "stall.npz")).confirmed

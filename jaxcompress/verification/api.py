@@ -22,10 +22,13 @@ __all__ = ["DEFAULT_ORDER", "verify"]
 
 #: The default degree ``K`` of the Taylor models by input dimension (higher orders shrink the
 #: remainders faster, ``O(h^(K+1))``, and cost ``C(d + K, d)`` coefficients per value and
-#: longer compilations). Measured with ``benchmarks/verify.py``'s networks: ``d = 3``
-#: softplus on the ball reached 1.2x in 10 s at ``K = 5``, 13 s at 6 and not in 60 s at 4;
-#: ``d = 4`` tanh 1.05x in 5.6 s at ``K = 3``, 6.3 s at 4.
+#: longer compilations; measured with ``benchmarks/verify.py``'s rows, docs/verify.md).
 DEFAULT_ORDER = {1: 6, 2: 4, 3: 5, 4: 3}
+#: The default degree with remainder symbols: a box then costs mostly the symbols' rows, so the
+#: coefficients of a higher degree come cheap and the larger boxes they bound well mean fewer
+#: boxes (measured for ``d = 2, 3, 5`` on the depth rows of ``benchmarks/verify.py``; 1 and 4
+#: in between; 3 beyond 5).
+SYMBOLIC_ORDER = {1: 8, 2: 6, 3: 7, 4: 5, 5: 4}
 _MAX_ORDER = 9  # the derivative tables of the smooth functions go to order 10
 
 
@@ -189,8 +192,8 @@ def verify(a, b, *, domain, activation=None, eps: float | None = None, tol: floa
         included (``compile_seconds`` of the result says how much of it they took; one batch
         of boxes is bounded whatever the budget).
       progress: print the bracket about once a second.
-      order: the degree ``K`` of the Taylor models (default :data:`DEFAULT_ORDER` by ``d``,
-        2 beyond).
+      order: the degree ``K`` of the Taylor models (default by ``d``: :data:`DEFAULT_ORDER`,
+        2 beyond, or with remainder symbols :data:`SYMBOLIC_ORDER`, 3 beyond).
       batch_size: boxes bounded per compiled call (default: about ``2e7`` float operations per
         call, a power of two in ``[32, 256]``).
       atol: also stop when ``upper <= atol`` (for programs that may agree exactly).
@@ -256,9 +259,10 @@ def verify(a, b, *, domain, activation=None, eps: float | None = None, tol: floa
             raise RuntimeError("verify: float64 is unavailable on this backend; the bounds need "
                                "it (run on CPU: JAX_PLATFORMS=cpu)")
         program = prog.trace(a, b, region.dim)
-        k = int(order) if order is not None else DEFAULT_ORDER.get(region.dim, 2)
         symbolic = (prog.symbolic_by_default(program) if remainders is None
                     else remainders == "symbolic")
+        k = (int(order) if order is not None else SYMBOLIC_ORDER.get(region.dim, 3) if symbolic
+             else DEFAULT_ORDER.get(region.dim, 2))
         batch = (int(batch_size) if batch_size is not None
                  else bnb.default_batch(program, k, symbolic=symbolic))
         batch = -(-batch // n_devices) * n_devices

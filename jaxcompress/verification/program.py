@@ -199,7 +199,7 @@ def trace(a, b, dim: int) -> Program:
 #: Programs with at least this many nonlinear layers carry remainder symbols by default...
 SYMBOLIC_DEPTH = 3
 #: ... unless they make more than this many nonlinear results (symbols) together.
-SYMBOLIC_MAX = 4000
+SYMBOLIC_MAX = 8000
 
 
 def symbolic_by_default(program: Program) -> bool:
@@ -207,7 +207,8 @@ def symbolic_by_default(program: Program) -> bool:
     each layer widens a radius, which compounds with depth, and cost a matmul per symbol row
     at every later layer, which grows with the number of symbols (measured on
     ``benchmarks/verify.py``'s depth rows, docs/verify.md: ``[2, 256x8, 1]`` and
-    ``[5, 128x3, 1]`` gain, ``[2, 512x8, 1]`` with 4,456 symbols loses)."""
+    ``[5, 128x3, 1]`` and ``[2, 512x8, 1]`` (4,456 symbols) gain at the higher default order
+    of symbolic bounds, ``api.SYMBOLIC_ORDER``)."""
     return program.depth >= SYMBOLIC_DEPTH and program.activations <= SYMBOLIC_MAX
 
 

@@ -60,6 +60,11 @@ ASCENT_STEPS = 40
 ASCENT_STARTS = 16
 #: Local searches continued from the best points when the search stops.
 FINAL_CLIMBS = 4
+#: A child whose bound is above this fraction of its parent's (and more than twice the pruning
+#: level) made no progress: when it is split in turn it is bisected ``d`` times (every axis
+#: halved once; at most a batch of children) instead of once, so the levels of boxes too large
+#: for a useful bound are crossed without bounding every one of them.
+STALL = 0.9
 #: Seconds between two local searches while the search runs (doubled after each, up to 5 s;
 #: one is started only when a batch of boxes has found a better point).
 CLIMB_INTERVAL = 0.2
@@ -76,20 +81,22 @@ def _grow(owner, names: tuple[str, ...], size: int, used: int) -> None:
 
 
 class BoxQueue:
-    """Live boxes as arrays: centres ``(n, d)``, half-widths ``(n, d)``, bounds ``(n,)`` and
-    their nodes in the :class:`ProofTree` ``(n,)``."""
+    """Live boxes as arrays: centres ``(n, d)``, half-widths ``(n, d)``, bounds ``(n,)``,
+    their nodes in the :class:`ProofTree` ``(n,)`` and how many bisections each gets when it
+    is split ``(n,)`` (:data:`STALL`)."""
 
-    _ARRAYS = ("c", "h", "ub", "ids")
+    _ARRAYS = ("c", "h", "ub", "ids", "splits")
 
     def __init__(self, dim: int, capacity: int = 4096):
         self.c = np.empty((capacity, dim))
         self.h = np.empty((capacity, dim))
         self.ub = np.empty(capacity)
         self.ids = np.zeros(capacity, np.int64)
+        self.splits = np.ones(capacity, np.int64)
         self.n = 0
 
     def push(self, c: np.ndarray, h: np.ndarray, ub: np.ndarray,
-             ids: np.ndarray | None = None) -> None:
+             ids: np.ndarray | None = None, splits: np.ndarray | None = None) -> None:
         k = len(ub)
         if self.n + k > len(self.ub):
             _grow(self, self._ARRAYS, self.n + k, self.n)
@@ -97,20 +104,23 @@ class BoxQueue:
         self.h[self.n:self.n + k] = h
         self.ub[self.n:self.n + k] = ub
         self.ids[self.n:self.n + k] = -1 if ids is None else ids
+        self.splits[self.n:self.n + k] = 1 if splits is None else splits
         self.n += k
 
     def pop_top(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Remove and return the ``k`` boxes with the largest bounds: ``(c, h, ub)``."""
         return self.pop_top_ids(k)[:3]
 
-    def pop_top_ids(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`pop_top` with the boxes' tree nodes: ``(c, h, ub, ids)``."""
+    def pop_top_ids(self, k: int) -> tuple[np.ndarray, ...]:
+        """:meth:`pop_top` with the boxes' tree nodes and bisection counts: ``(c, h, ub, ids,
+        splits)``, largest bound first."""
         n = self.n
         k = min(k, n)
         if k == n:
             idx = np.arange(n)
         else:
             idx = np.argpartition(-self.ub[:n], k - 1)[:k]
+        idx = idx[np.argsort(-self.ub[idx], kind="stable")]
         out = tuple(getattr(self, name)[idx].copy() for name in self._ARRAYS)
         new_n = n - k
         holes = np.sort(idx[idx < new_n])
@@ -418,6 +428,7 @@ def search(program: prog.Program, region: Region, fns: Compiled, *, eps, tol: fl
 
     queue = BoxQueue(region.dim)
     tree = ProofTree(region.dim)
+    wide_split = max(1, min(region.dim, int(math.log2(batch))))
     c0, h0 = region.root()
     root = tree.add(c0[None], h0[None], np.array([-1]), ProofTree.ROOT)
     queue.push(c0[None], h0[None], np.array([np.inf]), root)
@@ -457,18 +468,30 @@ def search(program: prog.Program, region: Region, fns: Compiled, *, eps, tol: fl
         level = max(lower.value / (1.0 - tol), -np.inf if eps is None else eps, atol)
 
         # take the most promising boxes; drop those the pruning level has overtaken
-        pc, ph, pub, pids = queue.pop_top_ids(max(1, min(queue.n, batch // 2)))
+        pc, ph, pub, pids, psplit = queue.pop_top_ids(max(1, min(queue.n, batch // 2)))
         keep = pub > level
         if not keep.all():
             pruned = max(pruned, float(np.max(pub[~keep])))
             tree.close(pids[~keep], pub[~keep])
-            pc, ph, pub, pids = pc[keep], ph[keep], pub[keep], pids[keep]
+            pc, ph, pub, pids, psplit = (v[keep] for v in (pc, ph, pub, pids, psplit))
         if len(pub) == 0:
             continue
-        times = 1
-        while len(pub) * 2 ** (times + 1) <= batch:
-            times += 1
-        cc, ch, parent, pids = tree.split(pc, ph, times, pids)
+        # as many boxes as fill a batch (largest bounds first), the rest back in the queue
+        fits = np.cumsum(2 ** psplit) <= batch
+        fits[0] = True
+        if not fits.all():
+            rest = ~fits
+            queue.push(pc[rest], ph[rest], pub[rest], pids[rest], psplit[rest])
+            pc, ph, pub, pids, psplit = (v[fits] for v in (pc, ph, pub, pids, psplit))
+        extra = 0
+        while np.sum(2 ** (psplit + extra + 1)) <= batch:
+            extra += 1
+        groups = [tree.split(pc[g], ph[g], int(t) + extra, pids[g]) + (np.flatnonzero(g),)
+                  for t in np.unique(psplit) for g in [psplit == t]]
+        cc = np.concatenate([g[0] for g in groups])
+        ch = np.concatenate([g[1] for g in groups])
+        parent = np.concatenate([g[4][g[2]] for g in groups])
+        pids = np.concatenate([g[3] for g in groups])
         ub, _, c2, h2, vals, pts = run.bound(cc, ch)
         if not boxes:  # the bounding program first: a primitive without a rule fails fast
             sample_first()
@@ -487,7 +510,10 @@ def search(program: prog.Program, region: Region, fns: Compiled, *, eps, tol: fl
         if done.any():
             pruned = max(pruned, float(np.max(ub[done])))
         tree.close(cids[~keep], ub[~keep])
-        queue.push(c2[keep], h2[keep], ub[keep], cids[keep])
+        # no progress, far from the pruning level: next time every axis is halved at once
+        stalled = (ub >= STALL * pub[parent]) & (ub > 2.0 * level)
+        queue.push(c2[keep], h2[keep], ub[keep], cids[keep],
+                   np.where(stalled, wide_split, 1)[keep])
     tree.close(queue.ids[: queue.n], queue.ub[: queue.n])
     if status != "refuted":
         for _ in range(1 if status == "certified" else FINAL_CLIMBS):

@@ -408,6 +408,36 @@ class _Runner:
                     step[: len(starts)] * 0.25)
 
 
+def _take(queue: BoxQueue, tree: ProofTree, batch: int, level: float):
+    """The next batch of children: the boxes with the largest bounds (up to half a batch; as
+    many as fill it once split), those the pruning ``level`` has overtaken closed as leaves,
+    each split by its own count (every axis for a stalled box), all of them more times while
+    that still fits the batch: ``((c, h, parent, nodes, parents' bounds), largest bound
+    closed)``, None in place of the children when every box taken was closed."""
+    pc, ph, pub, pids, psplit = queue.pop_top_ids(max(1, min(queue.n, batch // 2)))
+    keep = pub > level
+    over = float(np.max(pub[~keep])) if not keep.all() else -np.inf
+    if not keep.all():
+        tree.close(pids[~keep], pub[~keep])
+        pc, ph, pub, pids, psplit = (v[keep] for v in (pc, ph, pub, pids, psplit))
+    if len(pub) == 0:
+        return None, over
+    fits = np.cumsum(2 ** psplit) <= batch
+    fits[0] = True
+    if not fits.all():  # the rest back in the queue
+        rest = ~fits
+        queue.push(pc[rest], ph[rest], pub[rest], pids[rest], psplit[rest])
+        pc, ph, pub, pids, psplit = (v[fits] for v in (pc, ph, pub, pids, psplit))
+    extra = 0
+    while np.sum(2 ** (psplit + extra + 1)) <= batch:
+        extra += 1
+    groups = [tree.split(pc[g], ph[g], int(t) + extra, pids[g]) + (np.flatnonzero(g),)
+              for t in np.unique(psplit) for g in [psplit == t]]
+    parent = np.concatenate([g[4][g[2]] for g in groups])
+    return (np.concatenate([g[0] for g in groups]), np.concatenate([g[1] for g in groups]),
+            parent, np.concatenate([g[3] for g in groups]), pub), over
+
+
 def search(program: prog.Program, region: Region, fns: Compiled, *, eps, tol: float,
            atol: float, max_seconds: float, progress: bool, start: float,
            mesh: Mesh | None = None) -> SearchResult:
@@ -468,30 +498,11 @@ def search(program: prog.Program, region: Region, fns: Compiled, *, eps, tol: fl
         level = max(lower.value / (1.0 - tol), -np.inf if eps is None else eps, atol)
 
         # take the most promising boxes; drop those the pruning level has overtaken
-        pc, ph, pub, pids, psplit = queue.pop_top_ids(max(1, min(queue.n, batch // 2)))
-        keep = pub > level
-        if not keep.all():
-            pruned = max(pruned, float(np.max(pub[~keep])))
-            tree.close(pids[~keep], pub[~keep])
-            pc, ph, pub, pids, psplit = (v[keep] for v in (pc, ph, pub, pids, psplit))
-        if len(pub) == 0:
+        taken, over = _take(queue, tree, batch, level)
+        pruned = max(pruned, over)
+        if taken is None:
             continue
-        # as many boxes as fill a batch (largest bounds first), the rest back in the queue
-        fits = np.cumsum(2 ** psplit) <= batch
-        fits[0] = True
-        if not fits.all():
-            rest = ~fits
-            queue.push(pc[rest], ph[rest], pub[rest], pids[rest], psplit[rest])
-            pc, ph, pub, pids, psplit = (v[fits] for v in (pc, ph, pub, pids, psplit))
-        extra = 0
-        while np.sum(2 ** (psplit + extra + 1)) <= batch:
-            extra += 1
-        groups = [tree.split(pc[g], ph[g], int(t) + extra, pids[g]) + (np.flatnonzero(g),)
-                  for t in np.unique(psplit) for g in [psplit == t]]
-        cc = np.concatenate([g[0] for g in groups])
-        ch = np.concatenate([g[1] for g in groups])
-        parent = np.concatenate([g[4][g[2]] for g in groups])
-        pids = np.concatenate([g[3] for g in groups])
+        cc, ch, parent, pids, pub = taken
         ub, _, c2, h2, vals, pts = run.bound(cc, ch)
         if not boxes:  # the bounding program first: a primitive without a rule fails fast
             sample_first()

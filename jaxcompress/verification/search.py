@@ -416,8 +416,9 @@ def _take(queue: BoxQueue, tree: ProofTree, batch: int, level: float):
     closed)``, None in place of the children when every box taken was closed."""
     pc, ph, pub, pids, psplit = queue.pop_top_ids(max(1, min(queue.n, batch // 2)))
     keep = pub > level
-    over = float(np.max(pub[~keep])) if not keep.all() else -np.inf
+    over = -np.inf
     if not keep.all():
+        over = float(np.max(pub[~keep]))
         tree.close(pids[~keep], pub[~keep])
         pc, ph, pub, pids, psplit = (v[keep] for v in (pc, ph, pub, pids, psplit))
     if len(pub) == 0:

@@ -1,8 +1,6 @@
-"""An independent check of :func:`jaxcompress.verify`'s certificates
-(:meth:`Verification.save <jaxcompress.verification.Verification.save>`): :func:`check` proves
-one again from the file alone, in Arb ball arithmetic (python-flint) and exact rationals,
-reading only NumPy, python-flint and the standard library (not the verifier, JAX or ``libm``).
-"""
+"""An independent check of :func:`jaxcompress.verify`'s certificates: :func:`check` proves one
+again from the file alone in Arb ball arithmetic (python-flint) and exact rationals, reading only
+NumPy, python-flint and the standard library (not the verifier, JAX or ``libm``)."""
 
 from jaxcompress.checker.fileformat import CertificateError
 from jaxcompress.checker.prove import CheckReport, check

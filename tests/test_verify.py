@@ -703,6 +703,34 @@ def test_result_summary_and_plot(tanh_pair, tmp_path):
     assert path.stat().st_size > 1000
 
 
+@pytest.mark.parametrize("dim,order,parts", [(1, 6, 8), (2, 6, 4), (3, 7, 4), (5, 4, 2)])
+def test_the_output_range_on_sub_boxes_encloses_and_is_tighter(dim, order, parts):
+    mono = tm.Monomials.of(dim, order)
+    rng = np.random.default_rng(dim)
+    # coefficients decaying with the degree, as a box's Taylor model's do
+    coef = rng.normal(size=(mono.size, 6)) / (1.0 + mono.degree[:, None]) ** 2
+    coef[0, :3] += np.array([5.0, -5.0, 1e3])  # far from 0, and large (the rounding)
+    t = rng.uniform(-1.0, 1.0, (30_000, dim))
+    t = np.concatenate([t, np.sign(rng.uniform(-1.0, 1.0, (64, dim)))])  # corners
+    mons = np.prod(t[:, None, :] ** mono.exps[None], axis=2)  # (points, M)
+    vals = mons @ coef
+    # the re-expansion is the same polynomial: at s, sub-box s's polynomial equals p(a + s b)
+    a, colsum = tm.subbox_shifts(mono, parts)
+    centre = (2.0 * np.array(next(iter(np.ndindex(*(parts,) * dim)))) + 1.0 - parts) / parts
+    s = rng.uniform(-1.0, 1.0, (50, dim))
+    at = np.prod((centre + s / parts)[:, None, :] ** mono.exps[None], axis=2) @ coef
+    shifted = np.prod(s[:, None, :] ** mono.exps[None], axis=2) @ (a[0] @ coef)
+    np.testing.assert_allclose(shifted, at, rtol=1e-12, atol=1e-9)
+    assert colsum.shape == (parts**dim, mono.size)
+    lo, hi = (np.asarray(v) for v in tm.refined_range(jnp.asarray(coef), mono, parts))
+    lo0, hi0 = (np.asarray(v) for v in tm.poly_range(jnp.asarray(coef), mono))
+    assert np.all(lo <= vals.min(axis=0)) and np.all(hi >= vals.max(axis=0))
+    assert np.all(lo >= lo0) and np.all(hi <= hi0)
+    # tighter: the overestimate of the width at most half the whole box's
+    over, over0 = (hi - lo) - np.ptp(vals, axis=0), (hi0 - lo0) - np.ptp(vals, axis=0)
+    assert np.all(over <= 0.5 * over0), (over, over0)
+
+
 def test_box_queue_pops_the_largest():
     rng = np.random.default_rng(0)
     q = bnb.BoxQueue(2, capacity=4)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -326,6 +327,64 @@ def poly_range(coef: jax.Array, mono: Monomials) -> tuple[jax.Array, jax.Array]:
     spread = jnp.maximum(spread, 0.0)
     err = gamma(mono.size + 4) * (total + jnp.abs(coef[0])) + TINY
     return lo - spread - err, hi + spread + err
+
+
+def subbox_shifts(mono: Monomials, parts: int) -> tuple[np.ndarray, np.ndarray]:
+    r"""The polynomial re-expanded on each of the ``parts^d`` equal sub-boxes of
+    ``[-1, 1]^d``: ``(A, colsum)`` with ``A[s] @ coef`` the coefficients of ``p(a_s + s / parts)``
+    in the sub-box's own coordinates ``s in [-1, 1]^d`` (``a_s`` its centre), from
+
+    .. math::
+       (a + b s)^k = \sum_{j \le k} \binom{k}{j} a^{k - j} b^j s^j, \qquad
+       A_{\beta\alpha} = \prod_i \binom{\alpha_i}{\beta_i}\, a_i^{\alpha_i - \beta_i}\,
+       b^{\beta_i} \quad (\beta \le \alpha),
+
+    each entry a quotient of integers rounded once to float64 (exact for ``parts`` a power of
+    two); ``colsum[s, alpha] = sum_beta |A[s, beta, alpha]|`` bounds the rounding of the
+    product. A shift never raises the degree, so the re-expansion is exact up to rounding.
+    Cached per ``(mono, parts)`` (host-side NumPy)."""
+    return _subbox_shifts(mono, parts)
+
+
+@functools.cache
+def _subbox_shifts(mono: Monomials, parts: int):
+    exps = [tuple(int(v) for v in e) for e in mono.exps]
+    centres = [2 * j + 1 - parts for j in range(parts)]   # a = centre / parts
+    boxes = list(itertools.product(centres, repeat=mono.dim))
+    a = np.zeros((len(boxes), mono.size, mono.size))
+    for col, alpha in enumerate(exps):
+        den = parts ** sum(alpha)
+        for row, beta in enumerate(exps):
+            if any(b > al for b, al in zip(beta, alpha, strict=True)):
+                continue
+            binom = math.prod(math.comb(al, b) for al, b in zip(alpha, beta, strict=True))
+            for s, centre in enumerate(boxes):
+                num = binom * math.prod(c ** (al - b) for c, al, b
+                                        in zip(centre, alpha, beta, strict=True))
+                a[s, row, col] = num / den          # int / int: correctly rounded
+    a.setflags(write=False)
+    colsum = np.abs(a).sum(axis=1)
+    colsum.setflags(write=False)
+    return a, colsum
+
+
+def refined_range(coef: jax.Array, mono: Monomials, parts: int
+                  ) -> tuple[jax.Array, jax.Array]:
+    """An enclosure ``[lo, hi]`` of the polynomial over ``[-1, 1]^d`` (``coef``: ``(M, n)``),
+    the union of :func:`poly_range`'s on the ``parts^d`` sub-boxes (:func:`subbox_shifts`),
+    intersected with its range on the whole box: the sum of absolute coefficients overstates
+    the range of a polynomial whose terms cancel, and less so on smaller boxes, where the
+    low degrees dominate. The re-expansion's rounding (at most ``gamma_(M+3) sum_alpha
+    colsum_alpha |a_alpha|`` per sub-box, the entries of ``A`` rounded once) widens each."""
+    lo0, hi0 = poly_range(coef, mono)
+    if parts < 2 or mono.order < 2:
+        return lo0, hi0
+    a, colsum = subbox_shifts(mono, parts)
+    shifted = jnp.einsum("sba,an->bsn", jnp.asarray(a), coef, precision=jax.lax.Precision.HIGHEST)
+    lo, hi = poly_range(shifted, mono)
+    err = up(gamma(mono.size + 3) * (jnp.asarray(colsum) @ jnp.abs(coef)), mono.size)
+    return (jnp.maximum(lo0, jnp.min(lo - err, axis=0)),
+            jnp.minimum(hi0, jnp.max(hi + err, axis=0)))
 
 
 def degree_norms(coef: jax.Array, mono: Monomials) -> list[jax.Array]:

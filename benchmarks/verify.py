@@ -41,6 +41,8 @@ Run (from the repository root)::
     python benchmarks/verify.py --quick --out /tmp/v # one small case, under 30 s
     python benchmarks/verify.py --cases col6_box,relu
     python benchmarks/verify.py --depth --repeats 1 --max-seconds 60   # with the depth rows
+    python benchmarks/verify.py --cases deep2,deep3,wide2,nerf5 --tol target --samples 50000 \
+        --no-check                 # the depth rows as docs/verify.md reports them (~20 min)
 
 The depth rows (``DEPTH_CASES``: random teachers with kernels ``N(0, 1.2^2 / fan_in)`` and
 biases ``N(0, 0.1^2)`` against their ``collocation(k)`` compression on the unit box) and their

@@ -84,7 +84,8 @@ def parse(argv):
                    help="re-prove only certificates of at most this many boxes (the check "
                    "takes tens of milliseconds per box; default 5000)")
     p.add_argument("--remainders", choices=("auto", "radius", "symbolic"), default="auto",
-                   help="verify's remainders= (default auto: symbolic from 3 nonlinear layers)")
+                   help="verify's remainders= (default auto: symbolic from 3 nonlinear layers, "
+                   "4 in 1-2 inputs)")
     p.add_argument("--depth", action="store_true",
                    help="also run the depth rows (DEPTH_CASES: up to 300 s each, 3 repeats)")
     p.add_argument("--tol", default="0.01",

@@ -202,7 +202,8 @@ def verify(a, b, *, domain, activation=None, eps: float | None = None, tol: floa
         (one symbol per neuron and layer, mapped exactly by every later linear operation, so
         remainders cancel through depth as the values do, at the cost of a matmul per symbol
         row), or None (the default): symbolic for programs of at least
-        :data:`~jaxcompress.verification.program.SYMBOLIC_DEPTH` nonlinear layers and at most
+        :data:`~jaxcompress.verification.program.SYMBOLIC_DEPTH` nonlinear layers (4 in one
+        or two inputs, 3 from three) and at most
         :data:`~jaxcompress.verification.program.SYMBOLIC_MAX` nonlinear results.
       devices: the devices each batch of boxes is split over (a sequence of devices or a
         :class:`jax.sharding.Mesh`); default: every device of the default backend

@@ -260,9 +260,7 @@ def box_bound(program: Program, order: int, consts, c, h, *, symbolic: bool = Fa
     as symbols (:meth:`~jaxcompress.verification.rules.RuleContext.fresh`)."""
     mono = tm.Monomials.of(program.dim, order)
     d = _difference_model(program, consts, _input(c, h, mono), mono, symbolic)
-    rad = tm.up(d.rad + tm.gen_abs(d), tm.n_symbols(d) + 1)
-    lo, hi = tm.refined_range(d.coef, mono, OUTPUT_PARTS.get(program.dim, 1))
-    lo, hi = lo - rad, hi + rad
+    lo, hi = tm.bounds(d, mono, OUTPUT_PARTS.get(program.dim, 1))
     ub = jnp.max(jnp.maximum(-lo, hi))
     lb = jnp.max(jnp.maximum(jnp.maximum(lo, -hi), 0.0))
     return jnp.where(jnp.isnan(ub), jnp.inf, ub), jnp.where(jnp.isnan(lb), 0.0, lb)

@@ -393,9 +393,10 @@ def degree_norms(coef: jax.Array, mono: Monomials) -> list[jax.Array]:
     return [jnp.sum(jnp.abs(coef[a:b]), axis=0) for a, b in mono.blocks]
 
 
-def bounds(t: TaylorModel, mono: Monomials) -> tuple[jax.Array, jax.Array]:
-    """An enclosure ``[lo, hi]`` of the Taylor model's values over the box."""
-    lo, hi = poly_range(t.coef, mono)
+def bounds(t: TaylorModel, mono: Monomials, parts: int = 1) -> tuple[jax.Array, jax.Array]:
+    """An enclosure ``[lo, hi]`` of the Taylor model's values over the box (``parts > 1``: its
+    polynomial's range on sub-boxes, :func:`refined_range`)."""
+    lo, hi = poly_range(t.coef, mono) if parts < 2 else refined_range(t.coef, mono, parts)
     rad = up(t.rad + gen_abs(t), n_symbols(t) + 1)
     return lo - rad, hi + rad
 

@@ -568,6 +568,40 @@ def test_binary_rules_are_sound():
     _check_all({n: (lambda x, y, f=f: f(x + 0.3, y - 0.2)) for n, f in BINARY.items()}, 2, 1)
 
 
+@pytest.mark.parametrize("order", [3, 7])
+def test_chebyshev_composition_encloses_and_beats_the_lagrange_remainder(order):
+    """``f(c + w t)`` composed at order ``K`` for every smooth function on wide and tiny
+    intervals: every sampled value lies in the polynomial plus the remainder, and on a wide
+    interval of ``sin`` the remainder is the Chebyshev one, ``2^K`` below Lagrange's."""
+    mono = tm.Monomials.of(1, order)
+    centres = {"log": 3.0, "log1p": 2.0, "sqrt": 3.0, "rsqrt": 3.0, "reciprocal": -3.0,
+               "logistic": 1.0, "pow 2.5": 3.0}
+    fns = dict(sm.SMOOTH_FUNCTIONS, **{"pow 2.5": sm.power_function(2.5)})
+    widths = np.array([1e-9, 1e-3, 0.1, 0.7, 1.5])
+    t = np.linspace(-1.0, 1.0, 2001)
+    for name, f in fns.items():
+        c = centres.get(name, 0.4)
+        coef = np.zeros((mono.size, len(widths)))
+        coef[0], coef[1] = c, widths
+        out = jax.jit(lambda co, f=f: sm.compose_series(f, TaylorModel(co, jnp.zeros(
+            len(widths))), mono, fallback=False))(jnp.asarray(coef))
+        special = {"pow 2.5": lambda x: x**2.5, "reciprocal": lambda x: 1.0 / x,
+                   "logistic": jax.nn.sigmoid, "softplus": jax.nn.softplus,
+                   "erf": jax.lax.erf, "erfc": jax.lax.erfc, "rsqrt": jax.lax.rsqrt}
+        ref = special.get(name) or getattr(jnp, name)
+        x = c + widths[None] * t[:, None]
+        y = np.asarray(ref(jnp.asarray(x)))
+        poly = np.polynomial.polynomial.polyval(t[:, None], np.asarray(out.coef), tensor=False)
+        excess = np.abs(y - poly) - np.asarray(out.rad)[None] - 1e-15 * (1.0 + np.abs(y))
+        assert np.all(excess <= 0), (name, order, excess.max(axis=0))
+    coef = np.zeros(mono.size)
+    coef[0], coef[1] = 3.0, 1.5  # sin on [1.5, 4.5], where |sin^(K+1)| reaches 1
+    out = sm.compose_series(sm.SIN, TaylorModel(jnp.asarray(coef), jnp.zeros(())), mono,
+                            fallback=False)
+    lagrange = 1.5 ** (order + 1) / math.factorial(order + 1)
+    assert float(out.rad) <= 1.01 * lagrange / 2.0**order + 1e-14
+
+
 def test_every_smooth_function_has_a_rule():
     prims = {p.name for p in bound_rules}
     for name in ("tanh", "logistic", "exp", "expm1", "log", "log1p", "sin", "cos", "erf",
@@ -865,7 +899,7 @@ def test_boxes_that_make_no_progress_are_halved_along_every_axis(tanh_pair, tmp_
     params, fa = tanh_pair
     fb = mlp(perturbed(params, jax.random.PRNGKey(5), 0.02), jnp.tanh)
     monkeypatch.setattr(bnb, "STALL", 1e-9)
-    res = verify(fa, fb, domain=BOX2, order=2, tol=0.05, batch_size=8)
+    res = verify(fa, fb, domain=BOX2, order=1, tol=0.05, batch_size=8)
     x = jnp.asarray(np.random.default_rng(1).uniform(-1, 1, (20000, 2)))
     sampled = float(jnp.max(jnp.abs(fa(x) - fb(x))))
     assert res.status == "converged" and sampled <= res.upper * (1 + 1e-9)
@@ -873,8 +907,8 @@ def test_boxes_that_make_no_progress_are_halved_along_every_axis(tanh_pair, tmp_
     tree = res.proof.tree.arrays()
     split = tree["kind"] == bnb.ProofTree.SPLIT
     # halved along both axes at once: split nodes whose parent is a split node of the same
-    # step (measured: 0.39 of split nodes; 0.06 with STALL = 0.9, where
+    # step (measured at order 1: 0.28 of split nodes; 0.02 with STALL = 0.9, where
     # only the first steps, with few live boxes, split more than once to fill the batch)
     twice = tree["kind"][tree["parent"][split]] == bnb.ProofTree.SPLIT
-    assert np.mean(twice) > 0.25
+    assert np.mean(twice) > 0.15
     assert jc.check(res.save(tmp_path / "stall.npz")).confirmed

@@ -519,6 +519,23 @@ def compose_series(f: Smooth, a: tm.TaylorModel, mono: tm.Monomials, *,
     vlo, vhi = tm.poly_range(jnp.concatenate([jnp.zeros_like(u0)[None], vcoef], axis=0), mono)
     vlo, vhi = vlo - tm.up(r, 1), vhi + tm.up(r, 1)
     coefs, errs = f.series(u0, k)
+    # f^(K+1) / (K+1)! over the range of u (the hull of [vlo, vhi] and the Chebyshev interval)
+    mid, rho = _chebyshev_interval(vlo, vhi)
+    pad = tm.gamma(2) * (jnp.abs(u0) + jnp.abs(mid) + rho) + tm.TINY
+    xlo, xhi = u0 + (mid - rho) - pad, u0 + (mid + rho) + pad
+    dlo, dhi = f.derivative_range(xlo, xhi, k + 1)
+    dmax = jnp.maximum(jnp.abs(dlo), jnp.abs(dhi))
+    # the Lagrange remainder f^(K+1)(xi) / (K+1)! v^(K+1), or Chebyshev interpolation's
+    vmax = jnp.maximum(-vlo, vhi)
+    rem = dmax * vmax ** (k + 1)
+    cheb, cheb_rem = _chebyshev_series(f, u0, mid, rho, dmax, k)
+    taylor_total = rem + sum(errs[j] * (vmax + 1.0) ** j for j in range(k + 1))
+    use = (cheb_rem < taylor_total) & jnp.all(jnp.isfinite(cheb), axis=0)
+    # materialised: fused into their consumers, the nodes' values would be recomputed for
+    # every monomial of the products below
+    coefs = tm.materialize(jnp.where(use[None], cheb, coefs))
+    errs = tm.materialize(jnp.where(use[None], 0.0, errs))
+    rem = tm.materialize(jnp.where(use, cheb_rem, rem))
     norms = tm.degree_norms(a.coef, mono)[1:]  # ||V_1|| .. ||V_K||
     vbar = sum(norms, jnp.zeros_like(u0)) if k else jnp.zeros_like(u0)
     vtot = vbar + r
@@ -548,12 +565,6 @@ def compose_series(f: Smooth, a: tm.TaylorModel, mono: tm.Monomials, *,
         slack = (slack + jnp.abs(aj) * high + jnp.abs(aj) * j * r * vtot ** (j - 1)
                  + errs[j] * vtot**j + tm.gamma(2 * k + 2) * jnp.abs(aj) * sum(low))
     out_coef = jnp.concatenate([coefs[0][None], acc[1:]], axis=0)
-    # the Lagrange remainder: f^(K+1)(xi) / (K+1)! v^(K+1), xi in u_0 + [vlo, vhi]
-    pad = tm.gamma(2) * (jnp.abs(u0) + jnp.maximum(-vlo, vhi)) + tm.TINY
-    xlo, xhi = u0 + vlo - pad, u0 + vhi + pad
-    dlo, dhi = f.derivative_range(xlo, xhi, k + 1)
-    vmax = jnp.maximum(-vlo, vhi)
-    rem = jnp.maximum(jnp.abs(dlo), jnp.abs(dhi)) * vmax ** (k + 1)
     rounding = tm.gamma(2 * k + 4) * jnp.sum(jnp.abs(out_coef), axis=0)
     result = tm.TaylorModel(out_coef, tm.up(slack + errs[0] + rem + rounding, 3 * k + 8))
     if not fallback:
@@ -568,3 +579,92 @@ def compose_series(f: Smooth, a: tm.TaylorModel, mono: tm.Monomials, *,
     use_interval = ~keep & jnp.isfinite(rlo) & jnp.isfinite(rhi)
     return tm.select(use_interval, result, tm.from_interval(rlo, rhi, mono))
 
+
+
+# ------------------------------------------------------------------------------------------
+# Chebyshev interpolation (ours: a Chebyshev model's remainder inside the Taylor model)
+
+
+def _chebyshev_interval(vlo, vhi):
+    """``(mid, rho)`` with ``[mid - rho, mid + rho]`` containing ``[vlo, vhi]`` (rounded out)."""
+    mid = 0.5 * vlo + 0.5 * vhi
+    return mid, tm.up(jnp.maximum(mid - vlo, vhi - mid), 2)
+
+
+def _chebyshev_tables(k: int):
+    """The ``K + 1`` Chebyshev nodes ``s_i = cos((2i + 1) pi / (2K + 2))`` of ``[-1, 1]``, the
+    matrix taking values at them to the power-basis coefficients of their interpolant, and the
+    binomial table of the shift ``w -> w + mu``."""
+    n = k + 1
+    s = np.cos((2 * np.arange(n) + 1) * np.pi / (2 * n))
+    tk = np.polynomial.chebyshev.chebvander(s, k)  # tk[i, j] = T_j(s_i)
+    cheb = 2.0 / n * tk.T
+    cheb[0] *= 0.5
+    to_power = np.zeros((n, n))
+    for j in range(n):
+        to_power[: j + 1, j] = np.polynomial.chebyshev.cheb2poly([0.0] * j + [1.0])
+    binom = np.array([[math.comb(m, j) for m in range(n)] for j in range(n)], np.float64)
+    return s, to_power @ cheb, binom
+
+
+def _chebyshev_series(f: Smooth, u0, mid, rho, dmax, k: int):
+    r"""The interpolant ``q(v) = sum_j b_j v^j`` of ``f(u_0 + v)`` at the ``K + 1`` Chebyshev
+    nodes of ``[mid - rho, mid + rho]``, and a bound ``E`` on ``|f(u_0 + v) - q(v)|`` there.
+
+    With ``I`` the exact interpolation at the nodes actually used (``v_i``, within ``delta`` of
+    the Chebyshev nodes), ``f - q = (f - I f) + I(f - q)``:
+
+    .. math::
+       |f - I f| \le \max_\xi \Big|\frac{f^{(K+1)}(\xi)}{(K+1)!}\Big|
+       \Big(\frac{\rho^{K+1}}{2^K} + (K+1)\,\delta\,(2\rho + \delta)^K\Big),
+       \qquad |I(f - q)| \le \Lambda \max_i |f(u_0 + v_i) - q(v_i)|
+
+    (the interpolation error with the nodes' polynomial ``prod_i (v - v_i)``, whose maximum is
+    ``rho^(K+1) / 2^K`` at the Chebyshev nodes; ``Lambda`` twice Rivlin's bound
+    ``2/pi ln(K+1) + 1`` on their Lebesgue constant, the factor two for the nodes' rounding).
+    The first term is ``2^K`` times smaller than Taylor's Lagrange remainder on the same
+    interval; the second is the rounding of the values, measured at the nodes, whatever
+    rounding the coefficients ``b_j`` carry (they are noisy where ``rho`` is tiny, which the
+    measurement sees). ``E`` is infinite where ``rho = 0`` (a point: Taylor's series is exact).
+    """
+    nodes, to_power, binom = _chebyshev_tables(k)
+    shape = u0.shape
+    v = mid[None] + rho[None] * jnp.asarray(nodes).reshape((-1,) + (1,) * len(shape))
+    x = u0[None] + v
+    values, verr = f.series(x, 0)
+    values, verr = values[0], verr[0]
+    d = jnp.tensordot(jnp.asarray(to_power), values, axes=1)  # q in w = (v - mid) / rho
+    safe = jnp.where(rho > 0, rho, 1.0)
+    # b~_j = sum_m binom(m, j) (-mu)^(m - j) d_m, mu = mid / rho: q in powers of v / rho; then
+    # b_j = b~_j / rho^j (one table of powers and one contraction, for a small program)
+    pows = _powers(-mid / safe, k)
+    lag = np.subtract.outer(np.arange(k + 1), np.arange(k + 1)).T  # lag[j, m] = m - j
+    shift = jnp.asarray(binom)[(...,) + (None,) * len(shape)] * pows[np.maximum(lag, 0)]
+    scaled = jnp.sum(shift * d[None], axis=1)
+    coefs = scaled / _powers(safe, k)
+    # the nodes are v'_i = x_i - u_0 (real numbers, within delta of Chebyshev's): the
+    # discrepancy there is the values' error, q(v'_i) - q(v_i) (|v'_i - v_i| <= u |x_i|, times
+    # a bound on |q'|) and the rounding of q(v_i) (K + 1 products of at most K + 1 factors)
+    vp = _powers(v, k)  # (K + 1, K + 1, *shape): v_i^j
+    terms = coefs[:, None] * vp
+    q = jnp.sum(terms, axis=0)
+    q_abs = jnp.sum(jnp.abs(terms), axis=0)
+    reach = tm.up(jnp.abs(mid) + rho, 2) * (1.0 + 1e-12)
+    slope = jnp.sum(np.arange(1.0, k + 1.0).reshape((-1,) + (1,) * len(shape))
+                    * jnp.abs(coefs[1:]) * _powers(reach, k - 1), axis=0)
+    disc = (jnp.abs(values - q) + verr + slope[None] * tm.gamma(1) * jnp.abs(x)
+            + tm.gamma(2 * k + 3) * (q_abs + jnp.abs(values)))
+    lebesgue = 2.0 * (2.0 / math.pi * math.log(k + 1) + 1.0)
+    delta = tm.gamma(4) * (jnp.abs(u0) + jnp.abs(mid) + rho) + tm.TINY
+    nodal = rho ** (k + 1) / 2.0**k + (k + 1) * delta * (2.0 * rho + delta) ** k
+    rem = tm.up(dmax * tm.up(nodal, k + 4) + lebesgue * tm.up(jnp.max(disc, axis=0), 1), 2)
+    ok = (rho > 0) & jnp.isfinite(rem)
+    return coefs, jnp.where(ok, rem, jnp.inf)
+
+
+def _powers(x, k: int):
+    """``x^0 .. x^k`` stacked on a new leading axis."""
+    out = [jnp.ones_like(x)]
+    for _ in range(k):
+        out.append(out[-1] * x)
+    return jnp.stack(out)

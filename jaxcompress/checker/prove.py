@@ -151,10 +151,8 @@ def _series(fl, kind: str, v: np.ndarray, k, y, n: int) -> list:
 def _relax_max(fl, u, k):
     """``max(v, k) in lam v + mu`` on the ball ``u = [l, r]``: the chord ``lam = (r - k) / (r
     - l)``, ``mu = (1 - lam) k + [0, lam (k - l)]`` (``max(v, k) - lam v`` is convex)."""
-    if u >= k:
-        return fl.arb(1), fl.arb(0)
-    if u <= k:
-        return fl.arb(0), k
+    if u >= k or u <= k:  # wholly above or below the kink: exact
+        return (fl.arb(1), fl.arb(0)) if u >= k else (fl.arb(0), k)
     low, r = u.lower(), u.upper()
     lam = (r - k) / (r - low)
     return lam, (1 - lam) * k + fl.arb(0).union(lam * (k - low))
@@ -223,19 +221,27 @@ class _Models:
 
     def smooth(self, u: np.ndarray, series) -> np.ndarray:
         """``f(a + P) in sum_(j <= K) c_j P^j + f^(K+1)(U) / (K+1)! S^(K+1) + f'(U) (a - m)``,
-        ``c_j = f^(j)(m) / j!`` at ``a``'s midpoint ``m``, ``U``, ``S`` the ranges of ``u``,
-        ``P``; ``P^j = T_j + E_j``, ``T_j`` of degree ``<= K`` (``>= j``, ``<= j top``, ``top``
-        ``P``'s degree), ``|E_j| <= (dropped) + |E_(j-1)| sum_p A_p``. ``f(U)`` where narrower."""
+        ``c_j = f^(j)(m) / j!`` at ``a``'s midpoint ``m``, ``U``, ``S`` the ranges of ``u``, ``P``
+        (where smaller: ``P^(K+1)`` economized, ``- r^(K+1) T_(K+1)(P / r) / 2^K`` leaving degree
+        ``K``, ``r = |S|``, remainder ``|c_(K+1)| r^(K+1) / 2^K + f^(K+2)(U) / (K+2)! S^(K+2)``);
+        ``P^j = T_j + E_j``, ``T_j`` of degree ``<= K`` (``>= j``, ``<= j top``, ``top`` ``P``'s
+        degree), ``|E_j| <= (dropped) + |E_(j-1)| sum_p A_p``. ``f(U)`` where narrower."""
         K, a, fl = self.K, u[0], self.fl
         top = next((p for p in range(K, 1, -1) if not all(
             v.is_zero() for v in u[self.deg == p].flat)), 1)
         mid, spread = _map(fl.arb.mid, a), self.spread(u)
-        c, g = series(mid, K + 1), series(a + spread, K + 2)
+        c, g, r = series(mid, K + 2), series(a + spread, K + 3), _map(fl.arb.abs_upper, spread)
+        t, s = np.polynomial.chebyshev.cheb2poly([0] * (K + 1) + [1]), [spread] * (K + 2)
+        rem = [g[K + 1] * math.prod(s[1:]), g[K + 2] * math.prod(s) + fl.arb(0, 1) * c[K + 1] * r
+               ** (K + 1) / 2**K]
+        use = _map(lambda x, y: y.abs_upper() < x.abs_upper(), *rem).astype(bool)
+        c = [np.where(use, c[m] - c[K + 1] * round(t[m]) * r ** (K + 1 - m) / 2**K, c[m])
+             for m in range(K + 1)]
         poly = u.copy()
         poly[0] = fl.arb(0)
         sums = self.sums(poly, 1)
         out, total, power, err = poly * c[1], sum(sums), poly, 0
-        out[0] = c[0] + g[1] * (a - mid) + g[K + 1] * math.prod([spread] * (K + 1))
+        out[0] = c[0] + g[1] * (a - mid) + np.where(use, rem[1], rem[0])
         for j in range(2, K + 1):
             power, tail = self.truncated(power, poly, (j - 1, 1), (
                 min(K, (j - 1) * top), top), sums)

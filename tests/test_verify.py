@@ -577,6 +577,9 @@ def test_chebyshev_composition_encloses_and_beats_the_lagrange_remainder(order):
     centres = {"log": 3.0, "log1p": 2.0, "sqrt": 3.0, "rsqrt": 3.0, "reciprocal": -3.0,
                "logistic": 1.0, "pow 2.5": 3.0}
     fns = dict(sm.SMOOTH_FUNCTIONS, **{"pow 2.5": sm.power_function(2.5)})
+    special = {"pow 2.5": lambda x: x**2.5, "reciprocal": lambda x: 1.0 / x,
+               "logistic": jax.nn.sigmoid, "softplus": jax.nn.softplus,
+               "erf": jax.lax.erf, "erfc": jax.lax.erfc, "rsqrt": jax.lax.rsqrt}
     widths = np.array([1e-9, 1e-3, 0.1, 0.7, 1.5])
     t = np.linspace(-1.0, 1.0, 2001)
     for name, f in fns.items():
@@ -585,9 +588,6 @@ def test_chebyshev_composition_encloses_and_beats_the_lagrange_remainder(order):
         coef[0], coef[1] = c, widths
         out = jax.jit(lambda co, f=f: sm.compose_series(f, TaylorModel(co, jnp.zeros(
             len(widths))), mono, fallback=False))(jnp.asarray(coef))
-        special = {"pow 2.5": lambda x: x**2.5, "reciprocal": lambda x: 1.0 / x,
-                   "logistic": jax.nn.sigmoid, "softplus": jax.nn.softplus,
-                   "erf": jax.lax.erf, "erfc": jax.lax.erfc, "rsqrt": jax.lax.rsqrt}
         ref = special.get(name) or getattr(jnp, name)
         x = c + widths[None] * t[:, None]
         y = np.asarray(ref(jnp.asarray(x)))

@@ -42,6 +42,7 @@ widened by a relative ``1e-9``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 
@@ -591,10 +592,11 @@ def _chebyshev_interval(vlo, vhi):
     return mid, tm.up(jnp.maximum(mid - vlo, vhi - mid), 2)
 
 
+@functools.cache
 def _chebyshev_tables(k: int):
     """The ``K + 1`` Chebyshev nodes ``s_i = cos((2i + 1) pi / (2K + 2))`` of ``[-1, 1]``, the
     matrix taking values at them to the power-basis coefficients of their interpolant, and the
-    binomial table of the shift ``w -> w + mu``."""
+    binomial table of the shift ``w -> w + mu`` (cached per ``K``, read-only)."""
     n = k + 1
     s = np.cos((2 * np.arange(n) + 1) * np.pi / (2 * n))
     tk = np.polynomial.chebyshev.chebvander(s, k)  # tk[i, j] = T_j(s_i)
@@ -604,7 +606,10 @@ def _chebyshev_tables(k: int):
     for j in range(n):
         to_power[: j + 1, j] = np.polynomial.chebyshev.cheb2poly([0.0] * j + [1.0])
     binom = np.array([[math.comb(m, j) for m in range(n)] for j in range(n)], np.float64)
-    return s, to_power @ cheb, binom
+    tables = (s, to_power @ cheb, binom)
+    for table in tables:
+        table.setflags(write=False)
+    return tables
 
 
 def _chebyshev_series(f: Smooth, u0, mid, rho, dmax, k: int):

@@ -1,9 +1,8 @@
 """The paper-figure benchmarks (Fig 1-4), the method comparison and the suites, run end to end.
 
 Each test checks one ``--quick`` run: its exit status, its JSON and PNG, and one property of its
-numbers. The runs a session needs (those of its selected tests) are started together: each is
-mostly single-threaded XLA compilation, so on two cores running them side by side roughly halves
-the wall time.
+numbers. The runs a session needs (those of its selected tests) are started by one fixture, as
+many at once as the test process has cores (``quick_runs.run_together``).
 
 The default run starts five: Fig 1 (with two rank thresholds), Fig 3, Fig 4, the accelerator
 suite's CPU steps and the method comparison on two of its methods (the paper's and the best

@@ -211,6 +211,26 @@ def test_a_claim_below_the_difference_is_rejected(tanh_box, tmp_path):
     assert f"leaf {i}" in report.reason
 
 
+def test_processes_sharing_the_claims_give_one_process_report(tanh_box, tmp_path):
+    """``workers=2``: each process checks the covering and its share of the leaves (every
+    other one); merged, the report is one process's, a lowered claim rejected at its leaf."""
+    res, path = tanh_box
+    one, two = check(path, workers=1), check(path, workers=2)
+    assert two.confirmed and (two.leaves, two.boxes, two.depth, two.upper, two.lower) == (
+        one.leaves, one.boxes, one.depth, one.upper, one.lower)
+    meta, arrays = fileformat.read(path)
+    assert np.isfinite(arrays["tree_bound"]).sum() >= 2 * 64  # two shares of a batch at least
+    i = _leaf(arrays, at=np.asarray(res.argmax))
+
+    def edit(meta, arrays):
+        arrays["tree_bound"][i] = 0.5 * res.lower
+
+    report = check(rewrite(path, tmp_path / "t.npz", edit), workers=2)
+    assert not report.confirmed and report.node == i and f"leaf {i}" in report.reason
+    with pytest.raises(ValueError, match="workers must be an int >= 1"):
+        check(path, workers=0)
+
+
 def test_a_changed_weight_is_rejected(tanh_box, tmp_path):
     def edit(meta, arrays):
         last = [op for op in meta["programs"]["a"]["ops"] if op["op"] == "dot"][-1]
@@ -329,7 +349,8 @@ def test_the_tree_records_every_bounded_box(tanh_box):
 
 def test_the_checker_imports_neither_the_verifier_nor_jax():
     allowed = {"__future__", "dataclasses", "fractions", "hashlib", "itertools", "json", "math",
-               "pathlib", "time", "zipfile", "numpy", "flint", "jaxcompress.checker"}
+               "pathlib", "time", "zipfile", "numpy", "flint", "jaxcompress.checker",
+               "os", "concurrent.futures", "multiprocessing"}  # the processes of workers=
     folder = Path(jc.__file__).parent / "checker"
     for path in folder.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import os
 import time
 from fractions import Fraction
 
@@ -22,7 +23,7 @@ __all__ = ["CheckReport", "check"]
 ROOT, SPLIT, CLIP = 0, 1, 2
 PREC = 64  # Arb's working precision (bits): enough for D(c), a difference of nearly equal numbers
 BATCH = 64  # boxes bounded per ball-matrix product
-ORDER = {1: 6, 2: 4, 3: 3}  # the models' degree K by input dimension, 2 above (excess ~ h^(K+1))
+ORDER = {1: 6, 2: 4, 3: 4, 4: 3}  # the models' degree K by input dimension, 2 above (fastest)
 _ARB_SERIES = {  # f(x + s) as Arb's power series in s
     "exp": lambda s: s.exp(), "expm1": lambda s: s.exp() - 1, "log": lambda s: s.log(),
     "log1p": lambda s: (1 + s).log(), "sin": lambda s: s.sin(), "cos": lambda s: s.cos(),
@@ -429,14 +430,17 @@ def _halves(c: np.ndarray, h: np.ndarray):
         yield cc, hh
 
 
-def _claims(diff: _Difference, t: dict, leaves: list, max_depth: int, stats: dict, dom) -> None:
-    """Every finite claim, on the root box if it proves the least, else on each leaf, split where
-    needed (a bound ``rho`` times the claim: ``2^k`` pieces, ``k ~ d log2(rho) / (K + 1)``)."""
+def _claims(diff: _Difference, t: dict, leaves: list, max_depth: int, stats: dict, dom,
+            share=(0, 1)) -> None:
+    """Every finite claim, on the root box if it proves the least, else on each leaf (those of
+    ``share = (i, n)``: every n-th from the i-th), split where needed (a bound ``rho`` times the
+    claim: ``2^k`` pieces, ``k ~ d log2(rho) / (K + 1)``)."""
     work = [(i, t["c"][i], t["h"][i], 0) for i in leaves if np.isfinite(t["bound"][i])]
     d, least = len(t["c"][0]), min([float(t["bound"][w[0]]) for w in work], default=0.0)
     stats["boxes"] += 1
     if work and all(v.abs_upper() <= least for v in diff(t["c"][:1], t["h"][:1])[1]):
         return
+    work = work[share[0]::share[1]]
     while work:
         batch, work = work[:BATCH], work[BATCH:]
         stats["boxes"] += len(batch)
@@ -463,7 +467,8 @@ def _claims(diff: _Difference, t: dict, leaves: list, max_depth: int, stats: dic
             stats["depth"] = max(stats["depth"], level + k)
 
 
-def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float) -> CheckReport:
+def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float, share=(0, 1)
+            ) -> CheckReport:
     dim, programs, kind = meta.get("dim"), meta.get("programs"), meta.get("domain")
     if not (isinstance(dim, int) and dim > 0 and kind in ("box", "ball") and isinstance(
             programs, dict) and set(programs) == {"a", "b"}):
@@ -497,7 +502,7 @@ def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float) -> CheckR
         if lower > 0 and not any(v.abs_lower() >= lower for v in at):
             raise _Reject(None, f"lower {lower:.6e} is not attained at argmax: |F_a - F_b| "
                           f"there is {max(float(v.abs_upper()) for v in at):.6e}")
-        _claims(diff, t, leaves, max_depth, stats, dom)
+        _claims(diff, t, leaves, max_depth, stats, dom, share)
         ok, reason, node = True, "", None
     except _Reject as exc:
         ok, (node, reason) = False, exc.args
@@ -505,13 +510,25 @@ def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float) -> CheckR
                        stats["depth"], time.perf_counter() - start)
 
 
-def check(path, *, max_depth: int = 24) -> CheckReport:
+def _part(meta: dict, arrays: dict, max_depth: int, share) -> CheckReport:
+    """One process's part of :func:`check`: every step but the claims not in its ``share``."""
+    import flint as fl
+    fl.ctx.prec = PREC
+    return _prove(fl, meta, arrays, max_depth, time.perf_counter(), share)
+
+
+def check(path, *, max_depth: int = 24, workers: int | None = None) -> CheckReport:
     """Confirm ``lower <= sup_(x in domain) max_j |F_a(x)_j - F_b(x)_j| <= upper`` for a file of
     :meth:`Verification.save <jaxcompress.verification.Verification.save>`, or name the first node
-    that fails (``max_depth``: how often a leaf may be bisected). :class:`CertificateError` for a
-    missing, truncated, foreign, damaged or malformed file; ``ImportError`` without python-flint."""
+    that fails (``max_depth``: how often a leaf may be bisected; ``workers``: processes that share
+    the leaves, default one per core this process may use, at most one per 64 leaves).
+    :class:`CertificateError` for a missing, truncated, foreign, damaged or malformed file;
+    ``ImportError`` without python-flint."""
     if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 0:
         raise ValueError(f"check: max_depth must be an int >= 0, got {max_depth!r}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or workers < 1):
+        raise ValueError(f"check: workers must be an int >= 1 or None, got {workers!r}")
     start = time.perf_counter()
     try:
         import flint as fl
@@ -519,9 +536,24 @@ def check(path, *, max_depth: int = 24) -> CheckReport:
         raise ImportError("check: needs python-flint (Arb ball arithmetic): pip install "
                           "'jaxcompress[check]' (python-flint==0.9.0)") from exc
     meta, arrays = read(path)
+    bound, cores = arrays.get("tree_bound"), (len(os.sched_getaffinity(0)) if hasattr(
+        os, "sched_getaffinity") else os.cpu_count() or 1)
+    n = min(workers or cores, int(np.isfinite(bound).sum()) // BATCH if isinstance(
+        bound, np.ndarray) and bound.dtype == np.float64 else 1)
     prec, fl.ctx.prec = fl.ctx.prec, PREC
     try:
-        return _prove(fl, meta, arrays, max_depth, start)
+        if n <= 1:
+            return _prove(fl, meta, arrays, max_depth, start)
+        import concurrent.futures as cf
+        import multiprocessing as mp
+        with cf.ProcessPoolExecutor(n, mp_context=mp.get_context("spawn")) as pool:
+            parts = list(pool.map(_part, *zip(*[(meta, arrays, max_depth, (i, n))
+                                               for i in range(n)], strict=True)))
+        failed = min((p for p in parts if not p.confirmed), default=parts[0],
+                     key=lambda p: -1 if p.node is None else p.node)
+        return dataclasses.replace(failed, boxes=sum(p.boxes for p in parts) - n + 1,
+                                   depth=max(p.depth for p in parts),
+                                   seconds=time.perf_counter() - start)
     except (TypeError, KeyError, AttributeError, IndexError, OverflowError) as exc:
         raise CertificateError(f"check: a malformed certificate ({type(exc).__name__}: "
                                f"{exc})") from exc

@@ -521,7 +521,7 @@ def check(path, *, max_depth: int = 24, workers: int | None = None) -> CheckRepo
     """Confirm ``lower <= sup_(x in domain) max_j |F_a(x)_j - F_b(x)_j| <= upper`` for a file of
     :meth:`Verification.save <jaxcompress.verification.Verification.save>`, or name the first node
     that fails (``max_depth``: how often a leaf may be bisected; ``workers``: processes that share
-    the leaves, default one per core this process may use, at most one per 64 leaves).
+    the leaves, at most one per 64; default one per core this process may use and 256 leaves).
     :class:`CertificateError` for a missing, truncated, foreign, damaged or malformed file;
     ``ImportError`` without python-flint."""
     if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 0:
@@ -538,8 +538,9 @@ def check(path, *, max_depth: int = 24, workers: int | None = None) -> CheckRepo
     meta, arrays = read(path)
     bound, cores = arrays.get("tree_bound"), (len(os.sched_getaffinity(0)) if hasattr(
         os, "sched_getaffinity") else os.cpu_count() or 1)
-    n = min(workers or cores, int(np.isfinite(bound).sum()) // BATCH if isinstance(
-        bound, np.ndarray) and bound.dtype == np.float64 else 1)
+    claims = int(np.isfinite(bound).sum()) if isinstance(bound, np.ndarray) and (
+        bound.dtype == np.float64) else 0
+    n = min(workers, claims // BATCH) if workers else min(cores, claims // (4 * BATCH))
     prec, fl.ctx.prec = fl.ctx.prec, PREC
     try:
         if n <= 1:

@@ -37,7 +37,7 @@ every case's bracket (upper and lower over the true max) against time, log scale
 
 Run (from the repository root)::
 
-    python benchmarks/verify.py                      # every case (about 5 minutes on 2 cores)
+    python benchmarks/verify.py                      # every case (~19 min on 2 cores; 5 --no-check)
     python benchmarks/verify.py --quick --out /tmp/v # one small case, under 30 s
     python benchmarks/verify.py --cases col6_box,relu
     python benchmarks/verify.py --depth --repeats 1 --max-seconds 60   # with the depth rows
@@ -80,9 +80,10 @@ def parse(argv):
                    help="uniform samples of the sampled max (default 200000; quick 20000)")
     p.add_argument("--no-check", action="store_true",
                    help="skip saving each case's certificate and re-proving it (jc.check)")
-    p.add_argument("--check-max-boxes", type=int, default=5_000,
+    p.add_argument("--check-max-boxes", type=int, default=250_000,
                    help="re-prove only certificates of at most this many boxes (the check "
-                   "takes tens of milliseconds per box; default 5000)")
+                   "takes milliseconds to tens of milliseconds per box on each core; default "
+                   "250000: every case's)")
     p.add_argument("--remainders", choices=("auto", "radius", "symbolic"), default="auto",
                    help="verify's remainders= (default auto: symbolic from 3 nonlinear layers, "
                    "4 in 1-2 inputs)")

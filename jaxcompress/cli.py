@@ -817,7 +817,7 @@ def _verify_parser(sub, fmt) -> None:
 def _check_cmd(args: argparse.Namespace) -> int:
     from jaxcompress.checker import check
 
-    report = check(args.certificate, max_depth=args.max_depth)
+    report = check(args.certificate, max_depth=args.max_depth, workers=args.workers)
     print(report)
     return 0 if report.confirmed else 1
 
@@ -836,6 +836,9 @@ def _check_parser(sub, fmt) -> None:
     chk.add_argument("--max-depth", type=int, default=24,
                      help="how many times a box may be bisected further where the checker's "
                      "bound is looser than the claimed one")
+    chk.add_argument("--workers", type=int, default=None,
+                     help="processes that share the leaves (default: one per core this "
+                     "process may use, for at least 256 leaves each)")
     chk.set_defaults(func=_check_cmd)
 
 

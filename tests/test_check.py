@@ -90,6 +90,8 @@ def test_tanh_box_is_confirmed(tanh_box):
 
 def test_the_command_line_confirms(shifted):
     assert main(["check", str(shifted)]) == 0
+    assert main(["check", str(shifted), "--workers", "1"]) == 0
+    assert main(["check", str(shifted), "--workers", "0"]) == 2  # workers must be >= 1
 
 
 def test_tanh_ball_is_confirmed(tmp_path):

@@ -415,7 +415,7 @@ def run_check(name, res, out: Path, max_boxes: int, log):
     except ValueError as e:
         log(f"{name:<11} check     not saved: {e}")
         return {"saved": False, "reason": str(e)}
-    report = jc.check(path)
+    report = jc.check(path, workers=None)  # one process per core
     log(f"{name:<11} check     {'confirmed' if report.confirmed else 'REJECTED'} in "
         f"{report.seconds:.2f} s ({report.seconds / res.seconds:.1f}x the proof's "
         f"{res.seconds:.2f} s): {report.leaves:,} leaves, {report.boxes:,} boxes, depth "

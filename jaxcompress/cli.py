@@ -838,7 +838,7 @@ def _check_parser(sub, fmt) -> None:
                      "bound is looser than the claimed one")
     chk.add_argument("--workers", type=int, default=None,
                      help="processes that share the leaves (default: one per core this "
-                     "process may use, for at least 256 leaves each)")
+                     "process may use, for at least 256 leaves each; 1: this process alone)")
     chk.set_defaults(func=_check_cmd)
 
 

@@ -517,11 +517,12 @@ def _part(meta: dict, arrays: dict, max_depth: int, share) -> CheckReport:
     return _prove(fl, meta, arrays, max_depth, time.perf_counter(), share)
 
 
-def check(path, *, max_depth: int = 24, workers: int | None = None) -> CheckReport:
+def check(path, *, max_depth: int = 24, workers: int | None = 1) -> CheckReport:
     """Confirm ``lower <= sup_(x in domain) max_j |F_a(x)_j - F_b(x)_j| <= upper`` for a file of
     :meth:`Verification.save <jaxcompress.verification.Verification.save>`, or name the first node
     that fails (``max_depth``: how often a leaf may be bisected; ``workers``: processes that share
-    the leaves, at most one per 64; default one per core this process may use and 256 leaves).
+    the leaves, at most one per 64; ``None``: one per core this process may use and 256 leaves;
+    more than one spawns processes, so a script needs Python's ``if __name__ == "__main__":``).
     :class:`CertificateError` for a missing, truncated, foreign, damaged or malformed file;
     ``ImportError`` without python-flint."""
     if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 0:

@@ -817,7 +817,8 @@ def _verify_parser(sub, fmt) -> None:
 def _check_cmd(args: argparse.Namespace) -> int:
     from jaxcompress.checker import check
 
-    report = check(args.certificate, max_depth=args.max_depth, workers=args.workers)
+    report = check(args.certificate, max_depth=args.max_depth, workers=args.workers,
+                   progress=args.progress)
     print(report)
     return 0 if report.confirmed else 1
 
@@ -839,6 +840,9 @@ def _check_parser(sub, fmt) -> None:
     chk.add_argument("--workers", type=int, default=None,
                      help="processes that share the leaves (default: one per core this "
                      "process may use, for at least 256 leaves each; 1: this process alone)")
+    chk.add_argument("--progress", action="store_true",
+                     help="print the leaves begun and the time left every 5 s (with several "
+                     "processes: the first one's share)")
     chk.set_defaults(func=_check_cmd)
 
 

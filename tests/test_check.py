@@ -15,6 +15,7 @@ The networks are ``[2, 16, 16, 1]`` like ``tests/test_verify.py``'s, verified at
 from __future__ import annotations
 
 import ast
+import dataclasses
 import itertools
 import math
 from pathlib import Path
@@ -90,7 +91,7 @@ def test_tanh_box_is_confirmed(tanh_box):
 
 def test_the_command_line_confirms(shifted):
     assert main(["check", str(shifted)]) == 0
-    assert main(["check", str(shifted), "--workers", "1"]) == 0
+    assert main(["check", str(shifted), "--workers", "1", "--progress"]) == 0
     assert main(["check", str(shifted), "--workers", "0"]) == 2  # workers must be >= 1
 
 
@@ -217,7 +218,7 @@ def test_processes_sharing_the_claims_give_one_process_report(tanh_box, tmp_path
     """``workers=2``: each process checks the covering and its share of the leaves (every
     other one); merged, the report is one process's, a lowered claim rejected at its leaf."""
     res, path = tanh_box
-    one, two = check(path, workers=1), check(path, workers=2)
+    one, two = check(path, workers=1), check(path, workers=2, progress=True)
     assert two.confirmed and (two.leaves, two.boxes, two.depth, two.upper, two.lower) == (
         one.leaves, one.boxes, one.depth, one.upper, one.lower)
     meta, arrays = fileformat.read(path)
@@ -231,6 +232,26 @@ def test_processes_sharing_the_claims_give_one_process_report(tanh_box, tmp_path
     assert not report.confirmed and report.node == i and f"leaf {i}" in report.reason
     with pytest.raises(ValueError, match="workers must be an int >= 1"):
         check(path, workers=0)
+
+
+def test_progress_lines_tell_the_leaves_begun_and_change_nothing(tanh_box, capsys,
+                                                                  monkeypatch):
+    """``progress=True``: a line on stderr every ``SAY_EVERY`` seconds (here every batch), the
+    leaves begun of all and the time left; the report is the one without it."""
+    from jaxcompress.checker import prove
+
+    res, path = tanh_box
+    quiet = check(path)
+    monkeypatch.setattr(prove, "SAY_EVERY", 0.0)
+    told = check(path, progress=True)
+    lines = capsys.readouterr().err.splitlines()
+    assert dataclasses.replace(told, seconds=0) == dataclasses.replace(quiet, seconds=0)
+    total = int(np.isfinite(fileformat.read(path)[1]["tree_bound"]).sum())
+    assert len(lines) >= -(-total // prove.BATCH), lines  # a line per batch at least
+    assert lines[-1].startswith(f"check: {total:,} of {total:,} leaves begun, ")
+    assert lines[-1].endswith(", about 0 s left") and all("s left" in x for x in lines)
+    with pytest.raises(TypeError, match="progress must be a bool"):
+        check(path, progress="yes")
 
 
 def test_a_changed_weight_is_rejected(tanh_box, tmp_path):
@@ -352,7 +373,8 @@ def test_the_tree_records_every_bounded_box(tanh_box):
 def test_the_checker_imports_neither_the_verifier_nor_jax():
     allowed = {"__future__", "dataclasses", "fractions", "hashlib", "itertools", "json", "math",
                "pathlib", "time", "zipfile", "numpy", "flint", "jaxcompress.checker",
-               "os", "concurrent.futures", "multiprocessing"}  # the processes of workers=
+               "os", "concurrent.futures", "multiprocessing",  # the processes of workers=
+               "sys"}  # progress lines on stderr
     folder = Path(jc.__file__).parent / "checker"
     for path in folder.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):

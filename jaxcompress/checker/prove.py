@@ -11,6 +11,7 @@ import dataclasses
 import itertools
 import math
 import os
+import sys
 import time
 from fractions import Fraction
 
@@ -23,6 +24,7 @@ __all__ = ["CheckReport", "check"]
 ROOT, SPLIT, CLIP = 0, 1, 2
 PREC = 64  # Arb's working precision (bits): enough for D(c), a difference of nearly equal numbers
 BATCH = 64  # boxes bounded per ball-matrix product
+SAY_EVERY = 5.0  # seconds between progress lines
 ORDER = {1: 6, 2: 4, 3: 4, 4: 3}  # the models' degree K by input dimension, 2 above (fastest)
 _ARB_SERIES = {  # f(x + s) as Arb's power series in s
     "exp": lambda s: s.exp(), "expm1": lambda s: s.exp() - 1, "log": lambda s: s.log(),
@@ -431,19 +433,27 @@ def _halves(c: np.ndarray, h: np.ndarray):
 
 
 def _claims(diff: _Difference, t: dict, leaves: list, max_depth: int, stats: dict, dom,
-            share=(0, 1)) -> None:
+            share=(0, 1), say=None) -> None:
     """Every finite claim, on the root box if it proves the least, else on each leaf (those of
     ``share = (i, n)``: every n-th from the i-th), split where needed (a bound ``rho`` times the
-    claim: ``2^k`` pieces, ``k ~ d log2(rho) / (K + 1)``)."""
+    claim: ``2^k`` pieces, ``k ~ d log2(rho) / (K + 1)``); ``say``: told the leaves begun, the
+    boxes and the time left (at the leaves' pace so far) every :data:`SAY_EVERY` s."""
     work = [(i, t["c"][i], t["h"][i], 0) for i in leaves if np.isfinite(t["bound"][i])]
     d, least = len(t["c"][0]), min([float(t["bound"][w[0]]) for w in work], default=0.0)
     stats["boxes"] += 1
     if work and all(v.abs_upper() <= least for v in diff(t["c"][:1], t["h"][:1])[1]):
         return
     work = work[share[0]::share[1]]
+    total, begun, start = len(work), 0, time.perf_counter()
+    last = start
     while work:
         batch, work = work[:BATCH], work[BATCH:]
         stats["boxes"] += len(batch)
+        begun += sum(w[3] == 0 for w in batch)  # the leaves come first, their pieces after
+        if say and (now := time.perf_counter()) - last >= SAY_EVERY:
+            last, left = now, (now - start) * (total - begun) / begun
+            say(f"{begun:,} of {total:,} leaves begun, {stats['boxes']:,} boxes, "
+                f"{now - start:.0f} s, about {left:.0f} s left")
         at, over = (v.reshape(len(batch), -1) for v in diff(np.stack([w[1] for w in batch]),
                                                             np.stack([w[2] for w in batch])))
         for (i, bc, bh, level), at_b, over_b in zip(batch, at, over, strict=True):
@@ -467,8 +477,8 @@ def _claims(diff: _Difference, t: dict, leaves: list, max_depth: int, stats: dic
             stats["depth"] = max(stats["depth"], level + k)
 
 
-def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float, share=(0, 1)
-            ) -> CheckReport:
+def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float, share=(0, 1),
+           progress=False) -> CheckReport:
     dim, programs, kind = meta.get("dim"), meta.get("programs"), meta.get("domain")
     if not (isinstance(dim, int) and dim > 0 and kind in ("box", "ball") and isinstance(
             programs, dict) and set(programs) == {"a", "b"}):
@@ -502,7 +512,9 @@ def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float, share=(0,
         if lower > 0 and not any(v.abs_lower() >= lower for v in at):
             raise _Reject(None, f"lower {lower:.6e} is not attained at argmax: |F_a - F_b| "
                           f"there is {max(float(v.abs_upper()) for v in at):.6e}")
-        _claims(diff, t, leaves, max_depth, stats, dom, share)
+        _claims(diff, t, leaves, max_depth, stats, dom, share, progress and (
+            lambda line: print(f"check: {line}" + (f" (process 1 of {share[1]}, its share)"
+                               if share[1] > 1 else ""), file=sys.stderr, flush=True)))
         ok, reason, node = True, "", None
     except _Reject as exc:
         ok, (node, reason) = False, exc.args
@@ -510,19 +522,23 @@ def _prove(fl, meta: dict, arrays: dict, max_depth: int, start: float, share=(0,
                        stats["depth"], time.perf_counter() - start)
 
 
-def _part(meta: dict, arrays: dict, max_depth: int, share) -> CheckReport:
-    """One process's part of :func:`check`: every step but the claims not in its ``share``."""
+def _part(meta: dict, arrays: dict, max_depth: int, share, progress) -> CheckReport:
+    """One process's part of :func:`check`: every step but the claims not in its ``share``
+    (the first process tells its progress)."""
     import flint as fl
     fl.ctx.prec = PREC
-    return _prove(fl, meta, arrays, max_depth, time.perf_counter(), share)
+    return _prove(fl, meta, arrays, max_depth, time.perf_counter(), share,
+                  progress and share[0] == 0)
 
 
-def check(path, *, max_depth: int = 24, workers: int | None = 1) -> CheckReport:
+def check(path, *, max_depth: int = 24, workers: int | None = 1, progress: bool = False
+          ) -> CheckReport:
     """Confirm ``lower <= sup_(x in domain) max_j |F_a(x)_j - F_b(x)_j| <= upper`` for a file of
     :meth:`Verification.save <jaxcompress.verification.Verification.save>`, or name the first node
     that fails (``max_depth``: how often a leaf may be bisected; ``workers``: processes that share
     the leaves, at most one per 64; ``None``: one per core this process may use and 256 leaves;
-    more than one spawns processes, so a script needs Python's ``if __name__ == "__main__":``).
+    more than one spawns processes, so a script needs Python's ``if __name__ == "__main__":``;
+    ``progress``: a line on stderr every 5 s, the leaves begun and the time left at that pace).
     :class:`CertificateError` for a missing, truncated, foreign, damaged or malformed file;
     ``ImportError`` without python-flint."""
     if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 0:
@@ -530,6 +546,8 @@ def check(path, *, max_depth: int = 24, workers: int | None = 1) -> CheckReport:
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
                                 or workers < 1):
         raise ValueError(f"check: workers must be an int >= 1 or None, got {workers!r}")
+    if not isinstance(progress, (bool, np.bool_)):
+        raise TypeError(f"check: progress must be a bool, got {progress!r}")
     start = time.perf_counter()
     try:
         import flint as fl
@@ -545,11 +563,11 @@ def check(path, *, max_depth: int = 24, workers: int | None = 1) -> CheckReport:
     prec, fl.ctx.prec = fl.ctx.prec, PREC
     try:
         if n <= 1:
-            return _prove(fl, meta, arrays, max_depth, start)
+            return _prove(fl, meta, arrays, max_depth, start, progress=bool(progress))
         import concurrent.futures as cf
         import multiprocessing as mp
         with cf.ProcessPoolExecutor(n, mp_context=mp.get_context("spawn")) as pool:
-            parts = list(pool.map(_part, *zip(*[(meta, arrays, max_depth, (i, n))
+            parts = list(pool.map(_part, *zip(*[(meta, arrays, max_depth, (i, n), bool(progress))
                                                for i in range(n)], strict=True)))
         failed = min((p for p in parts if not p.confirmed), default=parts[0],
                      key=lambda p: -1 if p.node is None else p.node)

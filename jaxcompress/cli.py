@@ -841,7 +841,7 @@ def _check_parser(sub, fmt) -> None:
                      help="processes that share the leaves (default: one per core this "
                      "process may use, for at least 256 leaves each; 1: this process alone)")
     chk.add_argument("--progress", action="store_true",
-                     help="print the leaves begun and the time left every 5 s (with several "
+                     help="print the leaves proven and the time left every 5 s (with several "
                      "processes: the first one's share)")
     chk.set_defaults(func=_check_cmd)
 

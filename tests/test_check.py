@@ -234,10 +234,10 @@ def test_processes_sharing_the_claims_give_one_process_report(tanh_box, tmp_path
         check(path, workers=0)
 
 
-def test_progress_lines_tell_the_leaves_begun_and_change_nothing(tanh_box, capsys,
+def test_progress_lines_tell_the_leaves_proven_and_change_nothing(tanh_box, capsys,
                                                                   monkeypatch):
     """``progress=True``: a line on stderr every ``SAY_EVERY`` seconds (here every batch), the
-    leaves begun of all and the time left; the report is the one without it."""
+    leaves proven of all and the time left; the report is the one without it."""
     from jaxcompress.checker import prove
 
     res, path = tanh_box
@@ -248,8 +248,10 @@ def test_progress_lines_tell_the_leaves_begun_and_change_nothing(tanh_box, capsy
     assert dataclasses.replace(told, seconds=0) == dataclasses.replace(quiet, seconds=0)
     total = int(np.isfinite(fileformat.read(path)[1]["tree_bound"]).sum())
     assert len(lines) >= -(-total // prove.BATCH), lines  # a line per batch at least
-    assert lines[-1].startswith(f"check: {total:,} of {total:,} leaves begun, ")
-    assert lines[-1].endswith(", about 0 s left") and all("s left" in x for x in lines)
+    first, last = prove.BATCH, (total - 1) % prove.BATCH + 1  # told before a batch is bounded
+    assert lines[0].startswith(f"check: 0 of {total:,} leaves proven, {1 + first} boxes, ")
+    assert lines[-1].startswith(f"check: {total - last:,} of {total:,} leaves proven, ")
+    assert all(x.endswith(" s left") for x in lines[1:]), lines
     with pytest.raises(TypeError, match="progress must be a bool"):
         check(path, progress="yes")
 

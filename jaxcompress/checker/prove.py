@@ -436,29 +436,30 @@ def _claims(diff: _Difference, t: dict, leaves: list, max_depth: int, stats: dic
             share=(0, 1), say=None) -> None:
     """Every finite claim, on the root box if it proves the least, else on each leaf (those of
     ``share = (i, n)``: every n-th from the i-th), split where needed (a bound ``rho`` times the
-    claim: ``2^k`` pieces, ``k ~ d log2(rho) / (K + 1)``); ``say``: told the leaves begun, the
-    boxes and the time left (at the leaves' pace so far) every :data:`SAY_EVERY` s."""
+    claim: ``2^k`` pieces, ``k ~ d log2(rho) / (K + 1)``); ``say``: told the leaves proven (all
+    their pieces), the boxes and the time left at that pace every :data:`SAY_EVERY` s."""
     work = [(i, t["c"][i], t["h"][i], 0) for i in leaves if np.isfinite(t["bound"][i])]
     d, least = len(t["c"][0]), min([float(t["bound"][w[0]]) for w in work], default=0.0)
     stats["boxes"] += 1
     if work and all(v.abs_upper() <= least for v in diff(t["c"][:1], t["h"][:1])[1]):
         return
     work = work[share[0]::share[1]]
-    total, begun, start = len(work), 0, time.perf_counter()
+    pieces_left, done, start = {w[0]: 1 for w in work}, 0, time.perf_counter()
     last = start
     while work:
         batch, work = work[:BATCH], work[BATCH:]
         stats["boxes"] += len(batch)
-        begun += sum(w[3] == 0 for w in batch)  # the leaves come first, their pieces after
         if say and (now := time.perf_counter()) - last >= SAY_EVERY:
-            last, left = now, (now - start) * (total - begun) / begun
-            say(f"{begun:,} of {total:,} leaves begun, {stats['boxes']:,} boxes, "
-                f"{now - start:.0f} s, about {left:.0f} s left")
+            last, n = now, len(pieces_left)
+            say(f"{done:,} of {n:,} leaves proven, {stats['boxes']:,} boxes, {now - start:.0f} s"
+                + (f", about {(now - start) * (n - done) / done:.0f} s left" if done else ""))
         at, over = (v.reshape(len(batch), -1) for v in diff(np.stack([w[1] for w in batch]),
                                                             np.stack([w[2] for w in batch])))
         for (i, bc, bh, level), at_b, over_b in zip(batch, at, over, strict=True):
             claim = float(t["bound"][i])
             if all(v.abs_upper() <= claim for v in over_b):
+                pieces_left[i] -= 1
+                done += pieces_left[i] == 0
                 continue
             if any(v.abs_lower() > claim for v in at_b) and dom.meets(_box(bc, 0 * bc)):
                 raise _Reject(i, f"leaf {i} claims {claim:.6e}, but |F_a - F_b| exceeds it "
@@ -474,6 +475,7 @@ def _claims(diff: _Difference, t: dict, leaves: list, max_depth: int, stats: dic
             for _ in range(k):
                 pieces = [half for cc, hh in pieces for half in _halves(cc, hh)]
             work += [(i, cc, hh, level + k) for cc, hh in pieces]
+            pieces_left[i] += len(pieces) - 1
             stats["depth"] = max(stats["depth"], level + k)
 
 
@@ -538,7 +540,7 @@ def check(path, *, max_depth: int = 24, workers: int | None = 1, progress: bool 
     that fails (``max_depth``: how often a leaf may be bisected; ``workers``: processes that share
     the leaves, at most one per 64; ``None``: one per core this process may use and 256 leaves;
     more than one spawns processes, so a script needs Python's ``if __name__ == "__main__":``;
-    ``progress``: a line on stderr every 5 s, the leaves begun and the time left at that pace).
+    ``progress``: a line on stderr every 5 s, the leaves proven and the time left at that pace).
     :class:`CertificateError` for a missing, truncated, foreign, damaged or malformed file;
     ``ImportError`` without python-flint."""
     if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 0:
